@@ -1,0 +1,73 @@
+"""Who may do what in a context: role (viewer < curator < admin) and scope grants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memory.errors import NotFound, PermissionDenied
+from memory.models import ApiToken, Context, ContextMembership, Role
+from memory.models.access import ROLE_RANK
+from memory.scopes import Grants
+
+DEFAULT_MEMBER_GRANTS = ["read,write:*"]
+
+
+@dataclass(frozen=True)
+class ContextAccess:
+    context: Context
+    user: Any  # settings.AUTH_USER_MODEL instance, or None for system work
+    role: Role
+    grants: Grants
+
+    @property
+    def actor_label(self) -> str:
+        return getattr(self.user, "username", "") or "system"
+
+    def has_role(self, minimum: Role) -> bool:
+        return ROLE_RANK[self.role] >= ROLE_RANK[minimum]
+
+    def require_role(self, minimum: Role) -> None:
+        if not self.has_role(minimum):
+            raise PermissionDenied(
+                f"this needs the {minimum} role in context {self.context.slug!r}; "
+                f"you have {self.role}",
+                code="role_required",
+            )
+
+    def require_write(self, scope: str) -> None:
+        if not self.grants.can_write(scope):
+            raise PermissionDenied(
+                f"no write grant on scope {scope!r} (grants: {self.grants})",
+                code="scope_forbidden",
+            )
+
+    def require_read(self, scope: str) -> None:
+        if not self.grants.can_read(scope):
+            # Outside the grants a record does not exist for this caller.
+            raise NotFound("not found")
+
+
+def system_access(context: Context) -> ContextAccess:
+    """Full access for commands and tasks that act for the system itself."""
+    return ContextAccess(context=context, user=None, role=Role.ADMIN, grants=Grants.everything())
+
+
+def context_access_resolve(*, user: Any, slug: str, token: ApiToken | None = None) -> ContextAccess:
+    """The caller's access to context ``slug``; NotFound if it may not see the context."""
+    context = Context.objects.filter(slug=slug).first()
+    if context is None or user is None or not user.is_authenticated:
+        raise NotFound(f"context {slug[:100]!r} not found", code="context_not_found")
+    if token is not None and token.context_id != context.pk:
+        raise NotFound(f"context {slug[:100]!r} not found", code="context_not_found")
+    membership = ContextMembership.objects.filter(user=user, context=context).first()
+    if user.is_superuser:
+        role = Role.ADMIN
+        member_grants = DEFAULT_MEMBER_GRANTS
+    elif membership is None:
+        raise NotFound(f"context {slug[:100]!r} not found", code="context_not_found")
+    else:
+        role = Role(membership.role)
+        member_grants = membership.grants or DEFAULT_MEMBER_GRANTS
+    grants = Grants.from_strings(token.grants if token is not None else member_grants)
+    return ContextAccess(context=context, user=user, role=role, grants=grants)

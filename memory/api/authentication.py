@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from memory.models import ApiToken
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Token <token>``; the token is bound to one context and its grants."""
+
+    keyword = "Token"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("use 'Authorization: Token <token>'")
+        try:
+            raw = header[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed("the token is not valid") from exc
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(digest=ApiToken.digest_of(raw), revoked_at__isnull=True)
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("the token is not valid")
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "memory.api.authentication.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <token>` as printed by `manage.py issue_token`",
+        }

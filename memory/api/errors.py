@@ -1,0 +1,75 @@
+"""One exception handler: every API error is ``{"error": {"code", "message", "details"}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError, IntegrityError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from memory.errors import MemoryError_
+from memory.scopes import ScopeError
+
+logger = logging.getLogger(__name__)
+
+_DRF_CODES = {
+    exceptions.ParseError: "malformed",
+    exceptions.ValidationError: "invalid",
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "forbidden",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "throttled",
+}
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, MemoryError_):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, ScopeError):
+        return Response(error_body("invalid_scope", str(exc)), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, DjangoValidationError):
+        details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return Response(error_body("invalid", "validation failed", details), status=400)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, (IntegrityError, DataError)):
+        # A constraint caught what validation missed: the write was refused as a whole.
+        logger.warning("database refused a write: %s", exc)
+        return Response(
+            error_body("constraint_violation", "the database refused this write", str(exc)[:500]),
+            status=status.HTTP_409_CONFLICT,
+        )
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
+    if isinstance(exc, exceptions.ValidationError):
+        message, details = "the request body is not valid", response.data
+    else:
+        detail = getattr(exc, "detail", str(exc))
+        message, details = str(detail), None
+    response.data = error_body(code, message, details)
+    return response
+
+
+def json_error_view(status_code: int, code: str, message: str) -> Any:
+    def view(request: Any, exception: Exception | None = None) -> JsonResponse:
+        return JsonResponse(error_body(code, message), status=status_code)
+
+    return view

@@ -1,0 +1,38 @@
+"""Memory Desk's data model, one module per concept."""
+
+from memory.models.access import ApiToken, ContextMembership, Role
+from memory.models.audit import AuditEvent
+from memory.models.context import Context, PredicateMode
+from memory.models.document import Chunk, Document, Keyword, KeywordLink
+from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
+from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
+from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
+from memory.models.run import Run, RunOutcome
+
+__all__ = [
+    "ENTITY_TYPES",
+    "ApiToken",
+    "AuditEvent",
+    "Chunk",
+    "Conflict",
+    "Context",
+    "ContextMembership",
+    "Document",
+    "Entity",
+    "EntityIdentifier",
+    "EntityType",
+    "Fact",
+    "FactKind",
+    "FactStatus",
+    "Keyword",
+    "KeywordLink",
+    "Predicate",
+    "PredicateAlias",
+    "PredicateKind",
+    "PredicateMode",
+    "PredicateStatus",
+    "Role",
+    "Run",
+    "RunOutcome",
+    "SourceKind",
+]

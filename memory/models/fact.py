@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import OpClass
+from django.db import models
+
+
+class FactKind(models.TextChoices):
+    RELATION = "relation"  # subject → object entity
+    ATTRIBUTE = "attribute"  # subject → value
+    ACTION = "action"  # subject did verb (to object) at a time
+    NARRATIVE = "narrative"  # subject → a block of text (profile, memo)
+
+
+class FactStatus(models.TextChoices):
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    RETRACTED = "retracted"
+    # A single-valued write that could not supersede the current value (confidence
+    # under 0.7 or under the prior's): kept, never current, waiting on its Conflict.
+    CONTESTED = "contested"
+
+
+class SourceKind(models.TextChoices):
+    API = "api"
+    RUN = "run"
+    DOCUMENT = "document"
+    SEED = "seed"
+    CURATION = "curation"
+
+
+class Fact(models.Model):
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="facts")
+    scope = models.CharField(max_length=300)
+    subject = models.ForeignKey(
+        "memory.Entity", on_delete=models.PROTECT, related_name="facts_as_subject"
+    )
+    predicate = models.ForeignKey("memory.Predicate", on_delete=models.PROTECT, related_name="facts")
+    raw_predicate = models.CharField(max_length=200)
+    kind = models.CharField(max_length=12, choices=FactKind.choices)
+    object = models.ForeignKey(
+        "memory.Entity",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="facts_as_object",
+    )
+    value = models.JSONField(null=True, blank=True)
+    # ``value`` as text: the identity of attribute facts and what search and the
+    # dashboard show. Empty for relations.
+    value_text = models.TextField(blank=True)
+    confidence = models.FloatField(default=1.0)
+    importance = models.FloatField(default=0.5)
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now_add=True)
+    observed_count = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=12, choices=FactStatus.choices, default=FactStatus.CURRENT)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    supersedes = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="superseded_by"
+    )
+    # Copied from the registry at write time so the database itself can refuse a second
+    # current value (see the partial unique constraint below).
+    single_valued = models.BooleanField(default=False)
+    source_kind = models.CharField(max_length=12, choices=SourceKind.choices, default=SourceKind.API)
+    source_ref = models.CharField(max_length=300, blank=True)
+    run = models.ForeignKey("memory.Run", on_delete=models.SET_NULL, null=True, blank=True)
+    document = models.ForeignKey(
+        "memory.Document", on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject", "predicate", "scope"],
+                condition=models.Q(status="current", single_valued=True),
+                name="fact_one_current_single_value",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0.0, confidence__lte=1.0),
+                name="fact_confidence_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(importance__gte=0.0, importance__lte=1.0),
+                name="fact_importance_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(kind="relation") | models.Q(object__isnull=False),
+                name="fact_relation_has_object",
+            ),
+        ]
+        indexes = [
+            # An entity's facts (detail page, ranking, supersession, re-observation).
+            models.Index(fields=["subject", "predicate", "status"], name="fact_subject_predicate"),
+            # Incoming edges for graph expansion and merges.
+            models.Index(fields=["object"], name="fact_object"),
+            # Facts by predicate (drift counts, alias rewrites, vocabulary "most used").
+            models.Index(fields=["context", "predicate", "status"], name="fact_predicate"),
+            # Fact lists newest first.
+            models.Index(fields=["context", "-recorded_at"], name="fact_recent"),
+            models.Index(OpClass("scope", name="varchar_pattern_ops"), name="fact_scope_prefix"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject_id} {self.predicate_id} {self.object_id or self.value_text}"
+
+
+class ConflictStatus(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Conflict(models.Model):
+    """Two values of a single-valued predicate that the store would not choose between."""
+
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="conflicts"
+    )
+    scope = models.CharField(max_length=300)
+    subject = models.ForeignKey("memory.Entity", on_delete=models.CASCADE, related_name="+")
+    predicate = models.ForeignKey("memory.Predicate", on_delete=models.CASCADE, related_name="+")
+    current_fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="+")
+    contested_fact = models.ForeignKey(Fact, on_delete=models.CASCADE, related_name="+")
+    reason = models.CharField(max_length=300)
+    status = models.CharField(
+        max_length=10, choices=ConflictStatus.choices, default=ConflictStatus.OPEN
+    )
+    resolution = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+
+    class Meta:
+        indexes = [
+            # Conflicts page: open conflicts of a context, newest first.
+            models.Index(fields=["context", "status", "-created_at"], name="conflict_open"),
+        ]

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class RunOutcome(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Run(models.Model):
+    """One ingest of a turn. The input is kept whatever happens, so a failed run can retry."""
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="runs")
+    scope = models.CharField(max_length=300)
+    mode = models.CharField(max_length=10)
+    input_text = models.TextField(blank=True)
+    input_payload = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=300, blank=True)
+    prompt = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    parsed_output = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=RunOutcome.choices, default=RunOutcome.PENDING)
+    error = models.TextField(blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    retry_of = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Runs page: a context's runs newest first, optionally by outcome.
+            models.Index(fields=["context", "-created_at"], name="run_recent"),
+            models.Index(fields=["context", "outcome"], name="run_outcome"),
+        ]
