@@ -1,3 +1,49 @@
-from django.urls import path
+from __future__ import annotations
 
-urlpatterns: list = []
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from memory.api import contexts, entities, facts, health, predicates
+from memory.api.errors import json_error_view
+
+ctx = "api/v1/contexts/<str:ctx>"
+
+api_patterns = [
+    path("api/v1/health", health.HealthApi.as_view(), name="api-health"),
+    path("api/v1/contexts", contexts.ContextListApi.as_view(), name="api-contexts"),
+    path(f"{ctx}", contexts.ContextDetailApi.as_view(), name="api-context"),
+    path(f"{ctx}/entities", entities.EntityListApi.as_view(), name="api-entities"),
+    path(f"{ctx}/entities/bulk", entities.EntityBulkApi.as_view(), name="api-entities-bulk"),
+    path(f"{ctx}/entities/<int:entity_id>", entities.EntityDetailApi.as_view(), name="api-entity"),
+    path(
+        f"{ctx}/entities/<int:entity_id>/history",
+        entities.EntityHistoryApi.as_view(),
+        name="api-entity-history",
+    ),
+    path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
+    path(f"{ctx}/facts/<int:fact_id>", facts.FactDetailApi.as_view(), name="api-fact"),
+    path(f"{ctx}/predicates", predicates.PredicateListApi.as_view(), name="api-predicates"),
+    path(
+        f"{ctx}/predicates/canonicalize",
+        predicates.PredicateCanonicalizeApi.as_view(),
+        name="api-predicates-canonicalize",
+    ),
+    path(f"{ctx}/predicates/<str:name>", predicates.PredicateDetailApi.as_view(), name="api-predicate"),
+    path(
+        f"{ctx}/predicates/<str:name>/aliases",
+        predicates.PredicateAliasApi.as_view(),
+        name="api-predicate-aliases",
+    ),
+]
+
+urlpatterns = [
+    *api_patterns,
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("admin/", admin.site.urls),
+]
+
+handler400 = json_error_view(400, "bad_request", "the request could not be read")
+handler404 = json_error_view(404, "not_found", "no such resource")
+handler500 = json_error_view(500, "server_error", "internal error; it has been logged")

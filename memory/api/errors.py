@@ -69,7 +69,20 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def json_error_view(status_code: int, code: str, message: str) -> Any:
-    def view(request: Any, exception: Exception | None = None) -> JsonResponse:
-        return JsonResponse(error_body(code, message), status=status_code)
+    """A handler400/404/500 that answers JSON under /api/ and Django's page elsewhere."""
+    from django.views import defaults
+
+    fallback = {
+        400: defaults.bad_request,
+        404: defaults.page_not_found,
+        500: defaults.server_error,
+    }[status_code]
+
+    def view(request: Any, exception: Exception | None = None) -> Any:
+        if request.path.startswith("/api/"):
+            return JsonResponse(error_body(code, message), status=status_code)
+        if status_code == 500:
+            return fallback(request)
+        return fallback(request, exception)
 
     return view

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 
@@ -18,9 +19,9 @@ class AuditEvent(models.Model):
     target_type = models.CharField(max_length=30)
     target_id = models.CharField(max_length=100)
     summary = models.CharField(max_length=500)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    undo = models.JSONField(null=True, blank=True)
+    before = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    after = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    undo = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     undone_at = models.DateTimeField(null=True, blank=True)
     undone_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -1,0 +1,46 @@
+"""Pieces every API view shares: the caller's access, shared output shapes, pagination."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory.access import ContextAccess, context_access_resolve
+from memory.api.pagination import StandardPagination
+from memory.models import ApiToken
+
+
+def access_for(request: Request, ctx: str) -> ContextAccess:
+    """The caller's role and grants in context ``ctx`` (404 when it may not see it)."""
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    return context_access_resolve(user=request.user, slug=ctx, token=token)
+
+
+def paginated(request: Request, queryset: Any, serializer_class: type[serializers.Serializer], view: Any) -> Response:
+    paginator = StandardPagination()
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    data = serializer_class(page, many=True).data
+    return paginator.get_paginated_response(data)
+
+
+class EntityRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    type = serializers.CharField()
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.JSONField(allow_null=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+def query_bool(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "").strip().lower() in ("1", "true", "yes", "on")

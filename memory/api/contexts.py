@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.api.common import access_for, paginated
+from memory.errors import PermissionDenied
+from memory.models import ApiToken, Context, PredicateMode, Role
+from memory.selectors.contexts import context_list
+from memory.services.contexts import context_create, context_update
+
+
+class ContextOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Context
+        fields = [
+            "slug", "name", "description", "predicate_mode", "auto_supersede",
+            "auto_merge_threshold", "review_threshold", "llm_judge_enabled", "created_at",
+        ]
+
+
+class ContextListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        slug = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)
+        name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+        description = serializers.CharField(max_length=5000, required=False, allow_blank=True)
+        predicate_mode = serializers.ChoiceField(choices=PredicateMode.choices, required=False)
+        auto_supersede = serializers.BooleanField(required=False)
+        auto_merge_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+        review_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+    @extend_schema(responses=ContextOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        token = request.auth if isinstance(request.auth, ApiToken) else None
+        return paginated(request, context_list(user=request.user, token=token),
+                         ContextOutputSerializer, self)
+
+    @extend_schema(request=InputSerializer, responses={201: ContextOutputSerializer})
+    def post(self, request: Request) -> Response:
+        if isinstance(request.auth, ApiToken) or not request.user.is_staff:
+            raise PermissionDenied(
+                "creating contexts needs a staff account signed in (tokens are bound to one "
+                "context)", code="staff_required",
+            )
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        context = context_create(owner=request.user, **data.validated_data)
+        return Response(ContextOutputSerializer(context).data, status=status.HTTP_201_CREATED)
+
+
+class ContextDetailApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200, required=False)
+        description = serializers.CharField(max_length=5000, required=False, allow_blank=True)
+        predicate_mode = serializers.ChoiceField(choices=PredicateMode.choices, required=False)
+        auto_supersede = serializers.BooleanField(required=False)
+        auto_merge_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+        review_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
+        llm_judge_enabled = serializers.BooleanField(required=False)
+
+    @extend_schema(responses=ContextOutputSerializer)
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        return Response(ContextOutputSerializer(access.context).data)
+
+    @extend_schema(request=InputSerializer, responses=ContextOutputSerializer)
+    def patch(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.ADMIN)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        context = context_update(access=access, **data.validated_data)
+        return Response(ContextOutputSerializer(context).data)

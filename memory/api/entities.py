@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.api.common import access_for, paginated
+from memory.api.facts import FactOutputSerializer
+from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
+from memory.entity_names import MAX_IDENTIFIER_LENGTH, MAX_NAME_LENGTH
+from memory.errors import ValidationFailed
+from memory.models import AuditEvent, Entity, EntityType
+from memory.selectors.entities import entity_audit_events, entity_get, entity_list
+from memory.selectors.facts import entity_facts_ranked, fact_history
+from memory.services.entities import entity_delete, entity_update, entity_upsert
+from memory.services.entity_import import entities_import
+
+MAX_ATTRIBUTE_KEYS = 200
+
+
+class IdentifierSerializer(serializers.Serializer):
+    kind = serializers.CharField(max_length=40)
+    value = serializers.CharField(max_length=MAX_IDENTIFIER_LENGTH)
+
+
+class EntityOutputSerializer(serializers.ModelSerializer):
+    identifiers = IdentifierSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Entity
+        fields = [
+            "id", "name", "type", "scope", "normalized_key", "aliases", "identifiers",
+            "attributes", "seeded", "merged_into", "created_at", "updated_at",
+        ]
+
+
+def _attributes(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > MAX_ATTRIBUTE_KEYS:
+        raise serializers.ValidationError(f"an object with at most {MAX_ATTRIBUTE_KEYS} keys")
+    return value
+
+
+class EntityListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=MAX_NAME_LENGTH)
+        type = serializers.CharField(max_length=40, required=False, default=EntityType.OTHER)
+        scope = serializers.CharField(max_length=300)
+        aliases = serializers.ListField(
+            child=serializers.CharField(max_length=MAX_NAME_LENGTH), max_length=100, required=False
+        )
+        identifiers = IdentifierSerializer(many=True, required=False)
+        attributes = serializers.JSONField(required=False, validators=[_attributes])
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, description="name contains / key match"),
+            OpenApiParameter("type", str, enum=EntityType.values),
+            OpenApiParameter("scope", str, description="exact scope"),
+            OpenApiParameter("seeded", bool),
+        ],
+        responses=EntityOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        params = request.query_params
+        seeded = params.get("seeded")
+        entities = entity_list(
+            access=access, q=params.get("q"), type=params.get("type"), scope=params.get("scope"),
+            seeded=None if seeded is None else seeded.lower() in ("1", "true", "yes"),
+        ).prefetch_related("identifiers")
+        return paginated(request, entities, EntityOutputSerializer, self)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: EntityOutputSerializer, 200: EntityOutputSerializer},
+        description="Upsert by identifier, then normalized key, then alias: 201 when created, "
+        "200 when an existing entity matched (it gains the new spelling as an alias).",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = entity_upsert(access=access, **data.validated_data)
+        body = {**EntityOutputSerializer(result.entity).data, "matched_by": result.matched_by,
+                "warnings": result.warnings}
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+
+class EntityBulkApi(APIView):
+    parser_classes = [PlainTextParser, NdjsonParser, JsonLinesParser, MultiPartParser, FormParser, JSONParser]
+
+    class OutputSerializer(serializers.Serializer):
+        total = serializers.IntegerField()
+        created = serializers.IntegerField()
+        matched = serializers.IntegerField()
+        failed = serializers.IntegerField()
+        rows = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        request={"text/csv": str, "application/x-ndjson": str, "multipart/form-data": dict},
+        parameters=[
+            OpenApiParameter("format", str, enum=["csv", "jsonl"]),
+            OpenApiParameter("scope", str, description="scope for rows that name none"),
+        ],
+        responses=OutputSerializer,
+        description="Seed entities from CSV or JSONL (body, or a multipart `file`). Each row is "
+        "upserted on its own; the report lists every row's outcome.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        content = _upload_content(request)
+        fmt = request.query_params.get("format") or _format_from_type(request.content_type)
+        report = entities_import(
+            access=access, content=content, format=fmt,  # type: ignore[arg-type]
+            scope_default=request.query_params.get("scope"),
+        )
+        return Response(self.OutputSerializer(_report_dict(report)).data)
+
+
+def _upload_content(request: Request) -> bytes | str:
+    upload = request.FILES.get("file") if hasattr(request, "FILES") else None
+    if upload is not None:
+        return upload.read()
+    data = request.data
+    if isinstance(data, (bytes, str)) and data:
+        return data
+    raise ValidationFailed(
+        "send CSV or JSONL as the body (Content-Type text/csv or application/x-ndjson) "
+        "or as a multipart 'file'", code="missing_file",
+    )
+
+
+def _format_from_type(content_type: str) -> str | None:
+    if "csv" in content_type:
+        return "csv"
+    if "ndjson" in content_type or "jsonl" in content_type or "jsonlines" in content_type:
+        return "jsonl"
+    return None
+
+
+def _report_dict(report: Any) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(report) if is_dataclass(report) else dict(report)
+
+
+class EntityDetailApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=MAX_NAME_LENGTH, required=False)
+        type = serializers.CharField(max_length=40, required=False)
+        aliases = serializers.ListField(
+            child=serializers.CharField(max_length=MAX_NAME_LENGTH), max_length=100, required=False
+        )
+        attributes = serializers.JSONField(required=False, validators=[_attributes])
+        identifiers_add = IdentifierSerializer(many=True, required=False)
+
+    class OutputSerializer(EntityOutputSerializer):
+        class Meta(EntityOutputSerializer.Meta):
+            fields = [*EntityOutputSerializer.Meta.fields]
+
+    class RankedFactSerializer(serializers.Serializer):
+        score = serializers.FloatField()
+        fact = FactOutputSerializer()
+
+    @extend_schema(responses=EntityOutputSerializer)
+    def get(self, request: Request, ctx: str, entity_id: int) -> Response:
+        access = access_for(request, ctx)
+        entity = entity_get(access=access, entity_id=entity_id)
+        ranked = entity_facts_ranked(access=access, entity=entity, limit=50)
+        return Response({
+            **EntityOutputSerializer(entity).data,
+            "facts": self.RankedFactSerializer(ranked, many=True).data,
+        })
+
+    @extend_schema(request=InputSerializer, responses=EntityOutputSerializer)
+    def patch(self, request: Request, ctx: str, entity_id: int) -> Response:
+        access = access_for(request, ctx)
+        entity = entity_get(access=access, entity_id=entity_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        entity = entity_update(access=access, entity=entity, **data.validated_data)
+        return Response(EntityOutputSerializer(entity_get(access=access, entity_id=entity.pk)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, ctx: str, entity_id: int) -> Response:
+        access = access_for(request, ctx)
+        entity = entity_get(access=access, entity_id=entity_id)
+        entity_delete(access=access, entity=entity)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditEventOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "actor_label", "action", "target_type", "target_id", "summary",
+                  "before", "after", "created_at", "undone_at"]
+
+
+class EntityHistoryApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        entity = EntityOutputSerializer()
+        facts = FactOutputSerializer(many=True)
+        events = AuditEventOutputSerializer(many=True)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("predicate", str, description="any form of a predicate")],
+        responses=OutputSerializer,
+        description="Every fact about the entity oldest first (superseded, contested and "
+        "retracted included, with `supersedes` links) and the curation events on it.",
+    )
+    def get(self, request: Request, ctx: str, entity_id: int) -> Response:
+        access = access_for(request, ctx)
+        entity = entity_get(access=access, entity_id=entity_id)
+        facts = fact_history(access=access, subject=entity,
+                             predicate=request.query_params.get("predicate"))
+        events = entity_audit_events(access=access, entity=entity)[:200]
+        return Response(self.OutputSerializer(
+            {"entity": entity, "facts": facts, "events": events}
+        ).data)

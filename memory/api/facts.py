@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.access import ContextAccess
+from memory.api.common import EntityRefSerializer, access_for, paginated, query_bool
+from memory.entity_names import MAX_NAME_LENGTH
+from memory.errors import NotFound, ValidationFailed
+from memory.models import Entity, Fact, FactKind
+from memory.selectors.entities import entity_get
+from memory.selectors.facts import fact_list, facts_visible
+from memory.services.entities import entity_upsert
+from memory.services.facts import fact_retract, fact_write
+from memory.services.predicates import UnknownPredicate, predicate_record_refused
+
+
+class FactSourceSerializer(serializers.Serializer):
+    kind = serializers.CharField(source="source_kind")
+    ref = serializers.CharField(source="source_ref")
+    run = serializers.IntegerField(source="run_id", allow_null=True)
+    document = serializers.IntegerField(source="document_id", allow_null=True)
+
+
+class FactOutputSerializer(serializers.ModelSerializer):
+    subject = EntityRefSerializer()
+    object = EntityRefSerializer(allow_null=True)
+    predicate = serializers.CharField(source="predicate.name")
+    source = FactSourceSerializer(source="*")
+
+    class Meta:
+        model = Fact
+        fields = [
+            "id", "subject", "predicate", "raw_predicate", "kind", "object", "value",
+            "confidence", "importance", "valid_from", "valid_until", "recorded_at",
+            "last_seen_at", "observed_count", "status", "supersedes", "scope", "source",
+        ]
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class EntityRefField(serializers.Field):
+    """An entity by id (``42``) or by description (``{"name": "Acme", "type": "organisation"}``)."""
+
+    default_error_messages = {
+        "invalid": "give an entity id or an object with name (and type, scope)",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        if isinstance(data, int):
+            return data
+        if isinstance(data, dict):
+            ref = _EntityDescriptionSerializer(data=data)
+            ref.is_valid(raise_exception=True)
+            return dict(ref.validated_data)
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class _EntityDescriptionSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=MAX_NAME_LENGTH)
+    type = serializers.CharField(max_length=40, required=False, default="other")
+    scope = serializers.CharField(max_length=300, required=False)
+
+
+class FactListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        subject = EntityRefField()
+        predicate = serializers.CharField(max_length=200)
+        object = EntityRefField(required=False, allow_null=True)
+        value = serializers.JSONField(required=False, allow_null=True)
+        kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
+        scope = serializers.CharField(max_length=300, required=False)
+        confidence = serializers.FloatField(min_value=0, max_value=1, required=False, default=1.0)
+        importance = serializers.FloatField(min_value=0, max_value=1, required=False)
+        valid_from = serializers.DateTimeField(required=False, allow_null=True)
+        valid_until = serializers.DateTimeField(required=False, allow_null=True)
+        source_ref = serializers.CharField(max_length=300, required=False, default="")
+
+    class WriteOutputSerializer(serializers.Serializer):
+        outcome = serializers.ChoiceField(
+            choices=["created", "reobserved", "updated", "superseded", "conflict"]
+        )
+        predicate_via = serializers.CharField()
+        predicate_registered = serializers.BooleanField()
+        fact = FactOutputSerializer()
+        superseded = serializers.IntegerField(allow_null=True)
+        conflict = serializers.IntegerField(allow_null=True)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("subject", int),
+            OpenApiParameter("predicate", str, description="any form: worksAt finds works_at"),
+            OpenApiParameter("object", int),
+            OpenApiParameter("kind", str, enum=FactKind.values),
+            OpenApiParameter("scope", str, description="exact scope"),
+            OpenApiParameter("as_of", OpenApiTypes.DATETIME, description="what was current then"),
+            OpenApiParameter("include_superseded", bool),
+        ],
+        responses=FactOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        params = _ListParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        p = params.validated_data
+        facts = fact_list(
+            access=access,
+            subject=entity_get(access=access, entity_id=p["subject"]) if p.get("subject") else None,
+            object=entity_get(access=access, entity_id=p["object"]) if p.get("object") else None,
+            predicate=p.get("predicate"), kind=p.get("kind"), scope=p.get("scope"),
+            as_of=p.get("as_of"), include_superseded=query_bool(request, "include_superseded"),
+        )
+        return paginated(request, facts, FactOutputSerializer, self)
+
+    @extend_schema(request=InputSerializer, responses={201: WriteOutputSerializer, 200: WriteOutputSerializer})
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = dict(data.validated_data)
+        try:
+            with transaction.atomic():
+                # Entities named in the body are upserted in the same transaction as the
+                # fact, so a refused fact leaves no entity behind.
+                scope = v.get("scope")
+                subject = _entity_for(access, v.pop("subject"), scope)
+                object_ref = v.pop("object", None)
+                object_ = _entity_for(access, object_ref, scope) if object_ref else None
+                result = fact_write(access=access, subject=subject, object=object_, **v)
+        except UnknownPredicate:
+            # Strict mode refused the write; the refused predicate is still drift.
+            predicate_record_refused(context=access.context, raw=v["predicate"])
+            raise
+        body = {
+            "outcome": result.outcome,
+            "predicate_via": result.resolved.via,
+            "predicate_registered": result.resolved.registered,
+            "fact": result.fact,
+            "superseded": result.superseded.pk if result.superseded else None,
+            "conflict": result.conflict.pk if result.conflict else None,
+        }
+        code = status.HTTP_201_CREATED if result.outcome in ("created", "superseded", "conflict") else status.HTTP_200_OK
+        return Response(self.WriteOutputSerializer(body).data, status=code)
+
+
+class _ListParams(serializers.Serializer):
+    subject = serializers.IntegerField(required=False, min_value=1)
+    object = serializers.IntegerField(required=False, min_value=1)
+    predicate = serializers.CharField(required=False, max_length=200)
+    kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
+    scope = serializers.CharField(required=False, max_length=300)
+    as_of = serializers.DateTimeField(required=False)
+
+
+def _entity_for(access: ContextAccess, ref: int | dict[str, Any], scope: str | None) -> Entity:
+    if isinstance(ref, int):
+        return entity_get(access=access, entity_id=ref)
+    entity_scope = ref.get("scope") or scope
+    if not entity_scope:
+        raise ValidationFailed(
+            "an entity given by name needs a scope (on the entity or on the fact)",
+            code="missing_scope",
+        )
+    return entity_upsert(access=access, name=ref["name"], type=ref.get("type"),
+                         scope=entity_scope).entity
+
+
+class FactDetailApi(APIView):
+    @extend_schema(responses=FactOutputSerializer)
+    def get(self, request: Request, ctx: str, fact_id: int) -> Response:
+        access = access_for(request, ctx)
+        return Response(FactOutputSerializer(_fact(access, fact_id)).data)
+
+    @extend_schema(responses=FactOutputSerializer, description="Retract the fact (kept in history).")
+    def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
+        access = access_for(request, ctx)
+        fact = fact_retract(access=access, fact=_fact(access, fact_id))
+        return Response(FactOutputSerializer(_fact(access, fact.pk)).data)
+
+
+def _fact(access: ContextAccess, fact_id: int) -> Fact:
+    fact = (
+        facts_visible(access=access).select_related("subject", "object", "predicate")
+        .filter(pk=fact_id).first()
+    )
+    if fact is None:
+        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
+    return fact

