@@ -57,19 +57,19 @@ def embedded_database_url(pgdata: Path) -> str:
 def _apply_tuning(server: object) -> None:
     """Set TUNING once; shared_buffers and max_connections need a restart to apply."""
     import psycopg
-    from pgserver._commands import pg_ctl
+    from pgserver import _commands
 
     uri = server.get_uri()  # type: ignore[attr-defined]
     with psycopg.connect(uri, autocommit=True) as conn:
-        current = dict(conn.execute("SELECT name, setting || coalesce(unit, '') FROM pg_settings"))
+        known = {row[0] for row in conn.execute("SELECT name FROM pg_settings")}
         buffers = conn.execute("SHOW shared_buffers").fetchone()
         if buffers and buffers[0] == TUNING["shared_buffers"]:
             return
         for name, value in TUNING.items():
-            if name in current:
+            if name in known:
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
     logger.info("Restarting the embedded PostgreSQL to apply memory settings")
-    pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)  # type: ignore[attr-defined]
+    _commands.pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)  # type: ignore[attr-defined]
     server.ensure_postgres_running()  # type: ignore[attr-defined]
 
 

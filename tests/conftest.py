@@ -18,6 +18,12 @@ from memory.services.tokens import token_issue
 _counter = itertools.count(1)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    # PBKDF2's deliberate slowness costs ~0.5 s per test user; tests don't need it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def make_context(db: None) -> Callable[..., Context]:
     def make(slug: str | None = None, **settings: Any) -> Context:
@@ -38,8 +44,13 @@ def access(context: Context) -> ContextAccess:
 
 @pytest.fixture
 def make_user(db: None) -> Callable[..., Any]:
-    def make(username: str | None = None, *, context: Context | None = None,
-             role: Role = Role.VIEWER, grants: list[str] | None = None) -> Any:
+    def make(
+        username: str | None = None,
+        *,
+        context: Context | None = None,
+        role: Role = Role.VIEWER,
+        grants: list[str] | None = None,
+    ) -> Any:
         from memory.models import ContextMembership
 
         user = get_user_model().objects.create_user(
@@ -58,8 +69,9 @@ def make_user(db: None) -> Callable[..., Any]:
 def api_client_for(make_user: Callable[..., Any]) -> Callable[..., APIClient]:
     """An API client authenticated with a fresh token: role in the context, token grants."""
 
-    def make(context: Context, *, role: Role = Role.ADMIN,
-             grants: list[str] | None = None) -> APIClient:
+    def make(
+        context: Context, *, role: Role = Role.ADMIN, grants: list[str] | None = None
+    ) -> APIClient:
         user = make_user(context=context, role=role)
         raw = token_issue(user=user, context=context, grants=grants or ["read,write:*"]).raw
         client = APIClient()

@@ -19,9 +19,11 @@ def access_for(request: Request, ctx: str) -> ContextAccess:
     return context_access_resolve(user=request.user, slug=ctx, token=token)
 
 
-def paginated(request: Request, queryset: Any, serializer_class: type[serializers.Serializer], view: Any) -> Response:
+def paginated(
+    request: Request, queryset: Any, serializer_class: type[serializers.Serializer], view: Any
+) -> Response:
     paginator = StandardPagination()
-    page = paginator.paginate_queryset(queryset, request, view=view)
+    page: Any = paginator.paginate_queryset(queryset, request, view=view)
     data = serializer_class(page, many=True).data
     return paginator.get_paginated_response(data)
 

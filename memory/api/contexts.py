@@ -17,8 +17,15 @@ class ContextOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Context
         fields = [
-            "slug", "name", "description", "predicate_mode", "auto_supersede",
-            "auto_merge_threshold", "review_threshold", "llm_judge_enabled", "created_at",
+            "slug",
+            "name",
+            "description",
+            "predicate_mode",
+            "auto_supersede",
+            "auto_merge_threshold",
+            "review_threshold",
+            "llm_judge_enabled",
+            "created_at",
         ]
 
 
@@ -35,15 +42,17 @@ class ContextListApi(APIView):
     @extend_schema(responses=ContextOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        return paginated(request, context_list(user=request.user, token=token),
-                         ContextOutputSerializer, self)
+        return paginated(
+            request, context_list(user=request.user, token=token), ContextOutputSerializer, self
+        )
 
     @extend_schema(request=InputSerializer, responses={201: ContextOutputSerializer})
     def post(self, request: Request) -> Response:
         if isinstance(request.auth, ApiToken) or not request.user.is_staff:
             raise PermissionDenied(
                 "creating contexts needs a staff account signed in (tokens are bound to one "
-                "context)", code="staff_required",
+                "context)",
+                code="staff_required",
             )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -34,15 +35,24 @@ class EntityOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Entity
         fields = [
-            "id", "name", "type", "scope", "normalized_key", "aliases", "identifiers",
-            "attributes", "seeded", "merged_into", "created_at", "updated_at",
+            "id",
+            "name",
+            "type",
+            "scope",
+            "normalized_key",
+            "aliases",
+            "identifiers",
+            "attributes",
+            "seeded",
+            "merged_into",
+            "created_at",
+            "updated_at",
         ]
 
 
-def _attributes(value: Any) -> dict[str, Any]:
+def _attributes(value: Any) -> None:
     if not isinstance(value, dict) or len(value) > MAX_ATTRIBUTE_KEYS:
         raise serializers.ValidationError(f"an object with at most {MAX_ATTRIBUTE_KEYS} keys")
-    return value
 
 
 class EntityListApi(APIView):
@@ -70,7 +80,10 @@ class EntityListApi(APIView):
         params = request.query_params
         seeded = params.get("seeded")
         entities = entity_list(
-            access=access, q=params.get("q"), type=params.get("type"), scope=params.get("scope"),
+            access=access,
+            q=params.get("q"),
+            type=params.get("type"),
+            scope=params.get("scope"),
             seeded=None if seeded is None else seeded.lower() in ("1", "true", "yes"),
         ).prefetch_related("identifiers")
         return paginated(request, entities, EntityOutputSerializer, self)
@@ -86,20 +99,34 @@ class EntityListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = entity_upsert(access=access, **data.validated_data)
-        body = {**EntityOutputSerializer(result.entity).data, "matched_by": result.matched_by,
-                "warnings": result.warnings}
-        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+        body = {
+            **EntityOutputSerializer(result.entity).data,
+            "matched_by": result.matched_by,
+            "warnings": result.warnings,
+        }
+        return Response(
+            body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        )
 
 
 class EntityBulkApi(APIView):
-    parser_classes = [PlainTextParser, NdjsonParser, JsonLinesParser, MultiPartParser, FormParser, JSONParser]
+    parser_classes = [
+        PlainTextParser,
+        NdjsonParser,
+        JsonLinesParser,
+        MultiPartParser,
+        FormParser,
+        JSONParser,
+    ]
 
     class OutputSerializer(serializers.Serializer):
+        format = serializers.CharField()
         total = serializers.IntegerField()
         created = serializers.IntegerField()
         matched = serializers.IntegerField()
         failed = serializers.IntegerField()
         rows = serializers.ListField(child=serializers.DictField())
+        notes = serializers.ListField(child=serializers.CharField())
 
     @extend_schema(
         request={"text/csv": str, "application/x-ndjson": str, "multipart/form-data": dict},
@@ -116,10 +143,12 @@ class EntityBulkApi(APIView):
         content = _upload_content(request)
         fmt = request.query_params.get("format") or _format_from_type(request.content_type)
         report = entities_import(
-            access=access, content=content, format=fmt,  # type: ignore[arg-type]
+            access=access,
+            content=content,
+            format=fmt,  # type: ignore[arg-type]
             scope_default=request.query_params.get("scope"),
         )
-        return Response(self.OutputSerializer(_report_dict(report)).data)
+        return Response(self.OutputSerializer(asdict(report)).data)
 
 
 def _upload_content(request: Request) -> bytes | str:
@@ -131,7 +160,8 @@ def _upload_content(request: Request) -> bytes | str:
         return data
     raise ValidationFailed(
         "send CSV or JSONL as the body (Content-Type text/csv or application/x-ndjson) "
-        "or as a multipart 'file'", code="missing_file",
+        "or as a multipart 'file'",
+        code="missing_file",
     )
 
 
@@ -141,12 +171,6 @@ def _format_from_type(content_type: str) -> str | None:
     if "ndjson" in content_type or "jsonl" in content_type or "jsonlines" in content_type:
         return "jsonl"
     return None
-
-
-def _report_dict(report: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(report) if is_dataclass(report) else dict(report)
 
 
 class EntityDetailApi(APIView):
@@ -172,10 +196,12 @@ class EntityDetailApi(APIView):
         access = access_for(request, ctx)
         entity = entity_get(access=access, entity_id=entity_id)
         ranked = entity_facts_ranked(access=access, entity=entity, limit=50)
-        return Response({
-            **EntityOutputSerializer(entity).data,
-            "facts": self.RankedFactSerializer(ranked, many=True).data,
-        })
+        return Response(
+            {
+                **EntityOutputSerializer(entity).data,
+                "facts": self.RankedFactSerializer(ranked, many=True).data,
+            }
+        )
 
     @extend_schema(request=InputSerializer, responses=EntityOutputSerializer)
     def patch(self, request: Request, ctx: str, entity_id: int) -> Response:
@@ -197,8 +223,18 @@ class EntityDetailApi(APIView):
 class AuditEventOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
-        fields = ["id", "actor_label", "action", "target_type", "target_id", "summary",
-                  "before", "after", "created_at", "undone_at"]
+        fields = [
+            "id",
+            "actor_label",
+            "action",
+            "target_type",
+            "target_id",
+            "summary",
+            "before",
+            "after",
+            "created_at",
+            "undone_at",
+        ]
 
 
 class EntityHistoryApi(APIView):
@@ -216,9 +252,10 @@ class EntityHistoryApi(APIView):
     def get(self, request: Request, ctx: str, entity_id: int) -> Response:
         access = access_for(request, ctx)
         entity = entity_get(access=access, entity_id=entity_id)
-        facts = fact_history(access=access, subject=entity,
-                             predicate=request.query_params.get("predicate"))
+        facts = fact_history(
+            access=access, subject=entity, predicate=request.query_params.get("predicate")
+        )
         events = entity_audit_events(access=access, entity=entity)[:200]
-        return Response(self.OutputSerializer(
-            {"entity": entity, "facts": facts, "events": events}
-        ).data)
+        return Response(
+            self.OutputSerializer({"entity": entity, "facts": facts, "events": events}).data
+        )

@@ -42,8 +42,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ScopeError):
         return Response(error_body("invalid_scope", str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):
-        details = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        return Response(error_body("invalid", "validation failed", details), status=400)
+        messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        return Response(error_body("invalid", "validation failed", messages), status=400)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -59,11 +59,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
+    details: Any = None
     if isinstance(exc, exceptions.ValidationError):
         message, details = "the request body is not valid", response.data
     else:
-        detail = getattr(exc, "detail", str(exc))
-        message, details = str(detail), None
+        message = str(getattr(exc, "detail", str(exc)))
     response.data = error_body(code, message, details)
     return response
 
@@ -72,7 +72,7 @@ def json_error_view(status_code: int, code: str, message: str) -> Any:
     """A handler400/404/500 that answers JSON under /api/ and Django's page elsewhere."""
     from django.views import defaults
 
-    fallback = {
+    fallback: Any = {
         400: defaults.bad_request,
         404: defaults.page_not_found,
         500: defaults.server_error,

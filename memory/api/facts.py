@@ -33,14 +33,29 @@ class FactOutputSerializer(serializers.ModelSerializer):
     subject = EntityRefSerializer()
     object = EntityRefSerializer(allow_null=True)
     predicate = serializers.CharField(source="predicate.name")
-    source = FactSourceSerializer(source="*")
+    source = FactSourceSerializer(source="*")  # type: ignore[assignment]
 
     class Meta:
         model = Fact
         fields = [
-            "id", "subject", "predicate", "raw_predicate", "kind", "object", "value",
-            "confidence", "importance", "valid_from", "valid_until", "recorded_at",
-            "last_seen_at", "observed_count", "status", "supersedes", "scope", "source",
+            "id",
+            "subject",
+            "predicate",
+            "raw_predicate",
+            "kind",
+            "object",
+            "value",
+            "confidence",
+            "importance",
+            "valid_from",
+            "valid_until",
+            "recorded_at",
+            "last_seen_at",
+            "observed_count",
+            "status",
+            "supersedes",
+            "scope",
+            "source",
         ]
 
 
@@ -118,12 +133,17 @@ class FactListApi(APIView):
             access=access,
             subject=entity_get(access=access, entity_id=p["subject"]) if p.get("subject") else None,
             object=entity_get(access=access, entity_id=p["object"]) if p.get("object") else None,
-            predicate=p.get("predicate"), kind=p.get("kind"), scope=p.get("scope"),
-            as_of=p.get("as_of"), include_superseded=query_bool(request, "include_superseded"),
+            predicate=p.get("predicate"),
+            kind=p.get("kind"),
+            scope=p.get("scope"),
+            as_of=p.get("as_of"),
+            include_superseded=query_bool(request, "include_superseded"),
         )
         return paginated(request, facts, FactOutputSerializer, self)
 
-    @extend_schema(request=InputSerializer, responses={201: WriteOutputSerializer, 200: WriteOutputSerializer})
+    @extend_schema(
+        request=InputSerializer, responses={201: WriteOutputSerializer, 200: WriteOutputSerializer}
+    )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         data = self.InputSerializer(data=request.data)
@@ -150,7 +170,11 @@ class FactListApi(APIView):
             "superseded": result.superseded.pk if result.superseded else None,
             "conflict": result.conflict.pk if result.conflict else None,
         }
-        code = status.HTTP_201_CREATED if result.outcome in ("created", "superseded", "conflict") else status.HTTP_200_OK
+        code = (
+            status.HTTP_201_CREATED
+            if result.outcome in ("created", "superseded", "conflict")
+            else status.HTTP_200_OK
+        )
         return Response(self.WriteOutputSerializer(body).data, status=code)
 
 
@@ -172,8 +196,9 @@ def _entity_for(access: ContextAccess, ref: int | dict[str, Any], scope: str | N
             "an entity given by name needs a scope (on the entity or on the fact)",
             code="missing_scope",
         )
-    return entity_upsert(access=access, name=ref["name"], type=ref.get("type"),
-                         scope=entity_scope).entity
+    return entity_upsert(
+        access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
+    ).entity
 
 
 class FactDetailApi(APIView):
@@ -182,7 +207,9 @@ class FactDetailApi(APIView):
         access = access_for(request, ctx)
         return Response(FactOutputSerializer(_fact(access, fact_id)).data)
 
-    @extend_schema(responses=FactOutputSerializer, description="Retract the fact (kept in history).")
+    @extend_schema(
+        responses=FactOutputSerializer, description="Retract the fact (kept in history)."
+    )
     def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)
         fact = fact_retract(access=access, fact=_fact(access, fact_id))
@@ -191,8 +218,10 @@ class FactDetailApi(APIView):
 
 def _fact(access: ContextAccess, fact_id: int) -> Fact:
     fact = (
-        facts_visible(access=access).select_related("subject", "object", "predicate")
-        .filter(pk=fact_id).first()
+        facts_visible(access=access)
+        .select_related("subject", "object", "predicate")
+        .filter(pk=fact_id)
+        .first()
     )
     if fact is None:
         raise NotFound(f"fact {fact_id} not found", code="fact_not_found")

@@ -72,8 +72,11 @@ def _chat_model() -> dict[str, object]:
             "status": "not_configured",
             "message": "set MEMORY_CHAT_MODEL (and OPENAI_BASE_URL/OPENAI_API_KEY) for infer=llm",
         }
-    return {"status": "ok", "model": settings.MEMORY_CHAT_MODEL,
-            "base_url": settings.OPENAI_BASE_URL or "https://api.openai.com/v1"}
+    return {
+        "status": "ok",
+        "model": settings.MEMORY_CHAT_MODEL,
+        "base_url": settings.OPENAI_BASE_URL or "https://api.openai.com/v1",
+    }
 
 
 def _task_worker() -> dict[str, object]:

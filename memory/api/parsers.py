@@ -10,7 +10,9 @@ class PlainTextParser(BaseParser):
 
     media_type = "text/*"
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> bytes:
+    def parse(
+        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+    ) -> Any:
         return stream.read() if stream is not None else b""
 
 

@@ -28,10 +28,26 @@ class PredicateOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Predicate
         fields = [
-            "name", "description", "example", "category", "kind", "subject_types",
-            "object_types", "inverse", "default_importance", "ranking_weight", "single_valued",
-            "is_aggregate", "lifecycle", "default_validity_days", "exclude_from_prompt",
-            "status", "aliases", "fact_count", "first_seen_at", "last_seen_at",
+            "name",
+            "description",
+            "example",
+            "category",
+            "kind",
+            "subject_types",
+            "object_types",
+            "inverse",
+            "default_importance",
+            "ranking_weight",
+            "single_valued",
+            "is_aggregate",
+            "lifecycle",
+            "default_validity_days",
+            "exclude_from_prompt",
+            "status",
+            "aliases",
+            "fact_count",
+            "first_seen_at",
+            "last_seen_at",
         ]
 
     def get_aliases(self, predicate: Predicate) -> list[str]:
@@ -89,7 +105,8 @@ class PredicateListApi(APIView):
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         predicates = predicate_list(
-            context=access.context, status=request.query_params.get("status"),
+            context=access.context,
+            status=request.query_params.get("status"),
             category=request.query_params.get("category"),
         )
         return paginated(request, _with_counts(predicates), PredicateOutputSerializer, self)
@@ -111,7 +128,9 @@ class PredicateDetailApi(APIView):
     @extend_schema(responses=PredicateOutputSerializer)
     def get(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
-        return Response(PredicateOutputSerializer(predicate_get(context=access.context, name=name)).data)
+        return Response(
+            PredicateOutputSerializer(predicate_get(context=access.context, name=name)).data
+        )
 
     @extend_schema(request=PredicateFieldsSerializer, responses=PredicateOutputSerializer)
     def patch(self, request: Request, ctx: str, name: str) -> Response:
@@ -121,7 +140,11 @@ class PredicateDetailApi(APIView):
         data = PredicateFieldsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         predicate_update(access=access, predicate=predicate, **data.validated_data)
-        return Response(PredicateOutputSerializer(predicate_get(context=access.context, name=predicate.name)).data)
+        return Response(
+            PredicateOutputSerializer(
+                predicate_get(context=access.context, name=predicate.name)
+            ).data
+        )
 
     @extend_schema(
         responses={204: None},
@@ -131,7 +154,9 @@ class PredicateDetailApi(APIView):
     def delete(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.ADMIN)
-        predicate_unregister(access=access, predicate=predicate_get(context=access.context, name=name))
+        predicate_unregister(
+            access=access, predicate=predicate_get(context=access.context, name=name)
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

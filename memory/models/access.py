@@ -33,7 +33,9 @@ class ContextMembership(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "context"], name="membership_unique_user_context")
+            models.UniqueConstraint(
+                fields=["user", "context"], name="membership_unique_user_context"
+            )
         ]
 
     def __str__(self) -> str:

@@ -39,3 +39,6 @@ class AuditEvent(models.Model):
             models.Index(fields=["context", "-created_at"], name="audit_recent"),
             models.Index(fields=["context", "target_type", "target_id"], name="audit_target"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target_type}:{self.target_id} by {self.actor_label}"

@@ -21,7 +21,9 @@ class Document(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["context", "-created_at"], name="document_recent"),
-            models.Index(OpClass("scope", name="varchar_pattern_ops"), name="document_scope_prefix"),
+            models.Index(
+                OpClass("scope", name="varchar_pattern_ops"), name="document_scope_prefix"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -53,6 +55,9 @@ class Chunk(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"chunk {self.ordinal} of document {self.document_id}"
+
 
 class Keyword(models.Model):
     """A RAKE keyphrase node, shared by the documents of a context that contain it."""
@@ -67,6 +72,9 @@ class Keyword(models.Model):
             models.UniqueConstraint(fields=["context", "text"], name="keyword_unique_text")
         ]
 
+    def __str__(self) -> str:
+        return self.text
+
 
 class KeywordLink(models.Model):
     keyword = models.ForeignKey(Keyword, on_delete=models.CASCADE, related_name="links")
@@ -79,3 +87,6 @@ class KeywordLink(models.Model):
         indexes = [
             models.Index(fields=["keyword", "scope"], name="keyword_link_scope"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.keyword_id} → document {self.document_id}"

@@ -36,7 +36,9 @@ class Fact(models.Model):
     subject = models.ForeignKey(
         "memory.Entity", on_delete=models.PROTECT, related_name="facts_as_subject"
     )
-    predicate = models.ForeignKey("memory.Predicate", on_delete=models.PROTECT, related_name="facts")
+    predicate = models.ForeignKey(
+        "memory.Predicate", on_delete=models.PROTECT, related_name="facts"
+    )
     raw_predicate = models.CharField(max_length=200)
     kind = models.CharField(max_length=12, choices=FactKind.choices)
     object = models.ForeignKey(
@@ -65,7 +67,9 @@ class Fact(models.Model):
     # Copied from the registry at write time so the database itself can refuse a second
     # current value (see the partial unique constraint below).
     single_valued = models.BooleanField(default=False)
-    source_kind = models.CharField(max_length=12, choices=SourceKind.choices, default=SourceKind.API)
+    source_kind = models.CharField(
+        max_length=12, choices=SourceKind.choices, default=SourceKind.API
+    )
     source_ref = models.CharField(max_length=300, blank=True)
     run = models.ForeignKey("memory.Run", on_delete=models.SET_NULL, null=True, blank=True)
     document = models.ForeignKey(
@@ -143,3 +147,6 @@ class Conflict(models.Model):
             # Conflicts page: open conflicts of a context, newest first.
             models.Index(fields=["context", "status", "-created_at"], name="conflict_open"),
         ]
+
+    def __str__(self) -> str:
+        return f"conflict {self.pk}: {self.current_fact_id} vs {self.contested_fact_id}"

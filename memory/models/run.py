@@ -24,7 +24,9 @@ class Run(models.Model):
     raw_output = models.TextField(blank=True)
     parsed_output = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
-    outcome = models.CharField(max_length=10, choices=RunOutcome.choices, default=RunOutcome.PENDING)
+    outcome = models.CharField(
+        max_length=10, choices=RunOutcome.choices, default=RunOutcome.PENDING
+    )
     error = models.TextField(blank=True)
     timings = models.JSONField(default=dict, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
@@ -44,3 +46,6 @@ class Run(models.Model):
             models.Index(fields=["context", "-created_at"], name="run_recent"),
             models.Index(fields=["context", "outcome"], name="run_outcome"),
         ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.mode}, {self.outcome})"

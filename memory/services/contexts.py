@@ -43,9 +43,15 @@ def context_update(*, access: ContextAccess, **fields: Any) -> Context:
     _validate(context)
     context.save()
     audit_record(
-        context=context, actor=access.user, action="context_update", target_type="context",
-        target_id=context.slug, summary=f"changed settings: {', '.join(sorted(fields))}",
-        before=before, after=fields, undo={"restore": before},
+        context=context,
+        actor=access.user,
+        action="context_update",
+        target_type="context",
+        target_id=context.slug,
+        summary=f"changed settings: {', '.join(sorted(fields))}",
+        before=before,
+        after=fields,
+        undo={"restore": before},
     )
     return context
 

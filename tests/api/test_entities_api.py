@@ -10,12 +10,18 @@ from tests.api.conftest import assert_error
 
 
 def test_post_creates_then_matches(api: APIClient, base: str) -> None:
-    created = api.post(f"{base}/entities", {"name": "Acme Corp", "type": "company",
-                                            "scope": "org/acme"}, format="json")
+    created = api.post(
+        f"{base}/entities",
+        {"name": "Acme Corp", "type": "company", "scope": "org/acme"},
+        format="json",
+    )
     assert created.status_code == 201
     assert created.json()["type"] == "organisation"
-    matched = api.post(f"{base}/entities", {"name": "ACME Inc.", "type": "organisation",
-                                            "scope": "org/acme"}, format="json")
+    matched = api.post(
+        f"{base}/entities",
+        {"name": "ACME Inc.", "type": "organisation", "scope": "org/acme"},
+        format="json",
+    )
     assert matched.status_code == 200
     assert matched.json()["id"] == created.json()["id"]
     assert matched.json()["matched_by"] == "key"
@@ -23,22 +29,33 @@ def test_post_creates_then_matches(api: APIClient, base: str) -> None:
 
 def test_list_filters_and_paginates(api: APIClient, base: str) -> None:
     for i in range(3):
-        api.post(f"{base}/entities", {"name": f"Person {i}", "type": "person", "scope": "s"},
-                 format="json")
-    api.post(f"{base}/entities", {"name": "Acme", "type": "organisation", "scope": "s"},
-             format="json")
+        api.post(
+            f"{base}/entities",
+            {"name": f"Person {i}", "type": "person", "scope": "s"},
+            format="json",
+        )
+    api.post(
+        f"{base}/entities", {"name": "Acme", "type": "organisation", "scope": "s"}, format="json"
+    )
     page = api.get(f"{base}/entities", {"type": "person", "limit": 2}).json()
     assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
     assert api.get(f"{base}/entities", {"q": "acme"}).json()["count"] == 1
 
 
 def test_detail_patch_delete_and_history(api: APIClient, base: str) -> None:
-    entity_id = api.post(f"{base}/entities", {"name": "Alex", "type": "person", "scope": "s"},
-                         format="json").json()["id"]
-    api.post(f"{base}/facts", {"subject": entity_id, "predicate": "current_title",
-                               "value": "Engineer"}, format="json")
-    api.post(f"{base}/facts", {"subject": entity_id, "predicate": "current_title",
-                               "value": "CTO"}, format="json")
+    entity_id = api.post(
+        f"{base}/entities", {"name": "Alex", "type": "person", "scope": "s"}, format="json"
+    ).json()["id"]
+    api.post(
+        f"{base}/facts",
+        {"subject": entity_id, "predicate": "current_title", "value": "Engineer"},
+        format="json",
+    )
+    api.post(
+        f"{base}/facts",
+        {"subject": entity_id, "predicate": "current_title", "value": "CTO"},
+        format="json",
+    )
     detail = api.get(f"{base}/entities/{entity_id}").json()
     assert [f["fact"]["value"] for f in detail["facts"]] == ["CTO"]
     history = api.get(f"{base}/entities/{entity_id}/history").json()
@@ -58,7 +75,10 @@ def test_bulk_csv_reports_each_row(api: APIClient, base: str) -> None:
 
 
 def test_bulk_jsonl(api: APIClient, base: str) -> None:
-    body = '{"name": "Acme", "type": "organisation", "scope": "s"}\n{"name": "ACME Inc", "type": "organisation", "scope": "s"}\n'
+    body = (
+        '{"name": "Acme", "type": "organisation", "scope": "s"}\n'
+        '{"name": "ACME Inc", "type": "organisation", "scope": "s"}\n'
+    )
     report = api.post(f"{base}/entities/bulk", body, content_type="application/x-ndjson").json()
     assert (report["created"], report["matched"]) == (1, 1)
 
@@ -74,7 +94,9 @@ def test_bulk_jsonl(api: APIClient, base: str) -> None:
     ],
     ids=["huge-name", "no-scope", "bad-scope", "bad-attributes", "bad-identifier"],
 )
-def test_bad_entity_bodies_are_refused_and_write_nothing(api: APIClient, base: str, body: dict) -> None:  # type: ignore[type-arg]
+def test_bad_entity_bodies_are_refused_and_write_nothing(
+    api: APIClient, base: str, body: dict
+) -> None:  # type: ignore[type-arg]
     response = api.post(f"{base}/entities", body, format="json")
     assert 400 <= response.status_code < 500
     assert_error(response, response.status_code)
@@ -88,7 +110,9 @@ def test_malformed_json_is_a_400(api: APIClient, base: str) -> None:
 
 
 def test_unknown_context_is_a_404(api: APIClient) -> None:
-    response = api.post("/api/v1/contexts/nope/entities", {"name": "A", "scope": "s"}, format="json")
+    response = api.post(
+        "/api/v1/contexts/nope/entities", {"name": "A", "scope": "s"}, format="json"
+    )
     assert_error(response, 404, "context_not_found")
 
 
@@ -123,8 +147,12 @@ def test_write_needs_a_write_grant_on_the_scope(
 def test_reads_are_limited_to_grants(
     api: APIClient, context: Context, api_client_for: Callable[..., APIClient], base: str
 ) -> None:
-    inside = api.post(f"{base}/entities", {"name": "In", "scope": "org/acme/team"}, format="json").json()
-    outside = api.post(f"{base}/entities", {"name": "Out", "scope": "org/globex"}, format="json").json()
+    inside = api.post(
+        f"{base}/entities", {"name": "In", "scope": "org/acme/team"}, format="json"
+    ).json()
+    outside = api.post(
+        f"{base}/entities", {"name": "Out", "scope": "org/globex"}, format="json"
+    ).json()
     limited = api_client_for(context, role=Role.VIEWER, grants=["read:org/acme/*"])
     names = [e["name"] for e in limited.get(f"{base}/entities").json()["results"]]
     assert names == ["In"]
@@ -136,9 +164,14 @@ def test_reads_are_limited_to_grants(
 def test_viewer_cannot_patch_or_delete(
     api: APIClient, context: Context, api_client_for: Callable[..., APIClient], base: str
 ) -> None:
-    entity_id = api.post(f"{base}/entities", {"name": "Alex", "scope": "s"}, format="json").json()["id"]
+    entity_id = api.post(f"{base}/entities", {"name": "Alex", "scope": "s"}, format="json").json()[
+        "id"
+    ]
     viewer = api_client_for(context, role=Role.VIEWER)
-    assert_error(viewer.patch(f"{base}/entities/{entity_id}", {"name": "Z"}, format="json"), 403,
-                 "role_required")
+    assert_error(
+        viewer.patch(f"{base}/entities/{entity_id}", {"name": "Z"}, format="json"),
+        403,
+        "role_required",
+    )
     assert_error(viewer.delete(f"{base}/entities/{entity_id}"), 403, "role_required")
     assert Entity.objects.get().name == "Alex"

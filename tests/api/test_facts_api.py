@@ -16,8 +16,14 @@ def _fact(api: APIClient, base: str, **body: object) -> dict:  # type: ignore[ty
 
 
 def test_write_by_entity_names_and_read_by_any_predicate_form(api: APIClient, base: str) -> None:
-    out = _fact(api, base, subject={"name": "Alex", "type": "person"}, predicate="worksAt",
-                object={"name": "Acme Corp", "type": "company"}, scope="org/acme")
+    out = _fact(
+        api,
+        base,
+        subject={"name": "Alex", "type": "person"},
+        predicate="worksAt",
+        object={"name": "Acme Corp", "type": "company"},
+        scope="org/acme",
+    )
     assert out["outcome"] == "created" and out["predicate_via"] == "normalized"
     assert out["fact"]["predicate"] == "works_at"
     assert out["fact"]["object"]["name"] == "Acme Corp"
@@ -42,15 +48,17 @@ def test_supersession_as_of_and_include_superseded(api: APIClient, base: str) ->
 def test_low_confidence_single_value_reports_a_conflict(api: APIClient, base: str) -> None:
     alex = {"name": "Alex", "type": "person"}
     _fact(api, base, subject=alex, predicate="current_title", value="Engineer", scope="s")
-    out = _fact(api, base, subject=alex, predicate="current_title", value="CTO", scope="s",
-                confidence=0.5)
+    out = _fact(
+        api, base, subject=alex, predicate="current_title", value="CTO", scope="s", confidence=0.5
+    )
     assert out["outcome"] == "conflict" and out["conflict"]
     assert out["fact"]["status"] == "contested"
 
 
 def test_retract(api: APIClient, base: str) -> None:
-    out = _fact(api, base, subject={"name": "Alex"}, predicate="knows",
-                object={"name": "Sam"}, scope="s")
+    out = _fact(
+        api, base, subject={"name": "Alex"}, predicate="knows", object={"name": "Sam"}, scope="s"
+    )
     retracted = api.delete(f"{base}/facts/{out['fact']['id']}")
     assert retracted.json()["status"] == "retracted"
     assert api.get(f"{base}/facts").json()["count"] == 0
@@ -59,21 +67,47 @@ def test_retract(api: APIClient, base: str) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        {"subject": {"name": "Alex"}, "predicate": "KNOWS]->() DETACH DELETE n //",
-         "object": {"name": "Sam"}, "scope": "s"},
-        {"subject": {"name": "x" * 100_000}, "predicate": "knows", "object": {"name": "Sam"},
-         "scope": "s"},
+        {
+            "subject": {"name": "Alex"},
+            "predicate": "KNOWS]->() DETACH DELETE n //",
+            "object": {"name": "Sam"},
+            "scope": "s",
+        },
+        {
+            "subject": {"name": "x" * 100_000},
+            "predicate": "knows",
+            "object": {"name": "Sam"},
+            "scope": "s",
+        },
         {"subject": {"name": "Alex"}, "predicate": "knows", "scope": "s"},
         {"subject": {"name": "Alex"}, "predicate": "knows", "object": {"name": "Sam"}},
         {"subject": 999999, "predicate": "knows", "object": {"name": "Sam"}, "scope": "s"},
         {"subject": True, "predicate": "knows", "scope": "s"},
-        {"subject": {"name": "Alex"}, "predicate": "current_title", "value": "x",
-         "confidence": 7, "scope": "s"},
-        {"subject": {"name": "Alex"}, "predicate": "current_title", "value": "x",
-         "valid_from": "yesterday", "scope": "s"},
+        {
+            "subject": {"name": "Alex"},
+            "predicate": "current_title",
+            "value": "x",
+            "confidence": 7,
+            "scope": "s",
+        },
+        {
+            "subject": {"name": "Alex"},
+            "predicate": "current_title",
+            "value": "x",
+            "valid_from": "yesterday",
+            "scope": "s",
+        },
     ],
-    ids=["hostile-predicate", "huge-name", "missing-object", "no-scope", "unknown-subject",
-         "bool-subject", "bad-confidence", "bad-date"],
+    ids=[
+        "hostile-predicate",
+        "huge-name",
+        "missing-object",
+        "no-scope",
+        "unknown-subject",
+        "bool-subject",
+        "bad-confidence",
+        "bad-date",
+    ],
 )
 def test_bad_fact_bodies_write_nothing(api: APIClient, base: str, body: dict) -> None:  # type: ignore[type-arg]
     response = api.post(f"{base}/facts", body, format="json")
@@ -89,27 +123,43 @@ def test_strict_context_refuses_unknown_predicate_but_records_drift(
 ) -> None:
     strict = make_context("strict-ctx", predicate_mode="strict")
     client = api_client_for(strict)
-    response = client.post("/api/v1/contexts/strict-ctx/facts",
-                           {"subject": {"name": "Alex"}, "predicate": "likesPizza",
-                            "value": "yes", "scope": "s"}, format="json")
+    response = client.post(
+        "/api/v1/contexts/strict-ctx/facts",
+        {"subject": {"name": "Alex"}, "predicate": "likesPizza", "value": "yes", "scope": "s"},
+        format="json",
+    )
     assert_error(response, 400, "unknown_predicate")
     assert Fact.objects.count() == 0 and Entity.objects.count() == 0
     assert Predicate.objects.get(context=strict, name="likes_pizza").status == "observed"
 
 
-def test_fact_write_needs_write_grant(context: Context, api_client_for: Callable[..., APIClient], base: str) -> None:
+def test_fact_write_needs_write_grant(
+    context: Context, api_client_for: Callable[..., APIClient], base: str
+) -> None:
     reader = api_client_for(context, role=Role.ADMIN, grants=["read:*"])
-    response = reader.post(f"{base}/facts", {"subject": {"name": "A"}, "predicate": "knows",
-                                             "object": {"name": "B"}, "scope": "s"}, format="json")
+    response = reader.post(
+        f"{base}/facts",
+        {"subject": {"name": "A"}, "predicate": "knows", "object": {"name": "B"}, "scope": "s"},
+        format="json",
+    )
     assert_error(response, 403, "scope_forbidden")
     assert Entity.objects.count() == 0
 
 
-def test_fact_reads_respect_grants(api: APIClient, context: Context,
-                                   api_client_for: Callable[..., APIClient], base: str) -> None:
-    _fact(api, base, subject={"name": "A"}, predicate="knows", object={"name": "B"}, scope="org/acme")
-    hidden = _fact(api, base, subject={"name": "C"}, predicate="knows", object={"name": "D"},
-                   scope="org/globex")
+def test_fact_reads_respect_grants(
+    api: APIClient, context: Context, api_client_for: Callable[..., APIClient], base: str
+) -> None:
+    _fact(
+        api, base, subject={"name": "A"}, predicate="knows", object={"name": "B"}, scope="org/acme"
+    )
+    hidden = _fact(
+        api,
+        base,
+        subject={"name": "C"},
+        predicate="knows",
+        object={"name": "D"},
+        scope="org/globex",
+    )
     limited = api_client_for(context, role=Role.VIEWER, grants=["read:org/acme"])
     assert limited.get(f"{base}/facts").json()["count"] == 1
     assert_error(limited.get(f"{base}/facts/{hidden['fact']['id']}"), 404)

@@ -25,18 +25,29 @@ def test_get_by_any_form_of_the_name(api: APIClient, base: str) -> None:
 
 def test_canonicalize(api: APIClient, base: str) -> None:
     got = api.get(f"{base}/predicates/canonicalize", {"name": "worksAt"}).json()
-    assert got == {"input": "worksAt", "canonical": "works_at", "registered": True,
-                   "via": "normalized"}
+    assert got == {
+        "input": "worksAt",
+        "canonical": "works_at",
+        "registered": True,
+        "via": "normalized",
+    }
     alias = api.get(f"{base}/predicates/canonicalize", {"name": "employed_by"}).json()
     assert alias["via"] == "alias" and alias["canonical"] == "works_at"
     unknown = api.get(f"{base}/predicates/canonicalize", {"name": "likesPizza"}).json()
-    assert unknown == {"input": "likesPizza", "canonical": "likes_pizza", "registered": False,
-                       "via": "none"}
+    assert unknown == {
+        "input": "likesPizza",
+        "canonical": "likes_pizza",
+        "registered": False,
+        "via": "none",
+    }
 
 
 def test_register_update_alias_unregister(api: APIClient, base: str) -> None:
-    created = api.post(f"{base}/predicates", {"name": "mentorsOf", "category": "social",
-                                              "description": "mentors someone"}, format="json")
+    created = api.post(
+        f"{base}/predicates",
+        {"name": "mentorsOf", "category": "social", "description": "mentors someone"},
+        format="json",
+    )
     assert created.status_code == 201, created.content
     assert created.json()["name"] == "mentors_of"
     patched = api.patch(f"{base}/predicates/mentors_of", {"default_importance": 0.9}, format="json")
@@ -49,44 +60,62 @@ def test_register_update_alias_unregister(api: APIClient, base: str) -> None:
 
 
 def test_collisions_are_refused(api: APIClient, base: str) -> None:
-    alias_clash = api.post(f"{base}/predicates/knows/aliases", {"alias": "employed_by"}, format="json")
+    alias_clash = api.post(
+        f"{base}/predicates/knows/aliases", {"alias": "employed_by"}, format="json"
+    )
     assert_error(alias_clash, 409, "predicate_collision")
     name_clash = api.post(f"{base}/predicates", {"name": "employed_by"}, format="json")
     assert_error(name_clash, 409, "predicate_collision")
 
 
 def test_single_valued_and_aggregate_together_are_refused(api: APIClient, base: str) -> None:
-    response = api.post(f"{base}/predicates", {"name": "headcount", "single_valued": True,
-                                               "is_aggregate": True}, format="json")
+    response = api.post(
+        f"{base}/predicates",
+        {"name": "headcount", "single_valued": True, "is_aggregate": True},
+        format="json",
+    )
     assert_error(response, 400, "invalid_flags")
     assert not Predicate.objects.filter(name="headcount").exists()
 
 
 def test_hostile_names_are_refused(api: APIClient, base: str) -> None:
-    response = api.post(f"{base}/predicates", {"name": "KNOWS]->() DETACH DELETE n //"},
-                        format="json")
+    response = api.post(
+        f"{base}/predicates", {"name": "KNOWS]->() DETACH DELETE n //"}, format="json"
+    )
     assert_error(response, 400)
-    alias = api.post(f"{base}/predicates/knows/aliases", {"alias": "x'; DROP TABLE facts; --"},
-                     format="json")
+    alias = api.post(
+        f"{base}/predicates/knows/aliases", {"alias": "x'; DROP TABLE facts; --"}, format="json"
+    )
     assert_error(alias, 400)
     assert Predicate.objects.count() == 44
 
 
-def test_curator_cannot_edit_the_registry(context: Context, api_client_for: Callable[..., APIClient], base: str) -> None:
+def test_curator_cannot_edit_the_registry(
+    context: Context, api_client_for: Callable[..., APIClient], base: str
+) -> None:
     curator = api_client_for(context, role=Role.CURATOR)
-    assert_error(curator.post(f"{base}/predicates", {"name": "mentors"}, format="json"), 403,
-                 "role_required")
-    assert_error(curator.patch(f"{base}/predicates/knows", {"description": "x"}, format="json"),
-                 403, "role_required")
+    assert_error(
+        curator.post(f"{base}/predicates", {"name": "mentors"}, format="json"), 403, "role_required"
+    )
+    assert_error(
+        curator.patch(f"{base}/predicates/knows", {"description": "x"}, format="json"),
+        403,
+        "role_required",
+    )
     assert_error(curator.delete(f"{base}/predicates/knows"), 403, "role_required")
-    ok = curator.post(f"{base}/predicates/knows/aliases", {"alias": "is_acquainted_with"},
-                      format="json")
+    ok = curator.post(
+        f"{base}/predicates/knows/aliases", {"alias": "is_acquainted_with"}, format="json"
+    )
     assert ok.status_code == 201
 
 
-def test_viewer_cannot_add_aliases(context: Context, api_client_for: Callable[..., APIClient], base: str) -> None:
+def test_viewer_cannot_add_aliases(
+    context: Context, api_client_for: Callable[..., APIClient], base: str
+) -> None:
     viewer = api_client_for(context, role=Role.VIEWER)
-    response = viewer.post(f"{base}/predicates/knows/aliases", {"alias": "acquainted"}, format="json")
+    response = viewer.post(
+        f"{base}/predicates/knows/aliases", {"alias": "acquainted"}, format="json"
+    )
     assert_error(response, 403, "role_required")
 
 

@@ -20,9 +20,7 @@ def test_health_reports_each_part(db: None) -> None:
     assert body["status"] in ("ok", "degraded")
 
 
-def test_token_sees_only_its_context(
-    api: APIClient, make_context: Callable[..., Context]
-) -> None:
+def test_token_sees_only_its_context(api: APIClient, make_context: Callable[..., Context]) -> None:
     make_context("elsewhere")
     slugs = [c["slug"] for c in api.get("/api/v1/contexts").json()["results"]]
     assert slugs == ["acme-test"]
@@ -35,8 +33,9 @@ def test_staff_session_creates_a_context_with_the_standard_registry(db: None) ->
     response = client.post("/api/v1/contexts", {"slug": "new-ctx", "name": "New"}, format="json")
     assert response.status_code == 201, response.content
     assert client.get("/api/v1/contexts/new-ctx/predicates").json()["count"] == 44
-    assert_error(client.post("/api/v1/contexts", {"slug": "new-ctx"}, format="json"), 409,
-                 "context_exists")
+    assert_error(
+        client.post("/api/v1/contexts", {"slug": "new-ctx"}, format="json"), 409, "context_exists"
+    )
     assert_error(client.post("/api/v1/contexts", {"slug": "Bad Slug!"}, format="json"), 400)
 
 
@@ -51,7 +50,10 @@ def test_only_admins_change_context_settings(
     curator = api_client_for(context, role=Role.CURATOR)
     url = f"/api/v1/contexts/{context.slug}"
     assert_error(curator.patch(url, {"predicate_mode": "strict"}, format="json"), 403)
-    assert api.patch(url, {"predicate_mode": "strict"}, format="json").json()["predicate_mode"] == "strict"
+    assert (
+        api.patch(url, {"predicate_mode": "strict"}, format="json").json()["predicate_mode"]
+        == "strict"
+    )
     bad = api.patch(url, {"review_threshold": 0.99, "auto_merge_threshold": 0.5}, format="json")
     assert_error(bad, 400, "invalid_thresholds")
 
