@@ -1,0 +1,182 @@
+"""Reads of the predicate registry: canonicalization, lookups, lists and the prompt block."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Literal
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from memory.errors import NotFound, ValidationFailed
+from memory.models import Context, Predicate, PredicateAlias, PredicateMode, PredicateStatus
+from memory.predicate_library import CATEGORIES
+from memory.predicate_names import fuzzy_typo_match, predicate_check_text, predicate_normalize
+
+Via = Literal["exact", "normalized", "alias", "fuzzy", "none"]
+
+
+@dataclass(frozen=True)
+class Canonicalization:
+    """How ``input`` resolved. ``predicate`` is the registry row the canonical form names,
+    whatever its status (an observed or rejected row when ``registered`` is False), or None
+    when the form is new."""
+
+    input: str
+    canonical: str
+    registered: bool
+    via: Via
+    predicate: Predicate | None
+
+
+@dataclass(frozen=True)
+class RegistryIndex:
+    """One context's registry in memory, so a batch of lookups costs two queries in all."""
+
+    by_name: dict[str, Predicate]
+    alias_to_name: dict[str, str]
+
+    def registered_forms(self) -> dict[str, Predicate]:
+        """Every registered name and alias, mapped to its registered predicate."""
+        forms = {n: p for n, p in self.by_name.items() if p.status == PredicateStatus.REGISTERED}
+        for alias, name in self.alias_to_name.items():
+            if name in forms:
+                forms[alias] = forms[name]
+        return forms
+
+
+def registry_index_load(*, context: Context) -> RegistryIndex:
+    """Load the registry of ``context`` (queries: predicates; aliases)."""
+    by_name = {p.name: p for p in Predicate.objects.filter(context=context)}
+    by_id = {p.pk: p.name for p in by_name.values()}
+    aliases = PredicateAlias.objects.filter(context=context).values_list("alias", "predicate_id")
+    return RegistryIndex(
+        by_name=by_name,
+        alias_to_name={alias: by_id[pid] for alias, pid in aliases if pid in by_id},
+    )
+
+
+def predicate_canonicalize(
+    *, context: Context, name: str, index: RegistryIndex | None = None
+) -> Canonicalization:
+    """Resolve ``name`` the way writes and reads do.
+
+    Raises ValidationFailed(code="invalid_predicate") for hostile text. Order: a registered
+    name typed exactly ("exact") or after normalization ("normalized"), then an alias
+    ("alias"), then in permissive mode a typo of a registered name or alias ("fuzzy"; never
+    for a form the registry already holds as observed or rejected, which stays as it is),
+    else "none" with the normalized form. Pass ``index`` to reuse one registry load across
+    many lookups.
+    """
+    predicate_check_text(name)
+    fuzzy = context.predicate_mode == PredicateMode.PERMISSIVE
+    return _canonicalize(index or registry_index_load(context=context), name, fuzzy=fuzzy)
+
+
+def _canonicalize(index: RegistryIndex, raw: str, *, fuzzy: bool) -> Canonicalization:
+    """``raw`` has passed predicate_check_text."""
+    form = predicate_normalize(raw)
+    found = index.by_name.get(form)
+    if found is not None and found.status == PredicateStatus.REGISTERED:
+        via: Via = "exact" if raw == form else "normalized"
+        return Canonicalization(raw, form, True, via, found)
+    if form in index.alias_to_name:
+        target = index.by_name[index.alias_to_name[form]]
+        registered = target.status == PredicateStatus.REGISTERED
+        return Canonicalization(raw, target.name, registered, "alias", target)
+    if found is None and fuzzy:
+        forms = index.registered_forms()
+        match = fuzzy_typo_match(form, forms)
+        if match is not None:
+            return Canonicalization(raw, forms[match].name, True, "fuzzy", forms[match])
+    return Canonicalization(raw, form, False, "none", found)
+
+
+def predicate_get(*, context: Context, name: str) -> Predicate:
+    """The registry row ``name`` names in any form (any status; no fuzzy guessing).
+
+    Raises NotFound, or ValidationFailed for hostile text.
+    """
+    predicate_check_text(name)
+    result = _canonicalize(registry_index_load(context=context), name, fuzzy=False)
+    if result.predicate is None:
+        raise NotFound(f"no predicate {result.canonical!r} in this context", code="not_found")
+    return result.predicate
+
+
+def predicate_has(*, context: Context, name: str) -> bool:
+    """Whether ``name``, in any form or as an alias, is a *registered* predicate.
+
+    Text that could never be a predicate (``a]->(b)``) simply is not one: False.
+    """
+    try:
+        predicate_check_text(name)
+    except ValidationFailed:
+        return False
+    result = _canonicalize(registry_index_load(context=context), name, fuzzy=False)
+    return result.registered
+
+
+def predicate_list(
+    *, context: Context, status: str | None = None, category: str | None = None
+) -> QuerySet[Predicate]:
+    """The registry, ordered by category then name, aliases prefetched as ``alias_set``."""
+    queryset = Predicate.objects.filter(context=context).prefetch_related(
+        Prefetch("alias_set", queryset=PredicateAlias.objects.only("id", "predicate_id", "alias"))
+    )
+    if status is not None:
+        queryset = queryset.filter(status=status)
+    if category is not None:
+        queryset = queryset.filter(category=category)
+    return queryset.order_by("category", "name")
+
+
+def registry_render_for_prompt(
+    *,
+    context: Context,
+    categories: list[str] | None = None,
+    subject_type: str | None = None,
+    max_per_category: int = 12,
+) -> str:
+    """The registry block of the extraction prompt (two queries).
+
+    One block per category (the standard order, then others alphabetically, or the order of
+    ``categories``), each line ``name (kind): description [aliases: a, b]``, the most
+    important first (then by name), at most ``max_per_category`` lines. Only registered
+    predicates not excluded from the prompt; with ``subject_type``, only those without a
+    subject hint or whose hint includes it.
+    """
+    queryset = predicate_list(context=context, status=PredicateStatus.REGISTERED).filter(
+        exclude_from_prompt=False
+    )
+    if categories is not None:
+        queryset = queryset.filter(category__in=categories)
+    if subject_type is not None:
+        queryset = queryset.filter(Q(subject_types=[]) | Q(subject_types__contains=[subject_type]))
+    grouped: dict[str, list[Predicate]] = defaultdict(list)
+    for predicate in queryset:
+        grouped[predicate.category].append(predicate)
+    blocks = []
+    for category in _category_order(grouped, categories):
+        ranked = sorted(grouped[category], key=lambda p: (-p.default_importance, p.name))
+        lines = [_prompt_line(p) for p in ranked[: max(max_per_category, 0)]]
+        if lines:
+            blocks.append("\n".join([f"{category}:", *lines]))
+    return "\n\n".join(blocks)
+
+
+def _category_order(present: dict[str, list[Predicate]], requested: list[str] | None) -> list[str]:
+    if requested is not None:
+        return [c for c in dict.fromkeys(requested) if c in present]
+    standard = [c for c in CATEGORIES if c in present]
+    return standard + sorted(set(present) - set(CATEGORIES))
+
+
+def _prompt_line(predicate: Predicate) -> str:
+    line = f"{predicate.name} ({predicate.kind})"
+    if predicate.description:
+        line += f": {' '.join(predicate.description.split())}"
+    aliases = sorted(a.alias for a in predicate.alias_set.all())
+    if aliases:
+        line += f" [aliases: {', '.join(aliases)}]"
+    return line

@@ -1,0 +1,512 @@
+"""Writes to the predicate registry: install, register, edit, aliases, and drift records.
+
+Registry edits lock the context row (``_lock_context``) so that two editors cannot both
+pass the name/alias collision checks. Recording drift (``predicate_observe``) does not take
+that lock: it runs inside fact writes and relies on the unique (context, name) constraint.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memory.access import ContextAccess
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import (
+    ENTITY_TYPES,
+    Context,
+    Fact,
+    Predicate,
+    PredicateAlias,
+    PredicateKind,
+    PredicateMode,
+    PredicateStatus,
+    Role,
+)
+from memory.models.predicate import Lifecycle
+from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
+from memory.predicate_names import predicate_check_text, predicate_normalize
+from memory.selectors.predicates import Via, predicate_canonicalize, registry_index_load
+from memory.services.audit import audit_record
+
+EDITABLE_FIELDS = (
+    "description",
+    "example",
+    "category",
+    "kind",
+    "subject_types",
+    "object_types",
+    "inverse",
+    "default_importance",
+    "ranking_weight",
+    "single_valued",
+    "is_aggregate",
+    "lifecycle",
+    "default_validity_days",
+    "exclude_from_prompt",
+)
+_CATEGORY_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")
+_MAX_TEXT = 2000
+
+
+class UnknownPredicate(ValidationFailed):
+    """A strict-mode context refused a predicate that is not registered."""
+
+    code = "unknown_predicate"
+
+    def __init__(self, message: str, *, canonical: str) -> None:
+        super().__init__(message, details={"canonical": canonical})
+        self.canonical = canonical
+
+
+@dataclass(frozen=True)
+class ResolvedPredicate:
+    predicate: Predicate
+    canonical: str
+    via: Via
+    registered: bool
+
+
+# --- the standard library -------------------------------------------------------------
+
+
+@transaction.atomic
+def registry_install_standard(*, context: Context) -> int:
+    """Add the standard library's missing predicates and aliases; return how many
+    predicates were created. Idempotent; never changes a row that already exists (a
+    curator's edits and drift records win)."""
+    _lock_context(context)
+    index = registry_index_load(context=context)
+    taken = set(index.by_name) | set(index.alias_to_name)
+    new = [_from_library(context, entry) for entry in STANDARD_PREDICATES]
+    created = Predicate.objects.bulk_create([p for p in new if p.name not in taken])
+    taken |= {p.name for p in created}
+    by_name = {p.name: p for p in created} | {
+        n: p for n, p in index.by_name.items() if p.status == PredicateStatus.REGISTERED
+    }
+    aliases = []
+    for entry in STANDARD_PREDICATES:
+        for raw in entry.aliases:
+            alias = predicate_normalize(raw)
+            if alias not in taken and entry.name in by_name:
+                taken.add(alias)
+                aliases.append(
+                    PredicateAlias(context=context, predicate=by_name[entry.name], alias=alias)
+                )
+    PredicateAlias.objects.bulk_create(aliases)
+    return len(created)
+
+
+def _from_library(context: Context, entry: StandardPredicate) -> Predicate:
+    values = {field: getattr(entry, field) for field in EDITABLE_FIELDS}
+    values["subject_types"] = list(entry.subject_types)
+    values["object_types"] = list(entry.object_types)
+    return Predicate(context=context, name=entry.name, status=PredicateStatus.REGISTERED, **values)
+
+
+# --- registry edits -------------------------------------------------------------------
+
+
+@transaction.atomic
+def predicate_register(
+    *, access: ContextAccess, name: str, aliases: list[str] | None = None, **fields: Any
+) -> Predicate:
+    """Register ``name`` (canonicalized to snake_case) with ``fields`` from EDITABLE_FIELDS.
+
+    A name the registry holds as observed or rejected is promoted to registered, keeping
+    its facts; that is the drift "promote" action, so a curator may do it. A new name
+    needs an admin. Refused: a name or alias that is already another predicate's name or
+    alias (Conflict "predicate_collision"), single_valued with is_aggregate
+    (ValidationFailed "invalid_flags"), and malformed fields.
+    """
+    predicate_check_text(name)
+    canonical = predicate_normalize(name)
+    cleaned = _clean_fields(fields)
+    alias_forms = _clean_aliases(aliases or [], name=canonical)
+    context = _lock_context(access.context)
+    existing = Predicate.objects.filter(context=context, name=canonical).first()
+    access.require_role(Role.ADMIN if existing is None else Role.CURATOR)
+    if existing is not None and existing.status == PredicateStatus.REGISTERED:
+        raise Conflict(f"predicate {canonical!r} is already registered", code="predicate_collision")
+    owner = _alias_owner(context, canonical)
+    if owner is not None:
+        raise Conflict(
+            f"{canonical!r} is already an alias of {owner.name!r}", code="predicate_collision"
+        )
+    before = _snapshot(existing) if existing is not None else None
+    predicate = existing or Predicate(context=context, name=canonical)
+    for field, value in cleaned.items():
+        setattr(predicate, field, value)
+    _check_flags(predicate)
+    predicate.status = PredicateStatus.REGISTERED
+    try:
+        # Drift recording does not take the context lock, so a fact write may insert the
+        # same name between our check and this save.
+        with transaction.atomic():
+            predicate.save()
+    except IntegrityError:
+        raise Conflict(
+            f"predicate {canonical!r} was just recorded by a concurrent write; try again",
+            code="predicate_collision",
+        ) from None
+    for alias in alias_forms:
+        _add_alias(context, predicate, alias)
+    after = _snapshot(predicate)
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_register",
+        target_type="predicate",
+        target_id=canonical,
+        summary=(
+            f"registered predicate {canonical}"
+            if before is None
+            else f"promoted {before['status']} predicate {canonical} to registered"
+        ),
+        before=before,
+        after=after,
+        undo=(
+            {"op": "predicate_unregister", "name": canonical}
+            if before is None
+            else {"op": "predicate_restore", "name": canonical, "state": before}
+        ),
+    )
+    return predicate
+
+
+@transaction.atomic
+def predicate_update(*, access: ContextAccess, predicate: Predicate, **fields: Any) -> Predicate:
+    """Change some of EDITABLE_FIELDS of a predicate (admin). The name and status are not
+    editable here: use register/unregister, and the alias functions for aliases."""
+    access.require_role(Role.ADMIN)
+    cleaned = _clean_fields(fields)
+    context = _lock_context(access.context)
+    current = _locked_predicate(context, predicate)
+    before = _snapshot(current)
+    for field, value in cleaned.items():
+        setattr(current, field, value)
+    _check_flags(current)
+    current.save()
+    after = _snapshot(current)
+    changed = sorted(f for f in cleaned if before[f] != after[f])
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_update",
+        target_type="predicate",
+        target_id=current.name,
+        summary=f"edited predicate {current.name}: {', '.join(changed) or 'no change'}",
+        before={f: before[f] for f in changed},
+        after={f: after[f] for f in changed},
+        undo={
+            "op": "predicate_update",
+            "name": current.name,
+            "fields": {f: before[f] for f in changed},
+        },
+    )
+    return current
+
+
+@transaction.atomic
+def predicate_unregister(*, access: ContextAccess, predicate: Predicate) -> None:
+    """Remove a predicate from the registry (admin).
+
+    Without facts it is deleted. With facts it becomes ``observed`` (drift) so its facts
+    stay; its aliases are removed either way, since an alias only routes forms onto a
+    registered predicate. The audit event keeps the full prior state for undo.
+    """
+    access.require_role(Role.ADMIN)
+    context = _lock_context(access.context)
+    current = _locked_predicate(context, predicate)
+    before = _snapshot(current)
+    if Fact.objects.filter(predicate=current).exists():
+        current.alias_set.all().delete()
+        current.status = PredicateStatus.OBSERVED
+        current.save(update_fields=["status", "updated_at"])
+        after: dict[str, Any] | None = _snapshot(current)
+        summary = f"unregistered predicate {current.name}; its facts keep it as drift"
+    else:
+        current.delete()
+        after = None
+        summary = f"deleted predicate {before['name']}"
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_unregister",
+        target_type="predicate",
+        target_id=before["name"],
+        summary=summary,
+        before=before,
+        after=after,
+        undo={"op": "predicate_restore", "name": before["name"], "state": before},
+    )
+
+
+@transaction.atomic
+def predicate_alias_add(
+    *, access: ContextAccess, predicate: Predicate, alias: str
+) -> PredicateAlias:
+    """Make ``alias`` (normalized) another form of a registered ``predicate`` (curator).
+
+    Refused with Conflict "predicate_collision" when the form is another predicate's name
+    or alias, and "predicate_exists_as_observed" when it is drift with its own facts (that
+    goes through drift resolution, which rewrites those facts). Adding an alias the
+    predicate already has returns it unchanged.
+    """
+    access.require_role(Role.CURATOR)
+    predicate_check_text(alias)
+    form = predicate_normalize(alias)
+    context = _lock_context(access.context)
+    current = _locked_predicate(context, predicate)
+    if current.status != PredicateStatus.REGISTERED:
+        raise ValidationFailed(
+            f"{current.name!r} is {current.status}, not registered: aliases point at "
+            "registered predicates",
+            code="predicate_not_registered",
+        )
+    existing = PredicateAlias.objects.filter(context=context, alias=form).first()
+    if existing is not None and existing.predicate_id == current.pk:
+        return existing
+    created = _add_alias(context, current, form)
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_alias_add",
+        target_type="predicate",
+        target_id=current.name,
+        summary=f"added alias {form} to predicate {current.name}",
+        after={"alias": form, "predicate": current.name},
+        undo={"op": "predicate_alias_remove", "name": current.name, "alias": form},
+    )
+    return created
+
+
+def _add_alias(context: Context, predicate: Predicate, form: str) -> PredicateAlias:
+    """Create the alias row after the namespace checks; the caller holds the context lock."""
+    named = Predicate.objects.filter(context=context, name=form).first()
+    if named is not None and named.pk != predicate.pk:
+        if named.status == PredicateStatus.OBSERVED:
+            raise Conflict(
+                f"{form!r} exists as an observed predicate (drift); resolve it from the drift "
+                f"page as an alias of {predicate.name!r} so its facts move too",
+                code="predicate_exists_as_observed",
+            )
+        raise Conflict(
+            f"alias {form!r} collides with the {named.status} predicate {form!r}",
+            code="predicate_collision",
+        )
+    if named is not None:
+        raise Conflict(
+            f"{form!r} is the name of {predicate.name!r} itself", code="predicate_collision"
+        )
+    owner = _alias_owner(context, form)
+    if owner is not None:
+        raise Conflict(
+            f"alias {form!r} collides with an alias of {owner.name!r}", code="predicate_collision"
+        )
+    return PredicateAlias.objects.create(context=context, predicate=predicate, alias=form)
+
+
+# --- drift and writes -----------------------------------------------------------------
+
+
+def predicate_observe(*, context: Context, name: str) -> Predicate:
+    """The registry row for the normalized form of ``name``, created as ``observed`` when
+    new, with first/last seen stamped. Safe against concurrent writers (get_or_create
+    retries the read after losing the insert race). A form that is an alias returns the
+    aliased predicate rather than shadowing it; an existing row keeps its status."""
+    predicate_check_text(name)
+    form = predicate_normalize(name)
+    aliased = _alias_owner(context, form)
+    if aliased is not None:
+        return aliased
+    now = timezone.now()
+    predicate, created = Predicate.objects.get_or_create(
+        context=context,
+        name=form,
+        defaults={
+            "status": PredicateStatus.OBSERVED,
+            "first_seen_at": now,
+            "last_seen_at": now,
+        },
+    )
+    if not created:
+        predicate.first_seen_at = predicate.first_seen_at or now
+        predicate.last_seen_at = now
+        Predicate.objects.filter(pk=predicate.pk).update(
+            first_seen_at=predicate.first_seen_at, last_seen_at=now
+        )
+    return predicate
+
+
+@transaction.atomic
+def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredicate:
+    """The predicate a fact written with ``raw`` is stored under.
+
+    Hostile text raises ValidationFailed "invalid_predicate"; a rejected predicate raises
+    "rejected_predicate" in both modes. An unregistered form raises UnknownPredicate in a
+    strict context (the caller records it afterwards with predicate_record_refused, outside
+    the transaction that the error rolls back) and becomes an observed predicate in a
+    permissive one.
+    """
+    result = predicate_canonicalize(context=context, name=raw)
+    if result.registered and result.predicate is not None:
+        return ResolvedPredicate(result.predicate, result.canonical, result.via, True)
+    if result.predicate is not None and result.predicate.status == PredicateStatus.REJECTED:
+        raise ValidationFailed(
+            f"predicate {result.canonical!r} was rejected by a curator in this context",
+            code="rejected_predicate",
+            details={"canonical": result.canonical},
+        )
+    if context.predicate_mode == PredicateMode.STRICT:
+        raise UnknownPredicate(
+            f"unknown predicate {raw[:80]!r} (as {result.canonical!r}): context "
+            f"{context.slug!r} accepts only registered predicates and their aliases",
+            canonical=result.canonical,
+        )
+    predicate = predicate_observe(context=context, name=result.canonical)
+    return ResolvedPredicate(predicate, result.canonical, "none", False)
+
+
+@transaction.atomic
+def predicate_record_refused(*, context: Context, raw: str) -> None:
+    """Record drift for a predicate a strict context refused. Hostile text and forms that
+    have become registered meanwhile record nothing."""
+    try:
+        result = predicate_canonicalize(context=context, name=raw)
+    except ValidationFailed:
+        return
+    if not result.registered:
+        predicate_observe(context=context, name=result.canonical)
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+def _lock_context(context: Context) -> Context:
+    """Serialize registry edits of one context: collision checks read, then write."""
+    return Context.objects.select_for_update().get(pk=context.pk)
+
+
+def _locked_predicate(context: Context, predicate: Predicate) -> Predicate:
+    try:
+        return Predicate.objects.select_for_update().get(pk=predicate.pk, context=context)
+    except Predicate.DoesNotExist:
+        raise NotFound(
+            f"no predicate {predicate.name!r} in context {context.slug!r}", code="not_found"
+        ) from None
+
+
+def _alias_owner(context: Context, form: str) -> Predicate | None:
+    alias = (
+        PredicateAlias.objects.filter(context=context, alias=form).select_related("predicate")
+    ).first()
+    return alias.predicate if alias is not None else None
+
+
+def _snapshot(predicate: Predicate) -> dict[str, Any]:
+    """Everything needed to restore a predicate exactly (JSON-serializable)."""
+    state: dict[str, Any] = {f: getattr(predicate, f) for f in EDITABLE_FIELDS}
+    state["name"] = predicate.name
+    state["status"] = predicate.status
+    state["aliases"] = (
+        sorted(predicate.alias_set.values_list("alias", flat=True)) if predicate.pk else []
+    )
+    return state
+
+
+def _check_flags(predicate: Predicate) -> None:
+    if predicate.single_valued and predicate.is_aggregate:
+        raise ValidationFailed(
+            f"predicate {predicate.name!r} cannot be both single_valued (a new value "
+            "supersedes the old) and is_aggregate (one value updated in place)",
+            code="invalid_flags",
+        )
+
+
+def _clean_aliases(aliases: list[str], *, name: str) -> list[str]:
+    forms: list[str] = []
+    for raw in aliases:
+        predicate_check_text(raw)
+        form = predicate_normalize(raw)
+        # A form that normalizes onto the name itself is already covered.
+        if form != name and form not in forms:
+            forms.append(form)
+    return forms
+
+
+def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Validate registry fields; ValidationFailed names the first bad one."""
+    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise ValidationFailed(
+            f"unknown or read-only predicate fields: {', '.join(unknown)}",
+            code="unknown_field",
+            details={"fields": unknown},
+        )
+    return {field: _clean_field(field, value) for field, value in fields.items()}
+
+
+def _clean_field(field: str, value: Any) -> Any:
+    if field in ("description", "example"):
+        return _text(field, value, _MAX_TEXT)
+    if field == "category":
+        category = _text(field, value, 50).lower()
+        if not _CATEGORY_RE.fullmatch(category):
+            _invalid(field, "use lowercase letters, digits and '_', starting with a letter")
+        return category
+    if field == "kind":
+        return _choice(field, value, PredicateKind.values)
+    if field == "lifecycle":
+        return _choice(field, value, Lifecycle.values)
+    if field in ("subject_types", "object_types"):
+        if not isinstance(value, list | tuple) or any(v not in ENTITY_TYPES for v in value):
+            _invalid(field, f"a list of entity types from {', '.join(ENTITY_TYPES)}")
+        return list(dict.fromkeys(value))
+    if field == "inverse":
+        inverse = _text(field, value, 100)
+        if inverse:
+            predicate_check_text(inverse)
+        return predicate_normalize(inverse)
+    if field in ("default_importance", "ranking_weight"):
+        return _number(field, value)
+    if field == "default_validity_days":
+        if value is not None and (type(value) is not int or value < 1):
+            _invalid(field, "a whole number of days (1 or more) or null")
+        return value
+    if type(value) is not bool:
+        _invalid(field, "true or false")
+    return value
+
+
+def _number(field: str, value: Any) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        _invalid(field, "a number")
+    if field == "default_importance" and not 0.0 <= value <= 1.0:
+        _invalid(field, "between 0 and 1")
+    if field == "ranking_weight" and not 0.0 < value <= 10.0:
+        _invalid(field, "above 0 and at most 10")
+    return float(value)
+
+
+def _text(field: str, value: Any, limit: int) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        _invalid(field, f"text of at most {limit} characters")
+    return str(value).strip()
+
+
+def _choice(field: str, value: Any, choices: list[str]) -> str:
+    if value not in choices:
+        _invalid(field, f"one of {', '.join(choices)}")
+    return str(value)
+
+
+def _invalid(field: str, expected: str) -> NoReturn:
+    raise ValidationFailed(
+        f"invalid {field}: expected {expected}", code="invalid_field", details={"field": field}
+    )
