@@ -99,8 +99,7 @@ def entity_clean_name(name: object) -> str:
         raise ValidationFailed("an entity name cannot be empty", code="invalid_name")
     if len(cleaned) > MAX_NAME_LENGTH:
         raise ValidationFailed(
-            f"an entity name can be at most {MAX_NAME_LENGTH} characters "
-            f"(got {len(cleaned)})",
+            f"an entity name can be at most {MAX_NAME_LENGTH} characters (got {len(cleaned)})",
             code="name_too_long",
         )
     if not entity_normalize_key(cleaned):

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "django_tasks",
     "django_tasks_db",
     "memory",
+    "memory.search",
     "curation",
 ]
 

@@ -29,7 +29,11 @@ api_patterns = [
         predicates.PredicateCanonicalizeApi.as_view(),
         name="api-predicates-canonicalize",
     ),
-    path(f"{ctx}/predicates/<str:name>", predicates.PredicateDetailApi.as_view(), name="api-predicate"),
+    path(
+        f"{ctx}/predicates/<str:name>",
+        predicates.PredicateDetailApi.as_view(),
+        name="api-predicate",
+    ),
     path(
         f"{ctx}/predicates/<str:name>/aliases",
         predicates.PredicateAliasApi.as_view(),
@@ -39,6 +43,8 @@ api_patterns = [
 
 urlpatterns = [
     *api_patterns,
+    path(f"{ctx}/", include("memory.api.ingest_urls")),
+    path(f"{ctx}/", include("memory.api.search_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -28,9 +28,12 @@ def entity_list(
         entities = entities.filter(merged_into__isnull=True)
     if q:
         key = entity_normalize_key(q)
-        entities = entities.filter(name__icontains=q.strip()) | entities.filter(
-            normalized_key__contains=key
-        ) if key else entities.filter(name__icontains=q.strip())
+        entities = (
+            entities.filter(name__icontains=q.strip())
+            | entities.filter(normalized_key__contains=key)
+            if key
+            else entities.filter(name__icontains=q.strip())
+        )
     if type:
         entities = entities.filter(type=type)
     if scope:

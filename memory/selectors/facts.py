@@ -65,7 +65,9 @@ def fact_list(
     return facts.select_related("subject", "object", "predicate").order_by("-recorded_at", "-id")
 
 
-def fact_history(*, access: ContextAccess, subject: Entity, predicate: str | None = None) -> list[Fact]:
+def fact_history(
+    *, access: ContextAccess, subject: Entity, predicate: str | None = None
+) -> list[Fact]:
     """Every fact about ``subject`` oldest first, with its supersession links."""
     facts = fact_list(access=access, subject=subject, predicate=predicate, include_superseded=True)
     return list(facts.order_by("recorded_at", "id"))
@@ -84,9 +86,7 @@ def fact_rank_score(fact: Fact, *, now: datetime) -> float:
     """
     age_days = max((now - fact.last_seen_at).total_seconds() / 86400.0, 0.0)
     decay = 0.5 ** (age_days / RANK_HALF_LIFE_DAYS)
-    return (
-        fact.confidence * decay * fact.predicate.ranking_weight * (0.3 + 1.4 * fact.importance)
-    )
+    return fact.confidence * decay * fact.predicate.ranking_weight * (0.3 + 1.4 * fact.importance)
 
 
 def entity_facts_ranked(

@@ -19,6 +19,7 @@ from memory.errors import Conflict, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, Role
 from memory.scopes import scope_validate
 from memory.services.audit import audit_record
+from memory.tasks import entity_embeddings_enqueue
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]
 MAX_ALIASES = 100
@@ -49,11 +50,15 @@ def entity_live(entity: Entity) -> Entity:
     return entity
 
 
-def _clean_identifiers(identifiers: list[IdentifierInput] | list[dict[str, str]]) -> list[tuple[str, str]]:
+def _clean_identifiers(
+    identifiers: list[IdentifierInput] | list[dict[str, str]],
+) -> list[tuple[str, str]]:
     cleaned: list[tuple[str, str]] = []
     for item in identifiers:
-        kind, value = (item.kind, item.value) if isinstance(item, IdentifierInput) else (
-            str(item.get("kind", "")), str(item.get("value", ""))
+        kind, value = (
+            (item.kind, item.value)
+            if isinstance(item, IdentifierInput)
+            else (str(item.get("kind", "")), str(item.get("value", "")))
         )
         cleaned.append(identifier_normalize(kind, value))
     return list(dict.fromkeys(cleaned))
@@ -95,7 +100,11 @@ def _absorb(entity: Entity, *, name: str, aliases: list[str], attributes: dict[s
     changed = False
     for alias in [name, *aliases]:
         key = entity_normalize_key(alias)
-        if alias != entity.name and alias not in entity.aliases and len(entity.aliases) < MAX_ALIASES:
+        if (
+            alias != entity.name
+            and alias not in entity.aliases
+            and len(entity.aliases) < MAX_ALIASES
+        ):
             entity.aliases.append(alias)
             changed = True
         if key != entity.normalized_key and key not in entity.alias_keys:
@@ -119,8 +128,11 @@ def _attach_identifiers(
             try:
                 with transaction.atomic():
                     EntityIdentifier.objects.create(
-                        entity=entity, context=entity.context, scope=entity.scope,
-                        kind=kind, value=value,
+                        entity=entity,
+                        context=entity.context,
+                        scope=entity.scope,
+                        kind=kind,
+                        value=value,
                     )
             except IntegrityError:
                 owner = EntityIdentifier.objects.get(
@@ -165,11 +177,18 @@ def entity_upsert(
     existing, matched_by = _find_existing(
         access=access, scope=scope, type_=type_, key=key, identifiers=clean_ids
     )
-    created = False
+    created = changed = False
     if existing is None:
         entity = Entity(
-            context=access.context, scope=scope, name=clean_name, type=type_,
-            normalized_key=key, aliases=[], alias_keys=[], attributes={}, seeded=seeded,
+            context=access.context,
+            scope=scope,
+            name=clean_name,
+            type=type_,
+            normalized_key=key,
+            aliases=[],
+            alias_keys=[],
+            attributes={},
+            seeded=seeded,
         )
         _absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
         try:
@@ -179,7 +198,10 @@ def entity_upsert(
         except IntegrityError:
             # Another writer created the same key between our read and our insert.
             existing = Entity.objects.get(
-                context=access.context, scope=scope, type=type_, normalized_key=key,
+                context=access.context,
+                scope=scope,
+                type=type_,
+                normalized_key=key,
                 merged_into__isnull=True,
             )
             matched_by = "key"
@@ -191,15 +213,22 @@ def entity_upsert(
         if changed:
             entity.save()
     _attach_identifiers(entity=entity, identifiers=clean_ids, warnings=warnings)
+    if created or changed:
+        entity_embeddings_enqueue([entity.pk])
     if seeded:
         audit_record(
-            context=access.context, actor=access.user, action="entity_seed",
-            target_type="entity", target_id=entity.pk,
+            context=access.context,
+            actor=access.user,
+            action="entity_seed",
+            target_type="entity",
+            target_id=entity.pk,
             summary=f"{'seeded' if created else 'marked canonical'} {entity.name} ({entity.type})",
             after={"id": entity.pk, "created": created},
         )
     return EntityUpsertResult(
-        entity=entity, created=created, matched_by="created" if created else matched_by,
+        entity=entity,
+        created=created,
+        matched_by="created" if created else matched_by,
         warnings=warnings,
     )
 
@@ -210,9 +239,7 @@ def _snapshot(entity: Entity) -> dict[str, Any]:
         "type": entity.type,
         "aliases": list(entity.aliases),
         "attributes": dict(entity.attributes),
-        "identifiers": [
-            {"kind": i.kind, "value": i.value} for i in entity.identifiers.all()
-        ],
+        "identifiers": [{"kind": i.kind, "value": i.value} for i in entity.identifiers.all()],
     }
 
 
@@ -243,15 +270,19 @@ def entity_update(
         entity.aliases = _clean_aliases(aliases)
         entity.alias_keys = list(
             dict.fromkeys(
-                k for k in (entity_normalize_key(a) for a in entity.aliases)
+                k
+                for k in (entity_normalize_key(a) for a in entity.aliases)
                 if k != entity.normalized_key
             )
         )
     if attributes is not None:
         entity.attributes = dict(attributes)
     clash = Entity.objects.filter(
-        context=entity.context, scope=entity.scope, type=entity.type,
-        normalized_key=entity.normalized_key, merged_into__isnull=True,
+        context=entity.context,
+        scope=entity.scope,
+        type=entity.type,
+        normalized_key=entity.normalized_key,
+        merged_into__isnull=True,
     ).exclude(pk=entity.pk)
     if clash.exists():
         raise Conflict(
@@ -261,14 +292,22 @@ def entity_update(
         )
     entity.save()
     warnings: list[str] = []
-    _attach_identifiers(entity=entity, identifiers=_clean_identifiers(identifiers_add or []),
-                        warnings=warnings)
+    _attach_identifiers(
+        entity=entity, identifiers=_clean_identifiers(identifiers_add or []), warnings=warnings
+    )
     if warnings:
         raise Conflict("; ".join(warnings), code="identifier_taken")
+    entity_embeddings_enqueue([entity.pk])
     audit_record(
-        context=access.context, actor=access.user, action="entity_update",
-        target_type="entity", target_id=entity.pk, summary=f"edited {entity.name}",
-        before=before, after=_snapshot(entity), undo={"restore": before},
+        context=access.context,
+        actor=access.user,
+        action="entity_update",
+        target_type="entity",
+        target_id=entity.pk,
+        summary=f"edited {entity.name}",
+        before=before,
+        after=_snapshot(entity),
+        undo={"restore": before},
     )
     return entity
 
@@ -287,8 +326,15 @@ def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
     facts = Fact.objects.filter(Q(subject=entity) | Q(object=entity))
     kept = list(
         facts.values(
-            "id", "subject_id", "predicate__name", "object_id", "value", "scope", "status",
-            "confidence", "recorded_at",
+            "id",
+            "subject_id",
+            "predicate__name",
+            "object_id",
+            "value",
+            "scope",
+            "status",
+            "confidence",
+            "recorded_at",
         )
     )
     snapshot = {**_snapshot(entity), "id": entity.pk, "scope": entity.scope, "facts": kept}
@@ -296,8 +342,12 @@ def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
     facts.delete()
     entity.delete()
     audit_record(
-        context=access.context, actor=access.user, action="entity_delete",
-        target_type="entity", target_id=snapshot["id"],
-        summary=f"deleted {snapshot['name']} and {count} facts", before=snapshot,
+        context=access.context,
+        actor=access.user,
+        action="entity_delete",
+        target_type="entity",
+        target_id=snapshot["id"],
+        summary=f"deleted {snapshot['name']} and {count} facts",
+        before=snapshot,
     )
     return count

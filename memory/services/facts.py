@@ -51,7 +51,9 @@ class FactWriteResult:
 def _value_text(value: Any) -> str:
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    )
     if len(text) > MAX_VALUE_CHARS:
         raise ValidationFailed(
             f"a fact value can be at most {MAX_VALUE_CHARS} characters", code="value_too_long"
@@ -61,16 +63,18 @@ def _value_text(value: Any) -> str:
 
 def _unit(name: str, value: float) -> float:
     if not 0.0 <= value <= 1.0:
-        raise ValidationFailed(f"{name} must be between 0 and 1, got {value}", code=f"invalid_{name}")
+        raise ValidationFailed(
+            f"{name} must be between 0 and 1, got {value}", code=f"invalid_{name}"
+        )
     return float(value)
 
 
-def _kind_for(
-    predicate: Predicate, *, object_: Entity | None, value: Any, kind: str | None
-) -> str:
+def _kind_for(predicate: Predicate, *, object_: Entity | None, value: Any, kind: str | None) -> str:
     if kind is not None:
         if kind not in FactKind.values:
-            raise ValidationFailed(f"kind must be one of {', '.join(FactKind.values)}", code="invalid_kind")
+            raise ValidationFailed(
+                f"kind must be one of {', '.join(FactKind.values)}", code="invalid_kind"
+            )
         return kind
     if predicate.kind == PredicateKind.ACTION:
         return FactKind.ACTION
@@ -87,7 +91,9 @@ def _check_shape(kind: str, *, object_: Entity | None, value: Any) -> None:
     if kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and value is None:
         raise ValidationFailed(f"an {kind} fact needs a value", code="missing_value")
     if kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and object_ is not None:
-        raise ValidationFailed(f"an {kind} fact has a value, not an object", code="unexpected_object")
+        raise ValidationFailed(
+            f"an {kind} fact has a value, not an object", code="unexpected_object"
+        )
 
 
 def fact_write(
@@ -116,10 +122,21 @@ def fact_write(
     """
     try:
         return _fact_write(
-            access=access, subject=subject, predicate=predicate, scope=scope, object_=object,
-            value=value, kind=kind, confidence=confidence, importance=importance,
-            valid_from=valid_from, valid_until=valid_until, source_kind=source_kind,
-            source_ref=source_ref, run=run, document_id=document_id,
+            access=access,
+            subject=subject,
+            predicate=predicate,
+            scope=scope,
+            object_=object,
+            value=value,
+            kind=kind,
+            confidence=confidence,
+            importance=importance,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            source_kind=source_kind,
+            source_ref=source_ref,
+            run=run,
+            document_id=document_id,
         )
     except UnknownPredicate:
         predicate_record_refused(context=access.context, raw=predicate)
@@ -192,22 +209,40 @@ def _fact_write(
             return FactWriteResult(fact=prior, outcome="updated", resolved=resolved)
 
     fact = Fact(
-        context=access.context, scope=fact_scope, subject=subject, predicate=pred,
-        raw_predicate=predicate[:200], kind=fact_kind, object=object_, value=value,
-        value_text=text, confidence=confidence, importance=importance, valid_from=valid_from,
-        valid_until=valid_until, single_valued=pred.single_valued, source_kind=source_kind,
-        source_ref=source_ref[:300], run=run, document_id=document_id,
+        context=access.context,
+        scope=fact_scope,
+        subject=subject,
+        predicate=pred,
+        raw_predicate=predicate[:200],
+        kind=fact_kind,
+        object=object_,
+        value=value,
+        value_text=text,
+        confidence=confidence,
+        importance=importance,
+        valid_from=valid_from,
+        valid_until=valid_until,
+        single_valued=pred.single_valued,
+        source_kind=source_kind,
+        source_ref=source_ref[:300],
+        run=run,
+        document_id=document_id,
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
     )
     if not pred.single_valued:
         fact.save()
         return FactWriteResult(fact=fact, outcome="created", resolved=resolved)
-    return _write_single_valued(access=access, fact=fact, current=current.first(), now=now,
-                                resolved=resolved)
+    return _write_single_valued(
+        access=access, fact=fact, current=current.first(), now=now, resolved=resolved
+    )
 
 
 def _write_single_valued(
-    *, access: ContextAccess, fact: Fact, current: Fact | None, now: datetime,
+    *,
+    access: ContextAccess,
+    fact: Fact,
+    current: Fact | None,
+    now: datetime,
     resolved: ResolvedPredicate,
 ) -> FactWriteResult:
     if current is None:
@@ -228,15 +263,21 @@ def _write_single_valued(
         current.save(update_fields=["status", "status_changed_at", "valid_until"])
         fact.supersedes = current
         fact.save()
-        return FactWriteResult(fact=fact, outcome="superseded", resolved=resolved,
-                               superseded=current)
+        return FactWriteResult(
+            fact=fact, outcome="superseded", resolved=resolved, superseded=current
+        )
     fact.status = FactStatus.CONTESTED
     fact.status_changed_at = now
     fact.save()
     reason = _conflict_reason(access=access, fact=fact, current=current)
     conflict = Conflict.objects.create(
-        context=access.context, scope=fact.scope, subject=fact.subject,
-        predicate=fact.predicate, current_fact=current, contested_fact=fact, reason=reason,
+        context=access.context,
+        scope=fact.scope,
+        subject=fact.subject,
+        predicate=fact.predicate,
+        current_fact=current,
+        contested_fact=fact,
+        reason=reason,
     )
     return FactWriteResult(fact=fact, outcome="conflict", resolved=resolved, conflict=conflict)
 
@@ -245,10 +286,11 @@ def _conflict_reason(*, access: ContextAccess, fact: Fact, current: Fact) -> str
     if not access.context.auto_supersede:
         return "auto_supersede is off for this context"
     if fact.confidence < SUPERSEDE_CONFIDENCE_FLOOR:
-        return (f"confidence {fact.confidence:.2f} is under the {SUPERSEDE_CONFIDENCE_FLOOR} "
-                "needed to replace a single value")
-    return (f"confidence {fact.confidence:.2f} is under the current value's "
-            f"{current.confidence:.2f}")
+        return (
+            f"confidence {fact.confidence:.2f} is under the {SUPERSEDE_CONFIDENCE_FLOOR} "
+            "needed to replace a single value"
+        )
+    return f"confidence {fact.confidence:.2f} is under the current value's {current.confidence:.2f}"
 
 
 @transaction.atomic

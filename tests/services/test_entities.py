@@ -79,11 +79,17 @@ def test_different_companies_never_share_a_key(access: ContextAccess) -> None:
 
 def test_upsert_matches_by_identifier_before_name(access: ContextAccess) -> None:
     alex = entity_upsert(
-        access=access, name="Alex Doe", type="person", scope="s",
+        access=access,
+        name="Alex Doe",
+        type="person",
+        scope="s",
         identifiers=[IdentifierInput("email", "Alex@Example.com")],
     ).entity
     again = entity_upsert(
-        access=access, name="A. Doe", type="person", scope="s",
+        access=access,
+        name="A. Doe",
+        type="person",
+        scope="s",
         identifiers=[{"kind": "email", "value": "alex@example.com"}],
     )
     assert again.matched_by == "identifier"
@@ -93,7 +99,10 @@ def test_upsert_matches_by_identifier_before_name(access: ContextAccess) -> None
 
 def test_upsert_matches_by_alias(access: ContextAccess) -> None:
     created = entity_upsert(
-        access=access, name="International Business Machines", type="organisation", scope="s",
+        access=access,
+        name="International Business Machines",
+        type="organisation",
+        scope="s",
         aliases=["IBM"],
     ).entity
     match = entity_upsert(access=access, name="ibm", type="organisation", scope="s")
@@ -107,8 +116,13 @@ def test_scopes_keep_entities_apart(access: ContextAccess) -> None:
 
 
 def test_identifier_already_owned_is_reported_not_moved(access: ContextAccess) -> None:
-    entity_upsert(access=access, name="Alex", type="person", scope="s",
-                  identifiers=[IdentifierInput("email", "a@x.io")])
+    entity_upsert(
+        access=access,
+        name="Alex",
+        type="person",
+        scope="s",
+        identifiers=[IdentifierInput("email", "a@x.io")],
+    )
     other = entity_upsert(access=access, name="Sam", type="person", scope="s")
     assert EntityIdentifier.objects.get(value="a@x.io").entity.name == "Alex"
     assert other.created
@@ -129,7 +143,9 @@ def test_names_without_letters_are_refused(access: ContextAccess, name: str) -> 
 
 def test_write_outside_grants_is_refused(access: ContextAccess) -> None:
     limited = ContextAccess(
-        context=access.context, user=None, role=Role.ADMIN,
+        context=access.context,
+        user=None,
+        role=Role.ADMIN,
         grants=Grants.from_strings(["read:*", "write:org/acme/*"]),
     )
     entity_upsert(access=limited, name="Inside", type="person", scope="org/acme/team")
@@ -140,8 +156,9 @@ def test_write_outside_grants_is_refused(access: ContextAccess) -> None:
 
 def test_viewer_cannot_edit_entities(access: ContextAccess) -> None:
     entity = entity_upsert(access=access, name="Alex", type="person", scope="s").entity
-    viewer = ContextAccess(context=access.context, user=None, role=Role.VIEWER,
-                           grants=Grants.everything())
+    viewer = ContextAccess(
+        context=access.context, user=None, role=Role.VIEWER, grants=Grants.everything()
+    )
     with pytest.raises(PermissionDenied):
         entity_update(access=viewer, entity=entity, name="Alexandra")
 

