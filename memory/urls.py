@@ -4,10 +4,31 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from memory.api import contexts, entities, facts, health, predicates
+from memory.api import contexts, curation_api, entities, facts, health, predicates
 from memory.api.errors import json_error_view
 
 ctx = "api/v1/contexts/<str:ctx>"
+
+curation_patterns = [
+    path(f"{ctx}/drift", curation_api.DriftListApi.as_view(), name="api-drift"),
+    path(
+        f"{ctx}/drift/<str:name>/resolve",
+        curation_api.DriftResolveApi.as_view(),
+        name="api-drift-resolve",
+    ),
+    path(f"{ctx}/conflicts", curation_api.ConflictListApi.as_view(), name="api-conflicts"),
+    path(
+        f"{ctx}/conflicts/<int:conflict_id>/resolve",
+        curation_api.ConflictResolveApi.as_view(),
+        name="api-conflict-resolve",
+    ),
+    path(f"{ctx}/audit", curation_api.AuditListApi.as_view(), name="api-audit"),
+    path(
+        f"{ctx}/audit/<int:event_id>/undo",
+        curation_api.AuditUndoApi.as_view(),
+        name="api-audit-undo",
+    ),
+]
 
 api_patterns = [
     path("api/v1/health", health.HealthApi.as_view(), name="api-health"),
@@ -43,6 +64,7 @@ api_patterns = [
 
 urlpatterns = [
     *api_patterns,
+    *curation_patterns,
     path(f"{ctx}/", include("memory.api.ingest_urls")),
     path(f"{ctx}/", include("memory.api.search_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from memory.access import ContextAccess
 from memory.entity_names import entity_normalize_key
@@ -26,14 +26,13 @@ def entity_list(
     entities = entities_visible(access=access).defer("embedding")
     if not include_merged:
         entities = entities.filter(merged_into__isnull=True)
-    if q:
+    if q and q.strip():
+        # The key match finds "ACME Inc." for "acme corp"; the name match keeps punctuation.
+        match = Q(name__icontains=q.strip())
         key = entity_normalize_key(q)
-        entities = (
-            entities.filter(name__icontains=q.strip())
-            | entities.filter(normalized_key__contains=key)
-            if key
-            else entities.filter(name__icontains=q.strip())
-        )
+        if key:
+            match |= Q(normalized_key__contains=key) | Q(alias_keys__contains=[key])
+        entities = entities.filter(match)
     if type:
         entities = entities.filter(type=type)
     if scope:

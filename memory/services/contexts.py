@@ -51,7 +51,7 @@ def context_update(*, access: ContextAccess, **fields: Any) -> Context:
         summary=f"changed settings: {', '.join(sorted(fields))}",
         before=before,
         after=fields,
-        undo={"restore": before},
+        undo={"op": "context_restore", "restore": before},
     )
     return context
 

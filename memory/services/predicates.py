@@ -80,7 +80,7 @@ def registry_install_standard(*, context: Context) -> int:
     """Add the standard library's missing predicates and aliases; return how many
     predicates were created. Idempotent; never changes a row that already exists (a
     curator's edits and drift records win)."""
-    _lock_context(context)
+    registry_lock(context)
     index = registry_index_load(context=context)
     taken = set(index.by_name) | set(index.alias_to_name)
     new = [_from_library(context, entry) for entry in STANDARD_PREDICATES]
@@ -128,7 +128,7 @@ def predicate_register(
     canonical = predicate_normalize(name)
     cleaned = _clean_fields(fields)
     alias_forms = _clean_aliases(aliases or [], name=canonical)
-    context = _lock_context(access.context)
+    context = registry_lock(access.context)
     existing = Predicate.objects.filter(context=context, name=canonical).first()
     access.require_role(Role.ADMIN if existing is None else Role.CURATOR)
     if existing is not None and existing.status == PredicateStatus.REGISTERED:
@@ -155,7 +155,7 @@ def predicate_register(
             code="predicate_collision",
         ) from None
     for alias in alias_forms:
-        _add_alias(context, predicate, alias)
+        predicate_alias_attach(context, predicate, alias)
     after = _snapshot(predicate)
     audit_record(
         context=context,
@@ -185,7 +185,7 @@ def predicate_update(*, access: ContextAccess, predicate: Predicate, **fields: A
     editable here: use register/unregister, and the alias functions for aliases."""
     access.require_role(Role.ADMIN)
     cleaned = _clean_fields(fields)
-    context = _lock_context(access.context)
+    context = registry_lock(access.context)
     current = _locked_predicate(context, predicate)
     before = _snapshot(current)
     for field, value in cleaned.items():
@@ -221,7 +221,7 @@ def predicate_unregister(*, access: ContextAccess, predicate: Predicate) -> None
     registered predicate. The audit event keeps the full prior state for undo.
     """
     access.require_role(Role.ADMIN)
-    context = _lock_context(access.context)
+    context = registry_lock(access.context)
     current = _locked_predicate(context, predicate)
     before = _snapshot(current)
     if Fact.objects.filter(predicate=current).exists():
@@ -261,7 +261,7 @@ def predicate_alias_add(
     access.require_role(Role.CURATOR)
     predicate_check_text(alias)
     form = predicate_normalize(alias)
-    context = _lock_context(access.context)
+    context = registry_lock(access.context)
     current = _locked_predicate(context, predicate)
     if current.status != PredicateStatus.REGISTERED:
         raise ValidationFailed(
@@ -272,7 +272,7 @@ def predicate_alias_add(
     existing = PredicateAlias.objects.filter(context=context, alias=form).first()
     if existing is not None and existing.predicate_id == current.pk:
         return existing
-    created = _add_alias(context, current, form)
+    created = predicate_alias_attach(context, current, form)
     audit_record(
         context=context,
         actor=access.user,
@@ -286,7 +286,7 @@ def predicate_alias_add(
     return created
 
 
-def _add_alias(context: Context, predicate: Predicate, form: str) -> PredicateAlias:
+def predicate_alias_attach(context: Context, predicate: Predicate, form: str) -> PredicateAlias:
     """Create the alias row after the namespace checks; the caller holds the context lock."""
     named = Predicate.objects.filter(context=context, name=form).first()
     if named is not None and named.pk != predicate.pk:
@@ -388,7 +388,7 @@ def predicate_record_refused(*, context: Context, raw: str) -> None:
 # --- helpers --------------------------------------------------------------------------
 
 
-def _lock_context(context: Context) -> Context:
+def registry_lock(context: Context) -> Context:
     """Serialize registry edits of one context: collision checks read, then write."""
     return Context.objects.select_for_update().get(pk=context.pk)
 
@@ -510,3 +510,52 @@ def _invalid(field: str, expected: str) -> NoReturn:
     raise ValidationFailed(
         f"invalid {field}: expected {expected}", code="invalid_field", details={"field": field}
     )
+
+
+@transaction.atomic
+def predicate_alias_remove(*, access: ContextAccess, predicate: Predicate, alias: str) -> None:
+    """Remove one alias (curator); later writes of that form become drift again."""
+    access.require_role(Role.CURATOR)
+    context = registry_lock(access.context)
+    form = predicate_normalize(alias)
+    deleted, _ = PredicateAlias.objects.filter(
+        context=context, predicate=predicate, alias=form
+    ).delete()
+    if not deleted:
+        raise NotFound(f"{predicate.name!r} has no alias {form!r}", code="alias_not_found")
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_alias_remove",
+        target_type="predicate",
+        target_id=predicate.name,
+        summary=f"removed alias {form} of {predicate.name}",
+        before={"alias": form},
+        undo={"op": "predicate_alias_add", "name": predicate.name, "alias": form},
+    )
+
+
+@transaction.atomic
+def predicate_restore(*, access: ContextAccess, state: dict[str, Any]) -> Predicate:
+    """Put a predicate back exactly as a snapshot (``_snapshot``) recorded it (undo)."""
+    access.require_role(Role.ADMIN)
+    context = registry_lock(access.context)
+    fields = {f: state[f] for f in EDITABLE_FIELDS if f in state}
+    predicate, _ = Predicate.objects.update_or_create(
+        context=context, name=state["name"], defaults={**fields, "status": state["status"]}
+    )
+    predicate.alias_set.exclude(alias__in=state.get("aliases", [])).delete()
+    present = set(predicate.alias_set.values_list("alias", flat=True))
+    for alias in state.get("aliases", []):
+        if alias not in present:
+            predicate_alias_attach(context, predicate, alias)
+    audit_record(
+        context=context,
+        actor=access.user,
+        action="predicate_restore",
+        target_type="predicate",
+        target_id=predicate.name,
+        summary=f"restored predicate {predicate.name} ({predicate.status})",
+        after=_snapshot(predicate),
+    )
+    return predicate

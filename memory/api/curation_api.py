@@ -1,0 +1,127 @@
+"""Curation endpoints: drift, conflicts and the audit log with undo."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.api.common import EntityRefSerializer, access_for, paginated
+from memory.api.entities import AuditEventOutputSerializer
+from memory.api.facts import FactOutputSerializer
+from memory.api.predicates import PredicateFieldsSerializer
+from memory.models import Role
+from memory.selectors.curation import audit_list, conflict_get, conflict_list
+from memory.selectors.drift import drift_list
+from memory.services.conflicts import conflict_resolve
+from memory.services.drift import drift_resolve
+from memory.services.undo import audit_undo
+
+
+class SuggestionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    score = serializers.FloatField()
+    string_similarity = serializers.FloatField()
+    shared_words = serializers.FloatField()
+    embedding_similarity = serializers.FloatField()
+
+
+class DriftItemSerializer(serializers.Serializer):
+    name = serializers.CharField(source="predicate.name")
+    fact_count = serializers.IntegerField()
+    first_seen = serializers.DateTimeField(allow_null=True)
+    last_seen = serializers.DateTimeField(allow_null=True)
+    examples = FactOutputSerializer(many=True)
+    suggestions = SuggestionSerializer(many=True)
+
+
+class DriftListApi(APIView):
+    @extend_schema(responses=DriftItemSerializer(many=True))
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        return paginated(request, drift_list(access=access), DriftItemSerializer, self)
+
+
+class DriftResolveApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        action = serializers.ChoiceField(choices=["alias", "promote", "reject"])
+        target = serializers.CharField(max_length=100, required=False)
+        definition = PredicateFieldsSerializer(required=False)
+
+    @extend_schema(request=InputSerializer, responses=AuditEventOutputSerializer)
+    def post(self, request: Request, ctx: str, name: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.CURATOR)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        event = drift_resolve(access=access, name=name, **data.validated_data)
+        return Response(AuditEventOutputSerializer(event).data)
+
+
+class ConflictOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    scope = serializers.CharField()
+    subject = EntityRefSerializer()
+    predicate = serializers.CharField(source="predicate.name")
+    current_fact = FactOutputSerializer()
+    contested_fact = FactOutputSerializer()
+    reason = serializers.CharField()
+    status = serializers.CharField()
+    resolution = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConflictListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("status", str, enum=["open", "resolved", "all"])],
+        responses=ConflictOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        status = request.query_params.get("status", "open")
+        conflicts = conflict_list(access=access, status=None if status == "all" else status)
+        return paginated(request, conflicts, ConflictOutputSerializer, self)
+
+
+class ConflictResolveApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        action = serializers.ChoiceField(choices=["keep_current", "keep_new", "keep_both", "edit"])
+        value = serializers.JSONField(required=False)
+
+    @extend_schema(request=InputSerializer, responses=ConflictOutputSerializer)
+    def post(self, request: Request, ctx: str, conflict_id: int) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.CURATOR)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        conflict = conflict_get(access=access, conflict_id=conflict_id)
+        conflict_resolve(access=access, conflict=conflict, **data.validated_data)
+        fresh = conflict_get(access=access, conflict_id=conflict_id)
+        return Response(ConflictOutputSerializer(fresh).data)
+
+
+class AuditListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("action", str), OpenApiParameter("target_type", str)],
+        responses=AuditEventOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.CURATOR)
+        events = audit_list(
+            access=access,
+            action=request.query_params.get("action"),
+            target_type=request.query_params.get("target_type"),
+        )
+        return paginated(request, events, AuditEventOutputSerializer, self)
+
+
+class AuditUndoApi(APIView):
+    @extend_schema(request=None, responses=AuditEventOutputSerializer)
+    def post(self, request: Request, ctx: str, event_id: int) -> Response:
+        access = access_for(request, ctx)
+        event = audit_undo(access=access, event_id=event_id)
+        return Response(AuditEventOutputSerializer(event).data)

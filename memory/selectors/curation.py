@@ -1,0 +1,42 @@
+"""Reads for curation: conflicts and the audit log, limited to the caller's grants."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from memory.access import ContextAccess
+from memory.errors import NotFound
+from memory.models import AuditEvent
+from memory.models import Conflict as ConflictRecord
+from memory.models.fact import ConflictStatus
+
+
+def conflict_list(
+    *, access: ContextAccess, status: str | None = ConflictStatus.OPEN
+) -> QuerySet[ConflictRecord]:
+    conflicts = ConflictRecord.objects.filter(access.grants.read_q(), context=access.context)
+    if status:
+        conflicts = conflicts.filter(status=status)
+    return conflicts.select_related(
+        "subject", "predicate", "current_fact", "contested_fact"
+    ).order_by("-created_at", "-id")
+
+
+def conflict_get(*, access: ContextAccess, conflict_id: int) -> ConflictRecord:
+    conflict = conflict_list(access=access, status=None).filter(pk=conflict_id).first()
+    if conflict is None:
+        raise NotFound(f"conflict {conflict_id} not found", code="conflict_not_found")
+    return conflict
+
+
+def audit_list(
+    *, access: ContextAccess, action: str | None = None, target_type: str | None = None
+) -> QuerySet[AuditEvent]:
+    """The context's change log, newest first. Curation events are registry- or
+    context-wide, so the log is visible to every member of the context."""
+    events = AuditEvent.objects.filter(context=access.context)
+    if action:
+        events = events.filter(action=action)
+    if target_type:
+        events = events.filter(target_type=target_type)
+    return events.order_by("-created_at", "-id")
