@@ -307,7 +307,7 @@ def entity_update(
         summary=f"edited {entity.name}",
         before=before,
         after=_snapshot(entity),
-        undo={"restore": before},
+        undo={"op": "entity_restore", "entity_id": entity.pk, "restore": before},
     )
     return entity
 
