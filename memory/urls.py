@@ -70,6 +70,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
+    path("", include("curation.urls")),
 ]
 
 handler400 = json_error_view(400, "bad_request", "the request could not be read")

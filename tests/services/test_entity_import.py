@@ -1,0 +1,282 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from memory.access import ContextAccess, system_access
+from memory.errors import PermissionDenied, ValidationFailed
+from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
+from memory.scopes import Grants
+from memory.services.entity_import import entities_import
+
+pytestmark = pytest.mark.django_db
+
+CSV = (
+    "name,type,scope,aliases,identifiers,attributes,email\n"
+    'Acme Corp,company,org/acme,Acme;ACME,domain:acme.example,"{""tier"": ""gold""}",\n'
+    "Alex Rivera,person,org/acme,,,,alex@acme.example\n"
+)
+
+
+def _jsonl(*rows: dict[str, Any]) -> str:
+    return "\n".join(json.dumps(row) for row in rows) + "\n"
+
+
+def test_csv_rows_are_created_with_aliases_identifiers_and_attributes(
+    access: ContextAccess,
+) -> None:
+    report = entities_import(access=access, content=CSV.encode())
+
+    assert (report.format, report.total, report.created, report.failed) == ("csv", 2, 2, 0)
+    acme = Entity.objects.get(pk=report.rows[0].entity_id)
+    assert (acme.name, acme.type, acme.scope, acme.seeded) == (
+        "Acme Corp",
+        "organisation",
+        "org/acme",
+        True,
+    )
+    assert acme.aliases == ["Acme", "ACME"]
+    assert acme.attributes == {"tier": "gold"}
+    assert [(i.kind, i.value) for i in acme.identifiers.all()] == [("domain", "acme.example")]
+    alex = Entity.objects.get(pk=report.rows[1].entity_id)
+    assert [(i.kind, i.value) for i in alex.identifiers.all()] == [("email", "alex@acme.example")]
+
+
+def test_jsonl_rows_are_created_and_format_is_sniffed(access: ContextAccess) -> None:
+    content = _jsonl(
+        {
+            "name": "Maria Chen",
+            "type": "person",
+            "scope": "org/acme",
+            "aliases": ["M. Chen"],
+            "identifiers": [{"kind": "email", "value": "Maria@Acme.example"}],
+            "attributes": {"team": "platform"},
+        },
+        {"name": "Berlin", "type": "city", "scope": "org/acme"},
+    )
+
+    report = entities_import(access=access, content=content)
+
+    assert (report.format, report.created) == ("jsonl", 2)
+    maria = Entity.objects.get(pk=report.rows[0].entity_id)
+    assert maria.aliases == ["M. Chen"]
+    assert maria.attributes == {"team": "platform"}
+    assert maria.identifiers.get().value == "maria@acme.example"
+    assert Entity.objects.get(pk=report.rows[1].entity_id).type == "location"
+
+
+def test_reimport_matches_instead_of_duplicating(access: ContextAccess) -> None:
+    entities_import(access=access, content=CSV)
+
+    report = entities_import(access=access, content=CSV)
+
+    assert (report.created, report.matched, report.failed) == (0, 2, 0)
+    assert Entity.objects.filter(context=access.context).count() == 2
+    assert report.rows[0].message == "matched by identifier"
+
+
+def test_bad_row_is_reported_and_other_rows_still_land(access: ContextAccess) -> None:
+    content = _jsonl(
+        {"name": "Good One", "scope": "org/acme"},
+        {"name": "", "scope": "org/acme"},
+        {"name": "Bad Attributes", "scope": "org/acme", "attributes": [1, 2]},
+        {"name": "Bad Scope", "scope": "../etc"},
+        {
+            "name": "Bad Identifier",
+            "scope": "org/acme",
+            "identifiers": [{"kind": "E-Mail!", "value": "x"}],
+        },
+        {"name": "Good Two", "scope": "org/acme"},
+    )
+
+    report = entities_import(access=access, content=content)
+
+    assert (report.total, report.created, report.failed) == (6, 2, 4)
+    assert [r.status for r in report.rows] == [
+        "created",
+        "error",
+        "error",
+        "error",
+        "error",
+        "created",
+    ]
+    messages = [r.message for r in report.errors]
+    assert "no name" in messages[0]
+    assert "attributes must be a JSON object" in messages[1]
+    assert "invalid scope" in messages[2]
+    assert "identifier kind" in messages[3]
+    names = set(Entity.objects.filter(context=access.context).values_list("name", flat=True))
+    assert names == {"Good One", "Good Two"}
+    assert not EntityIdentifier.objects.filter(context=access.context).exists()
+
+
+def test_invalid_json_line_is_a_row_error_with_its_line_number(access: ContextAccess) -> None:
+    content = '{"name": "A", "scope": "org/acme"}\n\n{not json}\n[1]\n'
+
+    report = entities_import(access=access, content=content)
+
+    assert [(r.row, r.line, r.status) for r in report.rows] == [
+        (1, 1, "created"),
+        (2, 3, "error"),
+        (3, 4, "error"),
+    ]
+    assert "not valid JSON" in report.rows[1].message
+    assert "must be a JSON object" in report.rows[2].message
+
+
+def test_csv_cell_errors_are_row_errors(access: ContextAccess) -> None:
+    content = (
+        "name,scope,identifiers,attributes\n"
+        "A,org/acme,nocolon,\n"
+        "B,org/acme,,{broken\n"
+        "C,org/acme,,,extra cell\n"
+        "D,org/acme,,\n"
+    )
+
+    report = entities_import(access=access, content=content)
+
+    assert [r.status for r in report.rows] == ["error", "error", "error", "created"]
+    assert "kind:value" in report.rows[0].message
+    assert "not valid JSON" in report.rows[1].message
+    assert "5 cells" in report.rows[2].message
+    assert [r.line for r in report.rows] == [2, 3, 4, 5]
+
+
+def test_scope_default_fills_rows_without_scope(access: ContextAccess) -> None:
+    content = "name,scope\nNo Scope,\nOwn Scope,org/globex\n"
+
+    report = entities_import(access=access, content=content, scope_default="org/acme")
+
+    scopes = [Entity.objects.get(pk=r.entity_id).scope for r in report.rows]
+    assert scopes == ["org/acme", "org/globex"]
+
+
+def test_row_without_scope_and_no_default_fails(access: ContextAccess) -> None:
+    report = entities_import(access=access, content="name\nLonely\n")
+
+    assert report.failed == 1
+    assert "no scope" in report.rows[0].message
+
+
+def test_extra_csv_columns_become_attributes_with_a_note(access: ContextAccess) -> None:
+    report = entities_import(access=access, content="name,scope,title\nAlex,org/acme,CTO\n")
+
+    assert Entity.objects.get(pk=report.rows[0].entity_id).attributes == {"title": "CTO"}
+    assert report.notes == ["fields kept as attributes: title"]
+
+
+def test_tab_separated_csv_with_a_bom(access: ContextAccess) -> None:
+    content = "\ufeffname\tscope\taliases\nAcme\torg/acme\tA1;A2\n".encode()
+
+    report = entities_import(access=access, content=content, format="csv")
+
+    assert Entity.objects.get(pk=report.rows[0].entity_id).aliases == ["A1", "A2"]
+
+
+def test_rows_outside_write_grants_fail_per_row(make_context: Callable[..., Context]) -> None:
+    context = make_context()
+    limited = ContextAccess(
+        context=context,
+        user=None,
+        role=Role.ADMIN,
+        grants=Grants.from_strings(["read:*", "write:org/acme/*"]),
+    )
+    content = "name,scope\nInside,org/acme/team\nOutside,org/globex\n"
+
+    report = entities_import(access=limited, content=content)
+
+    assert [r.status for r in report.rows] == ["created", "error"]
+    assert "no write grant on scope 'org/globex'" in report.rows[1].message
+    assert not Entity.objects.filter(context=context, scope="org/globex").exists()
+
+
+def test_seeding_needs_the_admin_role(context: Context) -> None:
+    curator = ContextAccess(
+        context=context, user=None, role=Role.CURATOR, grants=Grants.everything()
+    )
+
+    with pytest.raises(PermissionDenied):
+        entities_import(access=curator, content="name,scope\nA,org/acme\n")
+    report = entities_import(access=curator, content="name,scope\nA,org/acme\n", seeded=False)
+
+    assert report.created == 1
+    assert Entity.objects.get(pk=report.rows[0].entity_id).seeded is False
+
+
+def test_seeding_is_audited_per_entity(access: ContextAccess) -> None:
+    report = entities_import(access=access, content=CSV)
+
+    events = AuditEvent.objects.filter(context=access.context, action="entity_seed")
+    assert sorted(int(e.target_id) for e in events) == sorted(r.entity_id for r in report.rows)
+
+
+def test_progress_is_reported_after_every_row(access: ContextAccess) -> None:
+    seen: list[tuple[int, int]] = []
+
+    entities_import(access=access, content=CSV, on_progress=lambda d, t: seen.append((d, t)))
+
+    assert seen == [(1, 2), (2, 2)]
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (b"\xff\xfe\x00n\x00a", "undecodable"),
+        (b"name,scope\nA\x00,org/acme\n", "undecodable"),
+        (b"", "empty_file"),
+        (b"   \n", "empty_file"),
+        (b"title,scope\nA,org/acme\n", "invalid_format"),
+        (b'[{"name": "A"}]', "invalid_format"),
+        (b'name,scope\n"A"x,org/acme\n', "invalid_format"),
+    ],
+)
+def test_unreadable_files_are_refused_whole(
+    access: ContextAccess, content: bytes, code: str
+) -> None:
+    with pytest.raises(ValidationFailed) as refused:
+        entities_import(access=access, content=content)
+
+    assert refused.value.code == code
+    assert not Entity.objects.filter(context=access.context).exists()
+
+
+def test_jsonl_without_any_object_is_refused(access: ContextAccess) -> None:
+    with pytest.raises(ValidationFailed) as refused:
+        entities_import(access=access, content="1\n2\n", format="jsonl")
+
+    assert refused.value.code == "invalid_format"
+
+
+def test_unknown_format_is_refused(access: ContextAccess) -> None:
+    with pytest.raises(ValidationFailed) as refused:
+        entities_import(access=access, content=CSV, format="xml")  # type: ignore[arg-type]
+
+    assert refused.value.code == "invalid_format"
+
+
+def test_more_than_50000_rows_is_refused_before_any_write(access: ContextAccess) -> None:
+    content = "name,scope\n" + "A,org/acme\n" * 50_001
+
+    with pytest.raises(ValidationFailed) as refused:
+        entities_import(access=access, content=content)
+
+    assert refused.value.code == "too_many_rows"
+    assert not Entity.objects.filter(context=access.context).exists()
+
+
+def test_file_over_20_mb_is_refused(access: ContextAccess) -> None:
+    content = b"name,scope\n" + b"x" * (20 * 1024 * 1024)
+
+    with pytest.raises(ValidationFailed) as refused:
+        entities_import(access=access, content=content)
+
+    assert refused.value.code == "file_too_large"
+
+
+def test_system_access_imports_into_any_scope(context: Context) -> None:
+    report = entities_import(access=system_access(context), content="name,scope\nDeep,a/b/c/d\n")
+
+    assert report.created == 1
