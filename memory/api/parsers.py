@@ -10,9 +10,7 @@ class PlainTextParser(BaseParser):
 
     media_type = "text/*"
 
-    def parse(
-        self, stream: Any, media_type: str | None = None, parser_context: Any = None
-    ) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         return stream.read() if stream is not None else b""
 
 
