@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "csp",
     "template_partials",
     "django_tasks",
     "django_tasks_db",
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -127,8 +129,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "memory.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "memory.api.schema.MemoryAutoSchema",
     "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
+    # Per-process counters (the default local-memory cache); with several web processes
+    # configure a shared cache so the limits hold across them (docs/DEPLOY.md).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),
+        "user": env_str("MEMORY_API_RATE_USER", "6000/min"),
+    },
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -141,6 +153,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "EntityTypeEnum": "memory.models.entity.EntityType",
+        "RunOutcomeEnum": "memory.models.run.RunOutcome",
+        "FactKindEnum": "memory.models.fact.FactKind",
+        "FactStatusEnum": "memory.models.fact.FactStatus",
+    },
 }
 
 TASKS = {
@@ -173,3 +191,35 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Behind TLS (production): secure cookies, HSTS and redirects. Off by default so the demo
+# works on http://127.0.0.1; `MEMORY_HTTPS=1 manage.py check --deploy` is clean.
+MEMORY_HTTPS = env_bool("MEMORY_HTTPS", default=False)
+SESSION_COOKIE_SECURE = MEMORY_HTTPS
+CSRF_COOKIE_SECURE = MEMORY_HTTPS
+SECURE_SSL_REDIRECT = MEMORY_HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if MEMORY_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = MEMORY_HTTPS
+SECURE_HSTS_PRELOAD = MEMORY_HTTPS
+if env_bool("MEMORY_BEHIND_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Content Security Policy: scripts only from this origin (htmx is served by django-htmx,
+# Swagger UI by the sidecar, its init script by the split view), so no inline script runs.
+# Inline styles stay allowed: htmx's indicator styles and Swagger UI set them.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}

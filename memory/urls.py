@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memory.api import contexts, curation_api, entities, facts, health, predicates
 from memory.api.errors import json_error_view
@@ -68,7 +68,7 @@ urlpatterns = [
     path(f"{ctx}/", include("memory.api.ingest_urls")),
     path(f"{ctx}/", include("memory.api.search_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
     path("", include("curation.urls")),
 ]
