@@ -1,14 +1,66 @@
-"""Dashboard URLs. Included at the site root: ``path("", include("curation.urls"))``."""
+"""Dashboard URLs. Included at the site root: ``path("", include("curation.urls"))``.
+
+Screens live under ``/c/<ctx>/``; every action is a POST to its own URL that redirects
+back (or answers htmx with the partial it changed).
+"""
 
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from curation import views
+from curation.views import audit, conflicts, drift, entities, overview, registry, seeding
+
+context_patterns = [
+    path("", overview.overview, name="overview"),
+    path("drift/", drift.drift, name="drift"),
+    path("drift/bulk", drift.drift_bulk, name="drift-bulk"),
+    path("drift/<str:name>/resolve", drift.drift_resolve_view, name="drift-resolve"),
+    path("drift/<str:name>/promote", drift.drift_promote, name="drift-promote"),
+    path("conflicts/", conflicts.conflicts, name="conflicts"),
+    path(
+        "conflicts/<int:conflict_id>/resolve",
+        conflicts.conflict_resolve_view,
+        name="conflict-resolve",
+    ),
+    path("registry/", registry.registry, name="registry"),
+    path("registry/export.json", registry.registry_export, name="registry-export"),
+    path("registry/import", registry.registry_import_view, name="registry-import"),
+    path("registry/<str:name>/", registry.predicate_detail, name="predicate"),
+    path("registry/<str:name>/edit", registry.predicate_edit, name="predicate-edit"),
+    path("registry/<str:name>/aliases", registry.predicate_alias_add_view, name="alias-add"),
+    path(
+        "registry/<str:name>/aliases/remove",
+        registry.predicate_alias_remove_view,
+        name="alias-remove",
+    ),
+    path("registry/<str:name>/flags", registry.predicate_flag, name="predicate-flag"),
+    path(
+        "registry/<str:name>/unregister",
+        registry.predicate_unregister_view,
+        name="predicate-unregister",
+    ),
+    path("entities/", entities.entities, name="entities"),
+    path("entities/seed/", seeding.seed, name="seed"),
+    path("entities/seed/one", seeding.seed_one, name="seed-one"),
+    path("entities/seed/upload", seeding.seed_upload, name="seed-upload"),
+    path("entities/seed/jobs/<int:job_id>/", seeding.seed_job, name="seed-job"),
+    path(
+        "entities/seed/jobs/<int:job_id>/report.json",
+        seeding.seed_job_report,
+        name="seed-job-report",
+    ),
+    path("entities/<int:entity_id>/", entities.entity_detail, name="entity"),
+    path("entities/<int:entity_id>/edit", entities.entity_edit, name="entity-edit"),
+    path("entities/<int:entity_id>/delete", entities.entity_delete_view, name="entity-delete"),
+    path("audit/", audit.audit, name="audit"),
+    path("audit/<int:event_id>/undo", audit.audit_undo_view, name="audit-undo"),
+]
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("c/<str:ctx>/", include(context_patterns)),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
 ]

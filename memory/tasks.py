@@ -48,3 +48,16 @@ def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
     ids = list(dict.fromkeys(entity_ids))
     if ids:
         transaction.on_commit(lambda: entity_embeddings_task.enqueue(ids))
+
+
+@task()
+def ingest_run_task(run_id: int) -> str:
+    """Execute one ingest run (``memory.services.ingest.run_execute``); returns its outcome.
+
+    Runs left ``running`` by a worker that died are failed first, so they can be retried.
+    """
+    # Imported here: the ingest services import this module (for the embedding task).
+    from memory.services.ingest import run_execute, runs_recover_stale
+
+    runs_recover_stale()
+    return str(run_execute(run_id=run_id).outcome)

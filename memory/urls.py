@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from memory.api import contexts, curation_api, entities, facts, health, predicates
+from memory.api import contexts, curation_api, entities, facts, health, merges_api, predicates
 from memory.api.errors import json_error_view
 
 ctx = "api/v1/contexts/<str:ctx>"
@@ -22,6 +22,19 @@ curation_patterns = [
         curation_api.ConflictResolveApi.as_view(),
         name="api-conflict-resolve",
     ),
+    path(f"{ctx}/duplicates", merges_api.DuplicateListApi.as_view(), name="api-duplicates"),
+    path(
+        f"{ctx}/duplicates/dismiss",
+        merges_api.DuplicateDismissApi.as_view(),
+        name="api-duplicates-dismiss",
+    ),
+    path(f"{ctx}/entities/merge", merges_api.EntityMergeApi.as_view(), name="api-entities-merge"),
+    path(
+        f"{ctx}/merges/<int:merge_id>/undo",
+        merges_api.MergeUndoApi.as_view(),
+        name="api-merge-undo",
+    ),
+    path(f"{ctx}/fsck", merges_api.FsckApi.as_view(), name="api-fsck"),
     path(f"{ctx}/audit", curation_api.AuditListApi.as_view(), name="api-audit"),
     path(
         f"{ctx}/audit/<int:event_id>/undo",

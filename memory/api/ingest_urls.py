@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from memory.api import ingest_api
+
+urlpatterns: list[URLPattern] = [
+    path("memories", ingest_api.MemoryCreateApi.as_view(), name="api-memories"),
+    path("runs", ingest_api.RunListApi.as_view(), name="api-runs"),
+    path("runs/<int:run_id>", ingest_api.RunDetailApi.as_view(), name="api-run"),
+    path("runs/<int:run_id>/retry", ingest_api.RunRetryApi.as_view(), name="api-run-retry"),
+    path("vocabulary", ingest_api.VocabularyApi.as_view(), name="api-vocabulary"),
+]

@@ -5,13 +5,15 @@ other; this names them after their view instead (``ContextListApi.InputSerialize
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
 
 
 class MemoryAutoSchema(AutoSchema):
-    def get_serializer_name(self, serializer: Any, direction: str) -> str:
+    def get_serializer_name(
+        self, serializer: Any, direction: Literal["request", "response"]
+    ) -> str:
         name: str = super().get_serializer_name(serializer, direction)
         qualname = type(serializer).__qualname__
         if "." not in qualname or getattr(getattr(serializer, "Meta", None), "ref_name", None):

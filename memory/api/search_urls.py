@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from memory.api import search_api
+
+urlpatterns: list[URLPattern] = [
+    path("documents", search_api.DocumentListApi.as_view(), name="api-documents"),
+    path(
+        "documents/<int:document_id>", search_api.DocumentDetailApi.as_view(), name="api-document"
+    ),
+    path(
+        "documents/<int:document_id>/keywords",
+        search_api.DocumentKeywordsApi.as_view(),
+        name="api-document-keywords",
+    ),
+    path("keywords", search_api.KeywordListApi.as_view(), name="api-keywords"),
+    # Before keywords/<text>: "search" is this route, not a keyword.
+    path("keywords/search", search_api.KeywordSearchApi.as_view(), name="api-keywords-search"),
+    path("keywords/<str:text>", search_api.KeywordDetailApi.as_view(), name="api-keyword"),
+    path("search", search_api.SearchApi.as_view(), name="api-search"),
+]

@@ -4,10 +4,13 @@ from memory.models.access import ApiToken, ContextMembership, Role
 from memory.models.audit import AuditEvent
 from memory.models.context import Context, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
+from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
 from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
+from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
+from memory.models.usage import PredicateUsage
 
 __all__ = [
     "ENTITY_TYPES",
@@ -18,6 +21,8 @@ __all__ = [
     "Context",
     "ContextMembership",
     "Document",
+    "DuplicateCandidate",
+    "DuplicateStatus",
     "Entity",
     "EntityIdentifier",
     "EntityType",
@@ -26,11 +31,13 @@ __all__ = [
     "FactStatus",
     "Keyword",
     "KeywordLink",
+    "Merge",
     "Predicate",
     "PredicateAlias",
     "PredicateKind",
     "PredicateMode",
     "PredicateStatus",
+    "PredicateUsage",
     "Role",
     "Run",
     "RunOutcome",

@@ -67,6 +67,13 @@ class Entity(models.Model):
                 condition=models.Q(merged_into__isnull=True),
                 name="entity_live_recent",
             ),
+            # The vocabulary gatherer: the most recently updated live entities of each
+            # scope visible from a write scope (one short index range per scope).
+            models.Index(
+                fields=["context", "scope", "-updated_at"],
+                condition=models.Q(merged_into__isnull=True),
+                name="entity_scope_recent",
+            ),
             # Scope filters use prefix matches (``scope LIKE 'org/acme/%'``).
             models.Index(
                 OpClass("scope", name="varchar_pattern_ops"),

@@ -39,12 +39,23 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # host:pid of the process executing the run. Liveness is not judged from it: the
+    # executor holds a PostgreSQL advisory lock on the run, which dies with its session.
+    worker = models.CharField(max_length=100, blank=True)
+    # Counts of the result (entities created, facts written...) for run lists.
+    summary = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [
             # Runs page: a context's runs newest first, optionally by outcome.
             models.Index(fields=["context", "-created_at"], name="run_recent"),
             models.Index(fields=["context", "outcome"], name="run_outcome"),
+            # Stale-run recovery: the few runs that claim to be executing.
+            models.Index(
+                fields=["started_at"],
+                condition=models.Q(outcome="running"),
+                name="run_running",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import CharField, Q, QuerySet
+from django.db.models.functions import Cast
 
 from memory.access import ContextAccess
 from memory.errors import NotFound
-from memory.models import AuditEvent
+from memory.models import AuditEvent, Entity
 from memory.models import Conflict as ConflictRecord
 from memory.models.fact import ConflictStatus
 
@@ -32,9 +33,23 @@ def conflict_get(*, access: ContextAccess, conflict_id: int) -> ConflictRecord:
 def audit_list(
     *, access: ContextAccess, action: str | None = None, target_type: str | None = None
 ) -> QuerySet[AuditEvent]:
-    """The context's change log, newest first. Curation events are registry- or
-    context-wide, so the log is visible to every member of the context."""
-    events = AuditEvent.objects.filter(context=access.context)
+    """The context's change log, newest first. Registry and context events are visible to
+    every member; events about an entity or a conflict only while the caller may read it."""
+    readable_entities = (
+        Entity.objects.filter(access.grants.read_q(), context=access.context)
+        .annotate(key=Cast("pk", CharField()))
+        .values("key")
+    )
+    readable_conflicts = (
+        ConflictRecord.objects.filter(access.grants.read_q(), context=access.context)
+        .annotate(key=Cast("pk", CharField()))
+        .values("key")
+    )
+    events = AuditEvent.objects.filter(context=access.context).filter(
+        ~Q(target_type__in=["entity", "conflict"])
+        | Q(target_type="entity", target_id__in=readable_entities)
+        | Q(target_type="conflict", target_id__in=readable_conflicts)
+    )
     if action:
         events = events.filter(action=action)
     if target_type:

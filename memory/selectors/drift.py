@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, F, Max, Min, Q, Window
+from django.db.models.functions import RowNumber
 from rapidfuzz import fuzz
 
 from memory.access import ContextAccess
@@ -87,6 +88,8 @@ def _facts_read_q(access: ContextAccess) -> Q:
 
 
 def _attach_examples(access: ContextAccess, items: list[DriftItem]) -> None:
+    """The newest few visible facts of each observed predicate, in one query that stops
+    at EXAMPLES per predicate (a window function) however many facts there are."""
     by_predicate = {item.predicate.pk: item for item in items}
     facts = (
         Fact.objects.filter(
@@ -95,13 +98,19 @@ def _attach_examples(access: ContextAccess, items: list[DriftItem]) -> None:
             predicate_id__in=list(by_predicate),
         )
         .exclude(status=FactStatus.RETRACTED)
-        .select_related("subject", "object")
-        .order_by("predicate_id", "-recorded_at")
+        .annotate(
+            nth=Window(
+                RowNumber(),
+                partition_by=[F("predicate_id")],
+                order_by=[F("recorded_at").desc(), F("pk").desc()],
+            )
+        )
+        .filter(nth__lte=EXAMPLES)
+        .select_related("subject", "object", "predicate")
+        .order_by("predicate_id", "nth")
     )
     for fact in facts:
-        examples = by_predicate[fact.predicate_id].examples
-        if len(examples) < EXAMPLES:
-            examples.append(fact)
+        by_predicate[fact.predicate_id].examples.append(fact)
 
 
 def drift_suggestions(observed: Predicate, registered: list[Predicate]) -> list[Suggestion]:

@@ -18,6 +18,7 @@ from memory.entity_names import (
 from memory.errors import Conflict, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, Role
 from memory.scopes import scope_validate
+from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
 from memory.tasks import entity_embeddings_enqueue
 
@@ -215,6 +216,7 @@ def entity_upsert(
     _attach_identifiers(entity=entity, identifiers=clean_ids, warnings=warnings)
     if created or changed:
         entity_embeddings_enqueue([entity.pk])
+        entities_index([entity.pk])  # search postings commit with the entity
     if seeded:
         audit_record(
             context=access.context,
@@ -298,6 +300,7 @@ def entity_update(
     if warnings:
         raise Conflict("; ".join(warnings), code="identifier_taken")
     entity_embeddings_enqueue([entity.pk])
+    entities_index([entity.pk])
     audit_record(
         context=access.context,
         actor=access.user,

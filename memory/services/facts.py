@@ -25,6 +25,7 @@ from memory.models import Conflict, Entity, Fact, FactKind, FactStatus, Predicat
 from memory.models import Run as RunModel
 from memory.models.predicate import PredicateKind
 from memory.scopes import scope_validate
+from memory.search.indexing import facts_index
 from memory.services.entities import entity_live
 from memory.services.predicates import (
     ResolvedPredicate,
@@ -206,6 +207,7 @@ def _fact_write(
             prior.observed_count += 1
             prior.raw_predicate = predicate[:200]
             prior.save()
+            facts_index([prior.pk])
             return FactWriteResult(fact=prior, outcome="updated", resolved=resolved)
 
     fact = Fact(
@@ -231,10 +233,13 @@ def _fact_write(
     )
     if not pred.single_valued:
         fact.save()
+        facts_index([fact.pk])
         return FactWriteResult(fact=fact, outcome="created", resolved=resolved)
-    return _write_single_valued(
+    result = _write_single_valued(
         access=access, fact=fact, current=current.first(), now=now, resolved=resolved
     )
+    facts_index([result.fact.pk])  # search postings commit with the fact
+    return result
 
 
 def _write_single_valued(

@@ -15,7 +15,7 @@ from memory.errors import Conflict, NotFound
 from memory.models import AuditEvent, Role
 from memory.selectors.entities import entity_get
 from memory.selectors.predicates import predicate_get
-from memory.services import conflicts, contexts, drift, entities, predicates
+from memory.services import conflicts, contexts, drift, duplicates, entities, merges, predicates
 
 UndoHandler = Callable[[ContextAccess, dict[str, Any]], None]
 
@@ -55,6 +55,10 @@ def _context_restore(access: ContextAccess, undo: dict[str, Any]) -> None:
     contexts.context_update(access=access, **undo["restore"])
 
 
+def _discard(_: object) -> None:
+    return None
+
+
 UNDO_HANDLERS: dict[str, UndoHandler] = {
     "predicate_unregister": _predicate_unregister,
     "predicate_restore": _predicate_restore,
@@ -66,6 +70,12 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "drift_alias_revert": lambda access, undo: drift.drift_alias_revert(access=access, undo=undo),
     "drift_reject_revert": lambda access, undo: drift.drift_reject_revert(access=access, undo=undo),
     "conflict_reopen": lambda access, undo: conflicts.conflict_reopen(access=access, undo=undo),
+    "merge_undo": lambda access, undo: _discard(
+        merges.merge_undo(access=access, merge_id=undo["merge_id"])
+    ),
+    "duplicates_reopen": lambda access, undo: duplicates.duplicates_reopen(
+        access=access, undo=undo
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""Dashboard views: short functions — access check, selector, template."""
+"""The landing page: the contexts this user may open."""
 
 from __future__ import annotations
 
@@ -15,4 +15,4 @@ from memory.selectors.contexts import context_list
 def home(request: HttpRequest) -> HttpResponse:
     """The contexts this user may open (memberships; every context for a superuser)."""
     contexts = context_list(user=request.user)
-    return render(request, "curation/placeholder.html", {"contexts": contexts})
+    return render(request, "curation/home.html", {"contexts": contexts})

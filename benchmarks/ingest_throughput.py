@@ -1,0 +1,316 @@
+"""Ingest throughput in triples mode, against references measured in the same run.
+
+    .venv/bin/python -m benchmarks.ingest_throughput            # the full run (minutes)
+    .venv/bin/python -m benchmarks.ingest_throughput --tiny     # seconds: a smoke test
+
+1. Bulk triples, embeddings excluded: turns of ``--facts-per-turn`` facts go through
+   ``run_create`` + ``run_execute`` (what ``POST memories`` with ``wait`` and ``manage.py
+   ingest`` run: validation, normalization, resolution, the batched fact writer, search
+   postings, usage triggers, the run record and log line). Entity vectors are left to
+   the task worker (not running here), as in production. Reference: batched plain
+   ``INSERT``s (1,000 rows per statement) of the same fact rows into the same table.
+2. Small turns (20 facts each), the same way: per-run overhead made visible.
+3. With local embeddings: every new entity is embedded inline by the resolution tier
+   (the context holds embedded entities of each type, so the tier is active). Reference:
+   the embedder alone (``embed_texts``) on the same texts, in sentences/s.
+
+Everything runs in a throwaway database (see search_common); medians over ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from typing import Any
+
+from benchmarks.search_common import bench_database, machine_line, markdown_table
+
+TYPES = ["person", "organisation", "project", "product", "topic", "location"]
+REGISTERED = ["works_at", "reports_to", "located_in", "is_member_of", "part_of", "manages",
+              "owns", "depends_on", "knows", "works_with", "colleague_of", "attended"]  # fmt: skip
+NEW = [f"relates_{i}" for i in range(8)]
+ATTRIBUTES = ["current_title", "decision_made", *(f"attr_{i}" for i in range(10))]
+VERBS = [f"did_{i}" for i in range(10)]
+
+
+SYLLABLES = ["ka", "lo", "mir", "ven", "tas", "dro", "pel", "qui", "zan", "bor",
+             "eth", "fin", "gal", "hul", "jor", "nex", "ost", "rud", "sil", "tor"]  # fmt: skip
+
+
+def pseudo_name(rng: random.Random) -> str:
+    """Two made-up words ("Velqui Tasdro"): names an embedder does not find alike, unlike
+    "Entity 1" / "Entity 2", which it rightly cannot tell apart."""
+    words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))) for _ in range(2)]
+    return " ".join(w.capitalize() for w in words)
+
+
+def turn(rng: random.Random, *, facts: int, prefix: str, per_entity: int = 5) -> dict[str, Any]:
+    """A turn of ``facts`` facts over ``facts / per_entity`` new entities: 50% relations,
+    30% attributes, 20% actions."""
+    n_entities = max(2, facts // per_entity)
+    names = {f"{pseudo_name(rng)} {prefix}" for _ in range(n_entities)}
+    entities = [{"name": n, "type": TYPES[i % len(TYPES)]} for i, n in enumerate(sorted(names))]
+    n_entities = len(entities)
+    names = [e["name"] for e in entities]
+    relations, attributes, actions = [], [], []
+    for i in range(facts):
+        subject = names[i % n_entities]
+        kind = i % 10
+        if kind < 5:
+            relations.append(
+                {
+                    "subject": subject,
+                    "predicate": rng.choice(REGISTERED + NEW),
+                    "object": rng.choice(names),
+                    "confidence": 0.9,
+                }
+            )
+        elif kind < 8:
+            attributes.append(
+                {"subject": subject, "key": rng.choice(ATTRIBUTES), "value": f"value {i}"}
+            )
+        else:
+            actions.append(
+                {"subject": subject, "verb": rng.choice(VERBS), "object": rng.choice(names)}
+            )
+    return {
+        "entities": entities,
+        "relations": relations,
+        "attributes": attributes,
+        "actions": actions,
+    }
+
+
+def ingest_turns(access: Any, turns: list[dict[str, Any]], scope: str) -> tuple[float, int]:
+    """Seconds to ingest ``turns`` one run each; the number of facts written."""
+    from memory.models import RunOutcome
+    from memory.services.ingest import run_create, run_execute
+
+    written = 0
+    started = time.perf_counter()
+    for triples in turns:
+        run = run_create(access=access, text="", scope=scope, infer="triples", triples=triples)
+        run = run_execute(run_id=run.pk)
+        assert run.outcome == RunOutcome.SUCCEEDED, run.error
+        written += run.summary["facts_created"] + run.summary["facts_reobserved"]
+    return time.perf_counter() - started, written
+
+
+def plain_inserts(context_id: int, scope: str, target_scope: str) -> tuple[float, int]:
+    """Seconds to INSERT the fact rows of ``scope`` again (under ``target_scope``), 1,000
+    rows per statement, in one transaction: the reference for bulk ingest."""
+    from django.db import connection, transaction
+
+    columns = [
+        "context_id", "scope", "subject_id", "predicate_id", "raw_predicate", "kind",
+        "object_id", "value", "value_text", "confidence", "importance", "valid_from",
+        "valid_until", "recorded_at", "last_seen_at", "observed_count", "status",
+        "status_changed_at", "single_valued", "source_kind", "source_ref", "run_id",
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(columns)} FROM memory_fact "  # noqa: S608  (fixed column names)
+            "WHERE context_id = %s AND scope = %s",
+            [context_id, scope],
+        )
+        rows = [list(r) for r in cursor.fetchall()]
+    scope_at = columns.index("scope")
+    value_at = columns.index("value")
+    for row in rows:
+        row[scope_at] = target_scope
+        row[value_at] = json.dumps(row[value_at]) if row[value_at] is not None else None
+    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    started = time.perf_counter()
+    with transaction.atomic(), connection.cursor() as cursor:
+        for start in range(0, len(rows), 1000):
+            batch = rows[start : start + 1000]
+            cursor.execute(
+                f"INSERT INTO memory_fact ({', '.join(columns)}) VALUES "  # noqa: S608
+                + ", ".join([placeholders] * len(batch)),
+                [v for row in batch for v in row],
+            )
+    return time.perf_counter() - started, len(rows)
+
+
+def bulk(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    ingest_rates, insert_rates, postings_rates = [], [], []
+    for rep in range(args.repeat):
+        scope = f"bench/bulk/{rep}"
+        turns = [
+            turn(rng, facts=args.facts_per_turn, prefix=f"B{rep}T{t}") for t in range(args.turns)
+        ]
+        seconds, written = ingest_turns(access, turns, scope)
+        ingest_rates.append(written / seconds)
+        ref_seconds, ref_rows = plain_inserts(access.context.pk, scope, f"bench/reference/{rep}")
+        insert_rates.append(ref_rows / ref_seconds)
+        postings_rates.append(search_postings_rate(access.context.pk, scope))
+    ingest, insert = statistics.median(ingest_rates), statistics.median(insert_rates)
+    postings = statistics.median(postings_rates)
+    return {
+        "turns": args.turns,
+        "facts_per_turn": args.facts_per_turn,
+        "ingest_facts_per_s": ingest,
+        "plain_insert_facts_per_s": insert,
+        "ratio": ingest / insert,
+        # The search module's BM25 postings for facts, which every fact write refreshes in
+        # its transaction: measured alone through its public facts_index().
+        "search_postings_facts_per_s": postings,
+        "search_postings_share_of_ingest": ingest / postings,
+        "runs": {"ingest": ingest_rates, "insert": insert_rates, "postings": postings_rates},
+    }
+
+
+def search_postings_rate(context_id: int, scope: str) -> float:
+    """facts/s of ``facts_index`` alone on the facts just ingested (rolled back)."""
+    from django.db import transaction
+
+    from memory.models import Fact
+    from memory.search.indexing import facts_index
+
+    ids = list(Fact.objects.filter(context_id=context_id, scope=scope).values_list("pk", flat=True))
+    started = time.perf_counter()
+    with transaction.atomic():
+        facts_index(ids)
+        transaction.set_rollback(True)
+    return len(ids) / (time.perf_counter() - started)
+
+
+def small(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    rates, per_run_ms = [], []
+    for rep in range(args.repeat):
+        turns = [turn(rng, facts=20, prefix=f"S{rep}T{t}") for t in range(args.small_turns)]
+        seconds, written = ingest_turns(access, turns, f"bench/small/{rep}")
+        rates.append(written / seconds)
+        per_run_ms.append(seconds * 1000 / len(turns))
+    return {
+        "turns": args.small_turns,
+        "facts_per_turn": 20,
+        "ingest_facts_per_s": statistics.median(rates),
+        "ms_per_run": statistics.median(per_run_ms),
+    }
+
+
+def with_embeddings(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    from memory.embeddings import embed_texts
+    from memory.services.entities import entity_upsert
+    from memory.tasks import entity_embeddings_compute
+
+    # One embedded entity per type in the visible scopes: the similarity tier is active.
+    seeds = [
+        entity_upsert(access=access, name=f"Seed {t}", type=t, scope="bench").entity.pk
+        for t in TYPES
+    ]
+    entity_embeddings_compute(seeds)
+    embed_texts(["warm up the model"])
+    return {
+        f"{per_entity}_facts_per_entity": _embedded_shape(access, args, rng, per_entity)
+        for per_entity in (5, 1)
+    }
+
+
+def _embedded_shape(
+    access: Any, args: argparse.Namespace, rng: random.Random, per_entity: int
+) -> dict[str, Any]:
+    from memory.embeddings import embed_texts
+    from memory.models import Entity
+    from memory.tasks import entity_embedding_text
+
+    ingest_rates, embed_rates, fact_rates = [], [], []
+    attached: list[int] = []
+    for rep in range(args.repeat):
+        scope = f"bench/embedded/{per_entity}/{rep}"
+        turns = [
+            turn(rng, facts=args.embed_facts_per_turn, prefix=f"E{per_entity}R{rep}T{t}",
+                 per_entity=per_entity)
+            for t in range(args.embed_turns)
+        ]  # fmt: skip
+        texts = [
+            entity_embedding_text(Entity(name=e["name"], type=e["type"], aliases=[]))
+            for t in turns
+            for e in t["entities"]
+        ]
+        started = time.perf_counter()
+        embed_texts(texts)
+        embed_rates.append(len(texts) / (time.perf_counter() - started))
+        seconds, written = ingest_turns(access, turns, scope)
+        created = Entity.objects.filter(scope=scope)
+        assert created.filter(embedding__isnull=True).count() == 0  # all embedded inline
+        # Every mention was embedded once, whether it then attached or created an entity.
+        ingest_rates.append(len(texts) / seconds)
+        fact_rates.append(written / seconds)
+        attached.append(len(texts) - created.count())
+    ingest, embed = statistics.median(ingest_rates), statistics.median(embed_rates)
+    return {
+        "turns": args.embed_turns,
+        "facts_per_turn": args.embed_facts_per_turn,
+        "mentions_per_turn": len(texts) // args.embed_turns,
+        "ingest_mentions_per_s": ingest,
+        "embedder_sentences_per_s": embed,
+        "ratio": ingest / embed,
+        "ingest_facts_per_s": statistics.median(fact_rates),
+        "mentions_attached_by_similarity": attached,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tiny", action="store_true", help="a few seconds, for CI")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--facts-per-turn", type=int, default=2_000)
+    parser.add_argument("--small-turns", type=int, default=100)
+    parser.add_argument("--embed-turns", type=int, default=5)
+    parser.add_argument("--embed-facts-per-turn", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-embeddings", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    args = parser.parse_args()
+    if args.tiny:
+        args.turns, args.facts_per_turn, args.small_turns = 2, 200, 5
+        args.embed_turns, args.embed_facts_per_turn, args.repeat = 1, 50, 1
+    rng = random.Random(7)
+    with bench_database("md_bench_ingest", keep=args.keep):
+        from memory.access import system_access
+        from memory.services.contexts import context_create
+
+        access = system_access(context_create(slug="bench-ingest"))
+        report: dict[str, Any] = {"machine": machine_line()}
+        # Warm-up (not timed): imports, query plans, and the observed predicates of the
+        # generator's vocabulary, which a real import also creates only once.
+        ingest_turns(access, [turn(rng, facts=200, prefix="warm")], "bench/warm-up")
+        report["bulk"] = bulk(access, args, rng)
+        report["small"] = small(access, args, rng)
+        if not args.skip_embeddings:
+            report["embedded"] = with_embeddings(access, args, rng)
+    print(json.dumps(report, indent=1, default=float))
+    _print_tables(report)
+
+
+def _print_tables(report: dict[str, Any]) -> None:
+    b, s = report["bulk"], report["small"]
+    rows = [
+        [f"bulk triples ({b['turns']} turns × {b['facts_per_turn']} facts), embeddings excluded",
+         round(b["ingest_facts_per_s"]), round(b["plain_insert_facts_per_s"]), f"{b['ratio']:.2f}"],
+        ["of which: search postings of the facts (facts_index alone)",
+         round(b["search_postings_facts_per_s"]), "—",
+         f"{b['search_postings_share_of_ingest']:.0%} of ingest time"],
+        [f"small turns ({s['turns']} × 20 facts), embeddings excluded",
+         round(s["ingest_facts_per_s"]), "—", f"{s['ms_per_run']:.1f} ms/run"],
+    ]  # fmt: skip
+    for shape, e in report.get("embedded", {}).items():
+        rows.append(
+            [f"with local embeddings ({e['turns']} turns × {e['facts_per_turn']} facts, "
+             f"{e['mentions_per_turn']} new entities each, {shape.replace('_', ' ')}): "
+             "mentions/s vs the embedder's sentences/s",
+             round(e["ingest_mentions_per_s"]), round(e["embedder_sentences_per_s"]),
+             f"{e['ratio']:.2f} ({round(e['ingest_facts_per_s'])} facts/s)"]
+        )  # fmt: skip
+    print(markdown_table(["measure", "ingest", "reference", "ratio"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""Dashboard forms: they check the shape of input; the services decide what it means."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from curation.services import PredicateEntry, registry_file_parse
+from memory.errors import ValidationFailed
+from memory.models import EntityType, Predicate, PredicateKind
+from memory.models.predicate import Lifecycle
+from memory.scopes import ScopeError, scope_validate
+from memory.services.entity_import import MAX_IMPORT_BYTES
+
+MAX_REGISTRY_FILE_BYTES = 2 * 1024 * 1024
+ENTITY_TYPE_CHOICES = EntityType.choices
+
+
+def _scope(value: str) -> str:
+    try:
+        return scope_validate(value)
+    except ScopeError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def _lines(value: str) -> list[str]:
+    """One item per line (a ``;`` also separates), blanks dropped."""
+    return [p.strip() for line in value.splitlines() for p in line.split(";") if p.strip()]
+
+
+def _read_text(upload: Any, limit: int) -> str:
+    if upload.size > limit:
+        raise ValidationError(f"the file is {upload.size:,} bytes; at most {limit:,}")
+    raw = upload.read()
+    try:
+        text: str = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            f"the file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise ValidationError("the file contains NUL bytes: it is not text")
+    if not text.strip():
+        raise ValidationError("the file is empty")
+    return text
+
+
+# --- drift ----------------------------------------------------------------------------
+
+
+class DriftResolveForm(forms.Form):
+    action = forms.ChoiceField(choices=[("alias", "Alias"), ("reject", "Reject")])
+    target = forms.CharField(max_length=100, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "alias" and not data.get("target"):
+            self.add_error("target", "choose the registered predicate to alias it to")
+        return data
+
+
+class _NameList(forms.MultipleChoiceField):
+    """Names chosen on the page; the service decides whether each is still open drift."""
+
+    def valid_value(self, value: Any) -> bool:
+        return isinstance(value, str) and 0 < len(value) <= 100
+
+
+class DriftBulkForm(forms.Form):
+    """Several drift items at once; each alias target arrives as ``target:<name>``."""
+
+    action = forms.ChoiceField(choices=[("alias", "Alias"), ("reject", "Reject")])
+    names = _NameList(error_messages={"required": "select at least one drift item"})
+
+    def names_chosen(self) -> list[str]:
+        return list(dict.fromkeys(self.cleaned_data.get("names", [])))
+
+    def targets(self) -> dict[str, str]:
+        return {n: (self.data.get(f"target:{n}") or "").strip() for n in self.names_chosen()}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "alias":
+            missing = [n for n, t in self.targets().items() if not t]
+            if missing:
+                raise ValidationError(f"no alias target for {', '.join(missing)}")
+        return data
+
+
+class PredicateDefinitionForm(forms.Form):
+    """A predicate's editable fields (promote a drift item, or edit a registered one)."""
+
+    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea)
+    example = forms.CharField(max_length=2000, required=False)
+    category = forms.RegexField(
+        regex=r"^[a-z][a-z0-9_]{0,49}$",
+        initial="general",
+        error_messages={"invalid": "lowercase letters, digits and _, starting with a letter"},
+    )
+    kind = forms.ChoiceField(choices=PredicateKind.choices)
+    subject_types = forms.MultipleChoiceField(
+        choices=ENTITY_TYPE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    object_types = forms.MultipleChoiceField(
+        choices=ENTITY_TYPE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    inverse = forms.CharField(max_length=100, required=False)
+    default_importance = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.5)
+    ranking_weight = forms.FloatField(min_value=0.01, max_value=10.0, initial=1.0)
+    single_valued = forms.BooleanField(required=False)
+    is_aggregate = forms.BooleanField(required=False)
+    lifecycle = forms.ChoiceField(choices=Lifecycle.choices)
+    default_validity_days = forms.IntegerField(min_value=1, max_value=36500, required=False)
+    exclude_from_prompt = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("single_valued") and data.get("is_aggregate"):
+            self.add_error(
+                "is_aggregate",
+                "a predicate cannot be both single-valued (a new value supersedes the old) "
+                "and aggregate (one value updated in place)",
+            )
+        return data
+
+    @classmethod
+    def initial_for(cls, predicate: Predicate) -> dict[str, Any]:
+        return {name: getattr(predicate, name) for name in cls.base_fields}
+
+    def definition(self) -> dict[str, Any]:
+        return dict(self.cleaned_data)
+
+
+class AliasForm(forms.Form):
+    alias = forms.CharField(max_length=100)
+
+
+class FlagForm(forms.Form):
+    flag = forms.ChoiceField(
+        choices=[(f, f) for f in ("single_valued", "is_aggregate", "exclude_from_prompt")]
+    )
+    value = forms.TypedChoiceField(choices=[("1", "on"), ("0", "off")], coerce=lambda v: v == "1")
+
+
+class RegistryImportForm(forms.Form):
+    file = forms.FileField()
+
+    def clean_file(self) -> list[PredicateEntry]:
+        text = _read_text(self.cleaned_data["file"], MAX_REGISTRY_FILE_BYTES)
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValidationError(f"the file is not JSON: {exc}") from None
+        try:
+            return registry_file_parse(data)
+        except ValidationFailed as exc:
+            raise ValidationError(exc.message) from None
+
+
+class RegistryFilterForm(forms.Form):
+    status = forms.ChoiceField(
+        choices=[
+            ("registered", "Registered"),
+            ("observed", "Observed (drift)"),
+            ("rejected", "Rejected"),
+            ("all", "All"),
+        ],
+        required=False,
+    )
+    category = forms.CharField(max_length=50, required=False)
+
+
+# --- conflicts ------------------------------------------------------------------------
+
+
+class ConflictResolveForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[
+            ("keep_current", "Keep current"),
+            ("keep_new", "Keep new"),
+            ("keep_both", "Keep both"),
+            ("edit", "Edit"),
+        ]
+    )
+    value = forms.CharField(max_length=2000, required=False, strip=True)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "edit" and not data.get("value"):
+            self.add_error("value", "type the corrected value")
+        return data
+
+
+# --- entities -------------------------------------------------------------------------
+
+
+class EntityFilterForm(forms.Form):
+    q = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Search",
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Name or alias", "autocomplete": "off"}
+        ),
+    )
+    type = forms.ChoiceField(choices=[("", "Any type"), *ENTITY_TYPE_CHOICES], required=False)
+    scope = forms.CharField(
+        max_length=300, required=False, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+    )
+    seeded = forms.ChoiceField(
+        choices=[("", "Seeded or not"), ("yes", "Seeded"), ("no", "Not seeded")], required=False
+    )
+
+    def clean_scope(self) -> str:
+        scope: str = self.cleaned_data["scope"]
+        return _scope(scope) if scope.strip() else ""
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        seeded = {"yes": True, "no": False}.get(data.get("seeded") or "")
+        return {
+            "q": data.get("q") or None,
+            "type": data.get("type") or None,
+            "scope": data.get("scope") or None,
+            "seeded": seeded,
+        }
+
+
+class _EntityFieldsForm(forms.Form):
+    name = forms.CharField(max_length=300)
+    type = forms.ChoiceField(choices=ENTITY_TYPE_CHOICES)
+    aliases = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One per line.",
+    )
+    attributes = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text='A JSON object, e.g. {"role": "CTO"}.',
+    )
+
+    def clean_aliases(self) -> list[str]:
+        return _lines(self.cleaned_data["aliases"])
+
+    def clean_attributes(self) -> dict[str, Any]:
+        raw = self.cleaned_data["attributes"].strip()
+        if not raw:
+            return {}
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise ValidationError(f"not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValidationError('a JSON object, like {"role": "CTO"}')
+        return value
+
+
+def _identifiers(raw: str) -> list[dict[str, str]]:
+    items = []
+    for part in _lines(raw):
+        kind, sep, value = part.partition(":")
+        if not sep or not kind.strip() or not value.strip():
+            raise ValidationError(f"{part[:60]!r} must look like kind:value (email:a@b.c)")
+        items.append({"kind": kind.strip(), "value": value.strip()})
+    return items
+
+
+class EntityEditForm(_EntityFieldsForm):
+    identifiers_add = forms.CharField(
+        required=False,
+        label="Add identifiers",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="kind:value, one per line (email:alex@acme.com).",
+    )
+
+    def clean_identifiers_add(self) -> list[dict[str, str]]:
+        return _identifiers(self.cleaned_data["identifiers_add"])
+
+
+class EntitySeedForm(_EntityFieldsForm):
+    field_order = ["name", "type", "scope", "aliases", "identifiers", "attributes"]
+
+    scope = forms.CharField(
+        max_length=300, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+    )
+    identifiers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="kind:value, one per line (email:alex@acme.com).",
+    )
+
+    def clean_scope(self) -> str:
+        return _scope(self.cleaned_data["scope"])
+
+    def clean_identifiers(self) -> list[dict[str, str]]:
+        return _identifiers(self.cleaned_data["identifiers"])
+
+
+class SeedUploadForm(forms.Form):
+    file = forms.FileField(help_text="CSV with a header (name,type,scope,…) or JSONL.")
+    format = forms.ChoiceField(
+        choices=[("", "Detect"), ("csv", "CSV"), ("jsonl", "JSONL")], required=False
+    )
+    scope_default = forms.CharField(
+        max_length=300,
+        required=False,
+        label="Default scope",
+        help_text="For rows without a scope.",
+    )
+
+    def clean_file(self) -> str:
+        return _read_text(self.cleaned_data["file"], MAX_IMPORT_BYTES)
+
+    def clean_scope_default(self) -> str:
+        scope: str = self.cleaned_data["scope_default"]
+        return _scope(scope) if scope.strip() else ""
+
+
+class AuditFilterForm(forms.Form):
+    action = forms.CharField(max_length=50, required=False)

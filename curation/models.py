@@ -1,0 +1,65 @@
+"""The dashboard's own records: entity import jobs run in the background."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ImportJobStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ImportJob(models.Model):
+    """One uploaded CSV/JSONL seeding file, imported by a task that reports its progress.
+
+    The file's text stays on the row, so a failed or interrupted import loses nothing and
+    the report can always be traced back to its input.
+    """
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    filename = models.CharField(max_length=255, blank=True)
+    format = models.CharField(max_length=10, blank=True)  # csv | jsonl | "" (sniffed)
+    scope_default = models.CharField(max_length=300, blank=True)
+    content = models.TextField()
+    size_bytes = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=10, choices=ImportJobStatus.choices, default=ImportJobStatus.PENDING
+    )
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    created_count = models.PositiveIntegerField(default=0)
+    matched_count = models.PositiveIntegerField(default=0)
+    failed_count = models.PositiveIntegerField(default=0)
+    # {"format", "notes": [...], "rows": [{"row", "line", "status", "entity_id", "message"}]}
+    report = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Seeding page: a context's jobs, newest first.
+            models.Index(fields=["context", "-created_at"], name="import_job_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.status}, {self.done}/{self.total})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)
+
+    @property
+    def percent(self) -> int:
+        if self.status == ImportJobStatus.SUCCEEDED:
+            return 100
+        return int(100 * self.done / self.total) if self.total else 0

@@ -1,0 +1,17 @@
+"""The dashboard's background work on the django-tasks queue (``manage.py db_worker``)."""
+
+from __future__ import annotations
+
+from django_tasks import task
+
+# Someone is watching an import's progress bar; embedding tasks can wait behind it.
+IMPORT_PRIORITY = 10
+
+
+@task(priority=IMPORT_PRIORITY)
+def import_job_task(job_id: int) -> str:
+    """Import one uploaded seeding file (``curation.services.import_job_execute``)."""
+    # Imported here: the services module enqueues this task.
+    from curation.services import import_job_execute
+
+    return import_job_execute(job_id=job_id)

@@ -1,0 +1,147 @@
+"""What every dashboard screen shares: the caller's access to a context, rendering a page
+or one of its partials, and turning refusals into clear 4xx pages (never a 500)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.middleware import HtmxDetails
+
+from memory.access import ContextAccess, context_access_resolve
+from memory.errors import Conflict, MemoryError_, NotFound, ValidationFailed
+from memory.errors import PermissionDenied as AccessDenied
+from memory.models import Role
+from memory.scopes import ScopeError
+from memory.selectors.contexts import context_list
+
+P = ParamSpec("P")
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as HtmxMiddleware leaves it (for type checking)."""
+
+    htmx: HtmxDetails
+
+
+View = Callable[Concatenate[HtmxHttpRequest, P], HttpResponse]
+
+
+def _get_context_for_user(
+    request: HtmxHttpRequest, ctx: str, *, role: Role | None = None
+) -> ContextAccess:
+    """The user's access to context ``ctx``: Http404 when they may not see it at all,
+    PermissionDenied when they may see it but lack ``role``."""
+    try:
+        access = context_access_resolve(user=request.user, slug=ctx)
+    except NotFound:
+        raise Http404(f"context {ctx[:100]!r} not found") from None
+    if role is not None and not access.has_role(role):
+        raise PermissionDenied(
+            f"this needs the {role} role in {access.context.slug}; you are a {access.role}"
+        )
+    return access
+
+
+def dashboard_view(view: View[P]) -> View[P]:
+    """Login required; refusals from the access helper or a service become a 4xx page
+    (or, for htmx, a message swapped into the page's flash area)."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except (Http404, NotFound) as exc:
+            return error_response(request, 404, _message(exc, "Not found."))
+        except (PermissionDenied, AccessDenied) as exc:
+            return error_response(request, 403, _message(exc, "You may not do this."))
+        except Conflict as exc:
+            return error_response(request, 409, exc.message)
+        except (ValidationFailed, ScopeError) as exc:
+            return error_response(request, 400, _message(exc, "The request was not valid."))
+
+    return wrapped  # type: ignore[return-value]
+
+
+def _message(exc: Exception, default: str) -> str:
+    if isinstance(exc, MemoryError_):
+        return exc.message
+    return str(exc) or default
+
+
+TITLES = {400: "Not valid", 403: "Not allowed", 404: "Not found", 409: "Changed meanwhile"}
+
+
+def error_response(request: HtmxHttpRequest, status: int, message: str) -> HttpResponse:
+    if request.htmx:
+        response = render(
+            request,
+            "curation/error.html#message",
+            {"status": status, "message": message, "title": TITLES.get(status, "Error")},
+            status=status,
+        )
+        response["HX-Retarget"] = "#flash"
+        response["HX-Reswap"] = "innerHTML"
+        return response
+    return render(
+        request,
+        "curation/error.html",
+        {"status": status, "message": message, "title": TITLES.get(status, "Error")},
+        status=status,
+    )
+
+
+def wants_partial(request: HtmxHttpRequest) -> bool:
+    """An htmx swap wants a partial; a history restore or a boosted link wants the page."""
+    htmx = request.htmx
+    return bool(htmx) and not htmx.history_restore_request and not htmx.boosted
+
+
+def render_screen(
+    request: HtmxHttpRequest,
+    template: str,
+    access: ContextAccess,
+    context: dict[str, Any],
+    *,
+    section: str,
+    partial: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole page, or only ``template#partial`` when htmx asks for a swap."""
+    name = f"{template}#{partial}" if partial and wants_partial(request) else template
+    data = {
+        "ctx": access.context,
+        "access": access,
+        "can_curate": access.has_role(Role.CURATOR),
+        "can_administer": access.has_role(Role.ADMIN),
+        "section": section,
+        # Lazy: only the full page (its context switcher) runs this query.
+        "contexts": context_list(user=request.user),
+        **context,
+    }
+    response = render(request, name, data, status=status)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def form_problems(form: Any) -> list[str]:
+    """A form's error messages as plain text, field errors and non-field errors alike."""
+    return [str(error) for errors in form.errors.values() for error in errors]
+
+
+def next_url(request: HtmxHttpRequest, default: str) -> str:
+    """Where a POST returns to: the form's ``next`` if it stays on this site."""
+    target = request.POST.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default

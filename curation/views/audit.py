@@ -1,0 +1,88 @@
+"""The audit log: every curator and admin change, each undoable where it can be."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from curation.forms import AuditFilterForm
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    next_url,
+    render_screen,
+)
+from memory.access import ContextAccess
+from memory.errors import Conflict
+from memory.models import Role
+from memory.selectors.curation import audit_list
+from memory.services.undo import audit_undo
+
+PAGE_SIZE = 50
+# The filter's choices: the actions memory's services record.
+ACTIONS = (
+    "drift_alias",
+    "drift_reject",
+    "predicate_register",
+    "predicate_update",
+    "predicate_unregister",
+    "predicate_restore",
+    "predicate_alias_add",
+    "predicate_alias_remove",
+    "conflict_resolve",
+    "entity_seed",
+    "entity_update",
+    "entity_delete",
+    "context_update",
+)
+
+
+def _page(request: HtmxHttpRequest, access: ContextAccess, *, status: int = 200) -> HttpResponse:
+    """Queries: count; one page of events."""
+    form = AuditFilterForm(request.GET)
+    action = form.cleaned_data.get("action") if form.is_valid() else None
+    events = audit_list(access=access, action=action or None)
+    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "action": action or "",
+        "actions": ACTIONS,
+        "action_query": urlencode({"action": action}) if action else "",
+    }
+    return render_screen(
+        request,
+        "curation/audit.html",
+        access,
+        context,
+        section="audit",
+        partial="rows",
+        status=status,
+    )
+
+
+@require_safe
+@dashboard_view
+def audit(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    return _page(request, _get_context_for_user(request, ctx))
+
+
+@require_POST
+@dashboard_view
+def audit_undo_view(request: HtmxHttpRequest, ctx: str, event_id: int) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    try:
+        event = audit_undo(access=access, event_id=event_id)
+    except Conflict as exc:
+        messages.error(request, f"Could not undo: {exc.message}")
+        return _page(request, access, status=409)
+    messages.success(request, f"Undone: {event.summary}.")
+    if request.htmx and not request.POST.get("next"):
+        return _page(request, access)
+    return redirect(next_url(request, reverse("audit", args=[access.context.slug])))

@@ -1,0 +1,173 @@
+"""Drift: observed predicates with counts, examples and ranked suggestions; alias, promote
+or reject them one at a time or in bulk. Every resolution is undoable from its message or
+the audit log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST, require_safe
+
+from curation.forms import DriftBulkForm, DriftResolveForm, PredicateDefinitionForm
+from curation.selectors import registered_names
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    form_problems,
+    render_screen,
+)
+from memory.access import ContextAccess
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import AuditEvent, FactKind, Role
+from memory.selectors.drift import DriftItem, drift_list
+from memory.services.drift import drift_resolve
+
+TEMPLATE = "curation/drift.html"
+
+
+@dataclass
+class DriftRow:
+    item: DriftItem
+    promote_form: PredicateDefinitionForm
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.item.predicate.name
+
+    @property
+    def top_target(self) -> str:
+        return self.item.suggestions[0].name if self.item.suggestions else ""
+
+
+def _promote_form(item: DriftItem) -> PredicateDefinitionForm:
+    """A definition form guessing the kind from the examples (attribute facts → attribute)."""
+    kinds = {f.kind for f in item.examples}
+    kind = kinds.pop() if len(kinds) == 1 else FactKind.RELATION
+    return PredicateDefinitionForm(
+        initial={"kind": kind, "category": "general", "lifecycle": "stable"},
+        auto_id=f"id_{item.predicate.name}_%s",
+    )
+
+
+def _page(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    *,
+    errors: dict[str, str] | None = None,
+    promote: tuple[str, PredicateDefinitionForm] | None = None,
+    bulk_errors: list[str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The drift list (queries: observed predicates with counts; examples; registered
+    predicates and their aliases for suggestions; registered names for the target list)."""
+    errors = errors or {}
+    rows = []
+    for item in drift_list(access=access):
+        form = _promote_form(item)
+        if promote is not None and promote[0] == item.predicate.name:
+            form = promote[1]
+        rows.append(DriftRow(item, form, errors.get(item.predicate.name, "")))
+    context: dict[str, Any] = {
+        "rows": rows,
+        "registered": registered_names(context=access.context),
+        "bulk_errors": bulk_errors or [],
+    }
+    return render_screen(
+        request, TEMPLATE, access, context, section="drift", partial="rows", status=status
+    )
+
+
+def _done(request: HtmxHttpRequest, access: ContextAccess, event: AuditEvent) -> HttpResponse:
+    messages.success(request, event.summary.capitalize() + ".", extra_tags=f"undo:{event.pk}")
+    if request.htmx:
+        return _page(request, access)
+    return redirect("drift", access.context.slug)
+
+
+@require_safe
+@dashboard_view
+def drift(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    return _page(request, _get_context_for_user(request, ctx))
+
+
+@require_POST
+@dashboard_view
+def drift_resolve_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    """Alias (to ``target``) or reject one drift item."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    form = DriftResolveForm(request.POST)
+    if not form.is_valid():
+        return _page(request, access, errors={name: "; ".join(form_problems(form))}, status=400)
+    try:
+        event = drift_resolve(
+            access=access,
+            name=name,
+            action=form.cleaned_data["action"],
+            target=form.cleaned_data["target"] or None,
+        )
+    except (ValidationFailed, NotFound) as exc:
+        return _page(request, access, errors={name: exc.message}, status=400)
+    except Conflict as exc:
+        messages.error(request, exc.message)
+        return _page(request, access, status=409)
+    return _done(request, access, event)
+
+
+@require_POST
+@dashboard_view
+def drift_promote(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    """Register a drift item with the definition from its form."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    form = PredicateDefinitionForm(request.POST, auto_id=f"id_{name}_%s")
+    if not form.is_valid():
+        return _page(request, access, promote=(name, form), status=400)
+    try:
+        event = drift_resolve(
+            access=access, name=name, action="promote", definition=form.definition()
+        )
+    except ValidationFailed as exc:
+        form.add_error(None, exc.message)
+        return _page(request, access, promote=(name, form), status=400)
+    except Conflict as exc:
+        messages.error(request, exc.message)
+        return _page(request, access, status=409)
+    return _done(request, access, event)
+
+
+@require_POST
+@dashboard_view
+def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Alias each selected item to its chosen target, or reject them all. Each item is its
+    own change (and its own undo); one that fails does not stop the others."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    form = DriftBulkForm(request.POST)
+    if not form.is_valid():
+        return _page(request, access, bulk_errors=form_problems(form), status=400)
+    action, targets = form.cleaned_data["action"], form.targets()
+    done: list[AuditEvent] = []
+    failed: dict[str, str] = {}
+    for name in form.names_chosen():
+        try:
+            done.append(
+                drift_resolve(access=access, name=name, action=action, target=targets.get(name))
+            )
+        except (ValidationFailed, NotFound, Conflict) as exc:
+            failed[name] = exc.message
+    if done:
+        verb = "Aliased" if action == "alias" else "Rejected"
+        messages.success(
+            request,
+            f"{verb} {len(done)} drift item{'s' if len(done) != 1 else ''}: "
+            f"{', '.join(e.target_id for e in done)}. Each can be undone from the audit log.",
+        )
+    if failed:
+        return _page(request, access, errors=failed, status=400 if not done else 200)
+    if request.htmx:
+        return _page(request, access)
+    return redirect("drift", access.context.slug)

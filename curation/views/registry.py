@@ -1,0 +1,267 @@
+"""Registry: predicates by category; aliases (collisions shown inline), flags, edits,
+and the registry as a JSON file out and in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from django.contrib import messages
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from curation.forms import (
+    AliasForm,
+    FlagForm,
+    PredicateDefinitionForm,
+    RegistryFilterForm,
+    RegistryImportForm,
+)
+from curation.selectors import (
+    predicate_alias_names,
+    predicate_fact_count,
+    predicate_facts,
+    registry_categories,
+    registry_export_data,
+    registry_rows,
+)
+from curation.services import registry_import
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    render_screen,
+)
+from memory.access import ContextAccess
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import Predicate, PredicateStatus, Role
+from memory.selectors.predicates import predicate_get
+from memory.services.predicates import (
+    predicate_alias_add,
+    predicate_alias_remove,
+    predicate_unregister,
+    predicate_update,
+)
+
+TEMPLATE = "curation/registry.html"
+DETAIL_TEMPLATE = "curation/predicate.html"
+IMPORT_REPORT_KEY = "curation_registry_import"
+
+
+def _list_page(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    *,
+    import_form: RegistryImportForm | None = None,
+    import_report: list[dict[str, Any]] | None = None,
+    row_errors: dict[str, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Registry rows (queries: categories; predicates with visible fact counts; aliases)."""
+    filters = RegistryFilterForm(request.GET)
+    filters.is_valid()
+    shown = filters.cleaned_data.get("status") or PredicateStatus.REGISTERED
+    category = filters.cleaned_data.get("category") or None
+    predicates = registry_rows(
+        access=access, status=None if shown == "all" else shown, category=category
+    )
+    context = {
+        "predicates": predicates,
+        "categories": registry_categories(context=access.context),
+        "shown": shown,
+        "category": category or "",
+        "import_form": import_form or RegistryImportForm(),
+        "row_errors": row_errors or {},
+        "import_report": import_report
+        if import_report is not None
+        else request.session.pop(IMPORT_REPORT_KEY, None),
+    }
+    return render_screen(
+        request, TEMPLATE, access, context, section="registry", partial="table", status=status
+    )
+
+
+def _row(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    predicate: Predicate,
+    *,
+    success: str = "",
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """After an alias or flag change: the row again (htmx; the row itself shows the
+    change, so no message), or the page the form sits on."""
+    if request.POST.get("view") == "detail":
+        if error:
+            return _detail_page(request, access, predicate, alias_error=error, status=status)
+        messages.success(request, success)
+        return redirect("predicate", access.context.slug, predicate.name)
+    if not request.htmx:
+        if error:
+            return _list_page(request, access, row_errors={predicate.name: error}, status=status)
+        messages.success(request, success)
+        return redirect(f"{_registry_url(access)}#p-{predicate.name}")
+    row = registry_rows(access=access, status=None).get(pk=predicate.pk)
+    return render_screen(
+        request,
+        TEMPLATE,
+        access,
+        {"p": row, "row_errors": {predicate.name: error}},
+        section="registry",
+        partial="row",
+        status=status,
+    )
+
+
+def _registry_url(access: ContextAccess) -> str:
+    return reverse("registry", args=[access.context.slug])
+
+
+def _detail_page(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    predicate: Predicate,
+    *,
+    edit_form: PredicateDefinitionForm | None = None,
+    alias_error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    initial = PredicateDefinitionForm.initial_for(predicate)
+    context = {
+        "predicate": predicate,
+        "aliases": predicate_alias_names(predicate=predicate),
+        "facts": predicate_facts(access=access, predicate=predicate),
+        "fact_count": predicate_fact_count(access=access, predicate=predicate),
+        "edit_form": edit_form or PredicateDefinitionForm(initial=initial),
+        "alias_error": alias_error,
+    }
+    return render_screen(
+        request, DETAIL_TEMPLATE, access, context, section="registry", status=status
+    )
+
+
+@require_safe
+@dashboard_view
+def registry(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    return _list_page(request, _get_context_for_user(request, ctx))
+
+
+@require_safe
+@dashboard_view
+def predicate_detail(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx)
+    return _detail_page(request, access, predicate_get(context=access.context, name=name))
+
+
+@require_POST
+@dashboard_view
+def predicate_edit(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    predicate = predicate_get(context=access.context, name=name)
+    form = PredicateDefinitionForm(request.POST)
+    if form.is_valid():
+        try:
+            predicate_update(access=access, predicate=predicate, **form.definition())
+        except ValidationFailed as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Saved {predicate.name}.")
+            return redirect("predicate", access.context.slug, predicate.name)
+    return _detail_page(request, access, predicate, edit_form=form, status=400)
+
+
+@require_POST
+@dashboard_view
+def predicate_alias_add_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    predicate = predicate_get(context=access.context, name=name)
+    form = AliasForm(request.POST)
+    if not form.is_valid():
+        return _row(request, access, predicate, error="type an alias", status=400)
+    try:
+        alias = predicate_alias_add(
+            access=access, predicate=predicate, alias=form.cleaned_data["alias"]
+        )
+    except (ValidationFailed, Conflict) as exc:
+        return _row(request, access, predicate, error=exc.message, status=400)
+    return _row(request, access, predicate, success=f"{alias.alias} is now an alias of {name}.")
+
+
+@require_POST
+@dashboard_view
+def predicate_alias_remove_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    predicate = predicate_get(context=access.context, name=name)
+    form = AliasForm(request.POST)
+    if not form.is_valid():
+        return _row(request, access, predicate, error="which alias?", status=400)
+    try:
+        predicate_alias_remove(access=access, predicate=predicate, alias=form.cleaned_data["alias"])
+    except (ValidationFailed, NotFound) as exc:
+        return _row(request, access, predicate, error=exc.message, status=400)
+    removed = form.cleaned_data["alias"]
+    return _row(request, access, predicate, success=f"Removed alias {removed} of {name}.")
+
+
+@require_POST
+@dashboard_view
+def predicate_flag(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    predicate = predicate_get(context=access.context, name=name)
+    form = FlagForm(request.POST)
+    if not form.is_valid():
+        return _row(request, access, predicate, error="unknown flag", status=400)
+    flag, value = form.cleaned_data["flag"], form.cleaned_data["value"]
+    try:
+        predicate_update(access=access, predicate=predicate, **{flag: value})
+    except ValidationFailed as exc:
+        return _row(request, access, predicate, error=exc.message, status=400)
+    state = f"{flag.replace('_', ' ')} {'on' if value else 'off'}"
+    return _row(request, access, predicate, success=f"{predicate.name}: {state}.")
+
+
+@require_POST
+@dashboard_view
+def predicate_unregister_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    predicate = predicate_get(context=access.context, name=name)
+    predicate_unregister(access=access, predicate=predicate)
+    messages.success(
+        request, f"Removed {predicate.name} from the registry (undo from the audit log)."
+    )
+    return redirect("registry", access.context.slug)
+
+
+@require_safe
+@dashboard_view
+def registry_export(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    data = registry_export_data(context=access.context)
+    response = HttpResponse(
+        json.dumps(data, indent=2, cls=DjangoJSONEncoder), content_type="application/json"
+    )
+    filename = f"{access.context.slug}-registry.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_POST
+@dashboard_view
+def registry_import_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    form = RegistryImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _list_page(request, access, import_form=form, status=400)
+    result = registry_import(access=access, entries=form.cleaned_data["file"])
+    report = [asdict(o) for o in result.outcomes]
+    if not result.applied:
+        form.add_error(None, "Nothing was imported: fix the predicates marked below.")
+        return _list_page(request, access, import_form=form, import_report=report, status=400)
+    request.session[IMPORT_REPORT_KEY] = report
+    messages.success(request, f"Imported {len(report)} predicates.")
+    return redirect("registry", access.context.slug)

@@ -1,0 +1,253 @@
+"""``memories``, ``runs`` and ``vocabulary`` under /api/v1/contexts/{ctx}/."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.access import ContextAccess
+from memory.api.common import ErrorSerializer, access_for, paginated
+from memory.embeddings import embed_texts
+from memory.llm.prompt import vocabulary_render
+from memory.models import Run, RunOutcome
+from memory.scopes import scope_validate
+from memory.selectors.runs import run_get, run_list
+from memory.selectors.vocabulary import vocabulary_gather
+from memory.services.ingest import (
+    INFER_MODES,
+    run_create,
+    run_enqueue,
+    run_execute,
+    run_retry,
+)
+
+MAX_VOCABULARY_TEXT = 10_000
+
+
+class RunOutputSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "scope",
+            "mode",
+            "source",
+            "outcome",
+            "error",
+            "summary",
+            "prompt_tokens",
+            "completion_tokens",
+            "attempts",
+            "retry_of",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class RunDetailSerializer(RunOutputSerializer):
+    input = serializers.SerializerMethodField()
+    prompt = serializers.SerializerMethodField()
+
+    class Meta(RunOutputSerializer.Meta):
+        fields = [
+            *RunOutputSerializer.Meta.fields,
+            "input",
+            "prompt",
+            "raw_output",
+            "parsed_output",
+            "result",
+            "timings",
+            "worker",
+        ]
+
+    def get_input(self, run: Run) -> dict[str, Any]:
+        # The grants the run acts with stay internal.
+        return {"text": run.input_text, "triples": (run.input_payload or {}).get("triples")}
+
+    def get_prompt(self, run: Run) -> Any:
+        """The messages sent to the model, exactly (stored as JSON text)."""
+        if not run.prompt:
+            return None
+        try:
+            return json.loads(run.prompt)
+        except ValueError:
+            return run.prompt
+
+
+class RunResultSerializer(serializers.Serializer):
+    run = RunDetailSerializer()
+    result = serializers.JSONField(allow_null=True)
+
+
+def _respond(run: Run, *, wait: bool) -> Response:
+    """202 with the queued run, or — having waited — 200 with the finished run and result."""
+    if not wait:
+        run_enqueue(run=run)
+        return Response({"run": RunOutputSerializer(run).data}, status=status.HTTP_202_ACCEPTED)
+    run = run_execute(run_id=run.pk)
+    body = {"run": RunDetailSerializer(run).data, "result": run.result}
+    return Response(body, status=status.HTTP_200_OK)
+
+
+class MemoryCreateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        # Sizes are checked by the service (413 text_too_large), not here, so that the
+        # answer names the limit in bytes.
+        text = serializers.CharField(
+            required=False, allow_blank=True, default="", trim_whitespace=False
+        )
+        scope = serializers.CharField(max_length=300)
+        infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
+        triples = serializers.JSONField(required=False, allow_null=True, default=None)
+        source = serializers.CharField(  # type: ignore[assignment]
+            required=False, allow_blank=True, default="", max_length=300
+        )
+        wait = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            202: OpenApiTypes.OBJECT,
+            200: RunResultSerializer,
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            413: ErrorSerializer,
+            503: ErrorSerializer,
+        },
+        description="Write a memory. `infer`: `llm` (the chat model extracts), `triples` "
+        "(`triples: {entities, relations, attributes, actions}` as given), `preview` "
+        "(triples if given, else the model: everything runs, nothing is kept but the run), "
+        "`none` (stored as a document). 202 with the queued run, or with `wait: true` 200 "
+        "with the finished run and its result.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        run = run_create(
+            access=access,
+            text=v["text"],
+            scope=v["scope"],
+            infer=v["infer"],
+            triples=v["triples"],
+            source=v["source"],
+        )
+        return _respond(run, wait=v["wait"])
+
+
+class RunListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("outcome", str, enum=RunOutcome.values),
+            OpenApiParameter("mode", str, enum=list(INFER_MODES)),
+        ],
+        responses=RunOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        runs = run_list(
+            access=access,
+            outcome=request.query_params.get("outcome") or None,
+            mode=request.query_params.get("mode") or None,
+        )
+        return paginated(request, runs, RunOutputSerializer, self)
+
+
+class RunDetailApi(APIView):
+    @extend_schema(responses=RunDetailSerializer)
+    def get(self, request: Request, ctx: str, run_id: int) -> Response:
+        access = access_for(request, ctx)
+        return Response(RunDetailSerializer(run_get(access=access, run_id=run_id)).data)
+
+
+class RunRetryApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        wait = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={202: OpenApiTypes.OBJECT, 200: RunResultSerializer, 409: ErrorSerializer},
+        description="Retry a failed run: a new run with the same input (`retry_of` links it).",
+    )
+    def post(self, request: Request, ctx: str, run_id: int) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        retry = run_retry(access=access, run=run_get(access=access, run_id=run_id))
+        return _respond(retry, wait=data.validated_data["wait"])
+
+
+class VocabularyApi(APIView):
+    class Params(serializers.Serializer):
+        scope = serializers.CharField(max_length=300)
+        text = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_VOCABULARY_TEXT
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        scope = serializers.CharField()
+        visible_scopes = serializers.ListField(child=serializers.CharField())
+        entities = serializers.ListField(child=serializers.DictField())
+        entities_truncated = serializers.BooleanField()
+        relation_labels = serializers.ListField(child=serializers.CharField())
+        attribute_keys = serializers.ListField(child=serializers.CharField())
+        action_verbs = serializers.ListField(child=serializers.CharField())
+        prompt_section = serializers.CharField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", str, required=True, description="the write scope"),
+            OpenApiParameter(
+                "text",
+                str,
+                description="a turn: with more than 500 entities, the ones it "
+                "names or resembles take places first",
+            ),
+        ],
+        responses=OutputSerializer,
+        description="The four vocabulary lists exactly as the next extraction prompt for a "
+        "write into `scope` would show them (`prompt_section` is that part of the prompt).",
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        params = self.Params(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        scope = scope_validate(params.validated_data["scope"])
+        access.require_read(scope)
+        return Response(
+            self.OutputSerializer(_vocabulary(access, scope, params.validated_data["text"])).data
+        )
+
+
+def _vocabulary(access: ContextAccess, scope: str, text: str) -> dict[str, Any]:
+    vocabulary = vocabulary_gather(
+        context=access.context,
+        scope=scope,
+        grants=access.grants,
+        text=text,
+        embed=lambda t: embed_texts([t])[0],
+    )
+    return {
+        "scope": vocabulary.scope,
+        "visible_scopes": list(vocabulary.visible_scopes),
+        "entities": [
+            {"id": e.id, "name": e.name, "type": e.type, "why": e.why} for e in vocabulary.entities
+        ],
+        "entities_truncated": vocabulary.entities_truncated,
+        "relation_labels": list(vocabulary.relation_labels),
+        "attribute_keys": list(vocabulary.attribute_keys),
+        "action_verbs": list(vocabulary.action_verbs),
+        "prompt_section": vocabulary_render(vocabulary),
+    }

@@ -1,0 +1,139 @@
+"""Duplicates, merges (with preview and undo) and fsck."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.api.common import EntityRefSerializer, access_for
+from memory.models import Role
+from memory.models.merge import Merge
+from memory.selectors.duplicates import duplicate_clusters
+from memory.services.duplicates import duplicates_dismiss
+from memory.services.fsck import CHECKS, fsck_run
+from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
+
+
+class ClusterSerializer(serializers.Serializer):
+    members = EntityRefSerializer(many=True)
+    score = serializers.FloatField()
+    methods = serializers.ListField(child=serializers.CharField())
+
+
+class DuplicateListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("min_score", float), OpenApiParameter("limit", int)],
+        responses=ClusterSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        params = self.Params(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        clusters = duplicate_clusters(access=access, **params.validated_data)
+        return Response(
+            {"count": len(clusters), "results": ClusterSerializer(clusters, many=True).data}
+        )
+
+    class Params(serializers.Serializer):
+        min_score = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.0)
+        limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=200)
+
+
+class DuplicateDismissApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        entities = serializers.ListField(
+            child=serializers.IntegerField(min_value=1), min_length=2, max_length=50
+        )
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.CURATOR)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        pairs = duplicates_dismiss(access=access, entity_ids=data.validated_data["entities"])
+        return Response({"dismissed_pairs": pairs})
+
+
+class MergeOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Merge
+        fields = [
+            "id",
+            "survivor",
+            "merged_ids",
+            "final_name",
+            "summary",
+            "created_at",
+            "undone_at",
+        ]
+
+
+class MergePreviewSerializer(serializers.Serializer):
+    survivor = EntityRefSerializer()
+    merged = EntityRefSerializer(many=True)
+    final_name = serializers.CharField()
+    facts_moving = serializers.IntegerField()
+    aliases_added = serializers.ListField(child=serializers.CharField())
+    identifiers_moving = serializers.ListField(child=serializers.CharField())
+    folded = serializers.ListField(child=serializers.IntegerField())
+    self_loops = serializers.ListField(child=serializers.IntegerField())
+    contested = serializers.ListField(child=serializers.IntegerField())
+    attribute_conflicts = serializers.DictField()
+
+
+class EntityMergeApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        survivor = serializers.IntegerField(min_value=1)
+        merged = serializers.ListField(
+            child=serializers.IntegerField(min_value=1), min_length=1, max_length=50
+        )
+        name = serializers.CharField(max_length=300, required=False)
+        preview = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: MergeOutputSerializer, 200: MergePreviewSerializer},
+        description="Merge entities into a survivor (201, a merge record), or with "
+        "`preview: true` show what would move (200) without writing.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.CURATOR)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        if v["preview"]:
+            plan = entity_merge_preview(
+                access=access, survivor_id=v["survivor"], merged_ids=v["merged"], name=v.get("name")
+            )
+            return Response(MergePreviewSerializer(plan).data)
+        record = entity_merge(
+            access=access, survivor_id=v["survivor"], merged_ids=v["merged"], name=v.get("name")
+        )
+        return Response(MergeOutputSerializer(record).data, status=status.HTTP_201_CREATED)
+
+
+class MergeUndoApi(APIView):
+    @extend_schema(request=None, responses=MergeOutputSerializer)
+    def post(self, request: Request, ctx: str, merge_id: int) -> Response:
+        access = access_for(request, ctx)
+        record = merge_undo(access=access, merge_id=merge_id)
+        return Response(MergeOutputSerializer(record).data)
+
+
+class FsckApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        checks = serializers.ListField(
+            child=serializers.ChoiceField(choices=CHECKS), min_length=1, default=list(CHECKS)
+        )
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(fsck_run(access=access, checks=data.validated_data["checks"]))

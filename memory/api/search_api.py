@@ -1,0 +1,280 @@
+"""REST views for documents, keywords and search (routes in ``search_urls``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory.api.common import access_for, paginated
+from memory.errors import ValidationFailed
+from memory.models import Role
+from memory.scopes import MAX_SCOPE_LENGTH
+from memory.selectors.documents import (
+    KEYWORD_SORTS,
+    MAX_KEYWORD_SEARCH_K,
+    document_get,
+    document_keywords,
+    document_list,
+    keyword_documents,
+    keyword_get,
+    keyword_list,
+    keyword_search,
+)
+from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, search
+from memory.services.documents import MAX_SOURCE_CHARS, document_create, document_delete
+
+MAX_API_K = 100
+MAX_SCOPE_FILTERS = 50
+
+
+class DocumentBaseSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    scope = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
+    created_at = serializers.DateTimeField()
+
+
+class DocumentOutputSerializer(DocumentBaseSerializer):
+    chunk_count = serializers.IntegerField()
+
+
+class ChunkOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    ordinal = serializers.IntegerField()
+    text = serializers.CharField()
+    token_count = serializers.IntegerField()
+
+
+class DocumentDetailOutputSerializer(DocumentBaseSerializer):
+    text = serializers.CharField()
+    metadata = serializers.JSONField()
+    chunks = ChunkOutputSerializer(many=True)
+    chunk_count = serializers.SerializerMethodField()
+
+    def get_chunk_count(self, document: object) -> int:
+        return len(document.chunks.all())  # type: ignore[attr-defined]
+
+
+class KeywordOutputSerializer(serializers.Serializer):
+    text = serializers.CharField()
+    document_count = serializers.IntegerField(source="visible_count")
+
+
+class DocumentListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+        text = serializers.CharField(trim_whitespace=False)
+        scope = serializers.CharField(max_length=MAX_SCOPE_LENGTH)
+        source = serializers.CharField(  # type: ignore[assignment]
+            max_length=MAX_SOURCE_CHARS, required=False, allow_blank=True, default=""
+        )
+        metadata = serializers.DictField(required=False, default=dict)
+        wait = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("scope", str, description="exact scope")],
+        responses=DocumentOutputSerializer(many=True),
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        documents = document_list(access=access, scope=request.query_params.get("scope"))
+        return paginated(request, documents, DocumentOutputSerializer, self)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: DocumentDetailOutputSerializer},
+        description="Store a document: chunks, BM25 postings and RAKE keywords in one "
+        "transaction. Chunk and keyword vectors follow from the task worker, or before the "
+        "response with `wait: true`. Needs a write grant on `scope`; text over "
+        "MEMORY_MAX_TEXT_BYTES answers 413.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        document = document_create(access=access, **data.validated_data)
+        document = document_get(access=access, document_id=document.pk)
+        return Response(
+            DocumentDetailOutputSerializer(document).data, status=status.HTTP_201_CREATED
+        )
+
+
+class DocumentDetailApi(APIView):
+    @extend_schema(responses=DocumentDetailOutputSerializer)
+    def get(self, request: Request, ctx: str, document_id: int) -> Response:
+        access = access_for(request, ctx)
+        document = document_get(access=access, document_id=document_id)
+        return Response(DocumentDetailOutputSerializer(document).data)
+
+    @extend_schema(
+        responses={204: None},
+        description="Delete a document with its chunks, postings and keyword links "
+        "(curator role and a write grant on its scope).",
+    )
+    def delete(self, request: Request, ctx: str, document_id: int) -> Response:
+        access = access_for(request, ctx)
+        document = document_get(access=access, document_id=document_id)
+        access.require_role(Role.CURATOR)
+        document_delete(access=access, document=document)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DocumentKeywordsApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        text = serializers.CharField()
+        score = serializers.FloatField()
+        document_count = serializers.IntegerField()
+
+    @extend_schema(responses=OutputSerializer(many=True))
+    def get(self, request: Request, ctx: str, document_id: int) -> Response:
+        access = access_for(request, ctx)
+        document = document_get(access=access, document_id=document_id)
+        keywords = document_keywords(access=access, document=document)
+        return Response(self.OutputSerializer([asdict(k) for k in keywords], many=True).data)
+
+
+class KeywordListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("min_document_count", int, description="default 1"),
+            OpenApiParameter("sort", str, enum=list(KEYWORD_SORTS)),
+        ],
+        responses=KeywordOutputSerializer(many=True),
+        description="Keywords linked to documents you can see; `document_count` counts "
+        "only those documents.",
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        keywords = keyword_list(
+            access=access,
+            min_document_count=_int_param(request, "min_document_count", 1, 0, 1_000_000),
+            sort=request.query_params.get("sort", "-document_count"),
+        )
+        return paginated(request, keywords, KeywordOutputSerializer, self)
+
+
+class KeywordSearchApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        text = serializers.CharField(source="keyword.text")
+        document_count = serializers.IntegerField(source="keyword.visible_count")
+        similarity = serializers.FloatField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("q", str, required=True),
+            OpenApiParameter("k", int, description=f"1–{MAX_KEYWORD_SEARCH_K}, default 10"),
+        ],
+        responses=OutputSerializer(many=True),
+        description="Keywords nearest to `q` by embedding (cosine similarity).",
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        matches = keyword_search(
+            access=access,
+            q=request.query_params.get("q", ""),
+            k=_int_param(request, "k", 10, 1, MAX_KEYWORD_SEARCH_K),
+        )
+        return Response({"results": self.OutputSerializer(matches, many=True).data})
+
+
+class KeywordDetailApi(APIView):
+    class OutputSerializer(KeywordOutputSerializer):
+        documents = serializers.SerializerMethodField()
+
+        def get_documents(self, keyword: object) -> list[dict[str, object]]:
+            return [
+                {"id": d.pk, "title": d.title, "scope": d.scope, "score": d.keyword_score}
+                for d in self.context["documents"]
+            ]
+
+    @extend_schema(responses=OutputSerializer)
+    def get(self, request: Request, ctx: str, text: str) -> Response:
+        access = access_for(request, ctx)
+        keyword = keyword_get(access=access, text=text)
+        documents = keyword_documents(access=access, keyword=keyword)[:100]
+        return Response(self.OutputSerializer(keyword, context={"documents": documents}).data)
+
+
+class RankScoreSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    score = serializers.FloatField()
+
+
+class ExplainSerializer(serializers.Serializer):
+    bm25 = RankScoreSerializer(allow_null=True)
+    vector = RankScoreSerializer(allow_null=True, help_text="score: cosine similarity")
+    fused = serializers.FloatField(allow_null=True, help_text="reciprocal rank fusion")
+    graph_boost = serializers.FloatField(allow_null=True)
+
+
+class SearchResultSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["chunk", "fact", "entity"])
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    score = serializers.FloatField()
+    scope = serializers.CharField()
+    explain = ExplainSerializer()
+    meta = serializers.DictField()
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    results = SearchResultSerializer(many=True)
+    took_ms = serializers.FloatField()
+
+
+class SearchApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+        mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
+        k = serializers.IntegerField(min_value=1, max_value=MAX_API_K, default=10)
+        scope = serializers.ListField(
+            child=serializers.CharField(max_length=MAX_SCOPE_LENGTH + 2),
+            required=False,
+            max_length=MAX_SCOPE_FILTERS,
+        )
+        target = serializers.ChoiceField(choices=list(TARGETS), default="chunks")
+        graph_alpha = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.3)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=SearchOutputSerializer,
+        description="Search chunks, facts or entities. Modes: bm25, vector, hybrid "
+        "(reciprocal rank fusion, k=60), hybrid_graph (hybrid plus a graph-density boost "
+        "weighted by `graph_alpha`). `scope` narrows the caller's read grants with patterns "
+        "(`P` or `P/*`). Each result's `explain` gives its BM25 and vector rank and score, "
+        "the fused score and the graph boost.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        params = data.validated_data
+        response = search(
+            access=access,
+            query=params["query"],
+            mode=params["mode"],
+            k=params["k"],
+            scopes=params.get("scope"),
+            target=params["target"],
+            graph_alpha=params["graph_alpha"],
+        )
+        return Response(SearchOutputSerializer(asdict(response)).data)
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationFailed(f"{name} must be an integer", code=f"invalid_{name}") from None
+    if not low <= value <= high:
+        raise ValidationFailed(f"{name} must be between {low} and {high}", code=f"invalid_{name}")
+    return value

@@ -1,0 +1,280 @@
+"""BM25 in PostgreSQL: writing postings and ranking with Lucene's formula in SQL.
+
+score(d, q) = Σ_t qtf(t) · idf(t) · tf / (tf + k1 · (1 − b + b · dl / avgdl))
+idf(t)      = ln(1 + (N − df + 0.5) / (df + 0.5)),  k1 = 1.2, b = 0.75
+
+This is Lucene's BM25Similarity since Lucene 8, which dropped the constant (k1 + 1)
+numerator (it changes no ranking), and what ``bm25s`` computes with ``method="lucene"``.
+N and avgdl come from ``SearchStats`` and df is counted from the posting lists the
+query reads anyway, so nothing about a term's frequency is stored where concurrent
+writers would queue on it. Statistics are per corpus (context × target) and ignore
+scopes: scope grants filter results, not statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Q
+
+from memory.search.analyzer import analyze
+from memory.search.models import SearchDoc, Target
+from memory.search.sql import q_where_sql
+
+K1 = 1.2
+B = 0.75
+
+_REF_COLUMN = {Target.CHUNK: "chunk_id", Target.FACT: "fact_id", Target.ENTITY: "entity_id"}
+
+# Rows that may be returned besides the scope filter: live facts and entities only.
+_LIVE_JOIN = {
+    Target.CHUNK: "",
+    Target.FACT: "JOIN memory_fact f ON f.id = search_searchdoc.fact_id AND f.status = 'current'",
+    Target.ENTITY: (
+        "JOIN memory_entity e ON e.id = search_searchdoc.entity_id AND e.merged_into_id IS NULL"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class IndexItem:
+    """One chunk, fact or entity to index: its id, scope and analyzed terms."""
+
+    ref_id: int
+    scope: str
+    terms: list[str]
+
+
+@dataclass(frozen=True)
+class Hit:
+    ref_id: int
+    score: float
+
+
+def postings_delete(*, target: Target, ref_ids: Sequence[int]) -> None:
+    """Drop items from the index (the trigger removes postings and updates statistics)."""
+    if not ref_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM search_searchdoc WHERE {_REF_COLUMN[target]} = ANY(%s)",  # noqa: S608
+            [list(ref_ids)],
+        )
+
+
+def postings_replace(*, context_id: int, target: Target, items: Sequence[IndexItem]) -> None:
+    """(Re-)index ``items`` in the caller's transaction: old postings out, new ones in."""
+    if not items:
+        return
+    postings_delete(target=target, ref_ids=[item.ref_id for item in items])
+    bags = [Counter(item.terms) for item in items]
+    term_ids = _term_ids(
+        context_id=context_id, target=target, terms=sorted({t for bag in bags for t in bag})
+    )
+    column = _REF_COLUMN[target]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchdoc (context_id, target, {column}, scope, length, term_ids)
+            SELECT %s, %s, x.ref, x.scope, x.len, x.terms::bigint[]
+            FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[])
+                AS x(ref, scope, len, terms)
+            RETURNING {column}, id
+            """,  # noqa: S608
+            [
+                context_id,
+                target.value,
+                [item.ref_id for item in items],
+                [item.scope for item in items],
+                [sum(bag.values()) for bag in bags],
+                ["{" + ",".join(str(term_ids[t]) for t in bag) + "}" for bag in bags],
+            ],
+        )
+        doc_ids = dict(cursor.fetchall())
+        terms: list[int] = []
+        docs: list[int] = []
+        tfs: list[int] = []
+        dls: list[int] = []
+        for item, bag in zip(items, bags, strict=True):
+            doc_id, length = doc_ids[item.ref_id], sum(bag.values())
+            for term, tf in bag.items():
+                terms.append(term_ids[term])
+                docs.append(doc_id)
+                tfs.append(tf)
+                dls.append(length)
+        if terms:
+            cursor.execute(
+                """
+                INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+                SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::int[])
+                """,
+                [terms, docs, tfs, dls],
+            )
+
+
+def _term_ids(*, context_id: int, target: Target, terms: list[str]) -> dict[str, int]:
+    """Ids of ``terms`` in the corpus dictionary, adding the new ones.
+
+    Sorted inserts keep two writers adding overlapping new terms from deadlocking.
+    The ids are read by a second statement: its fresh snapshot also sees terms that a
+    concurrent writer committed while the insert skipped them as conflicts.
+    """
+    if not terms:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO search_searchterm (context_id, target, text)
+            SELECT %s, %s, unnest(%s::text[])
+            ON CONFLICT (context_id, target, text) DO NOTHING
+            """,
+            [context_id, target.value, terms],
+        )
+        cursor.execute(
+            """
+            SELECT text, id FROM search_searchterm
+            WHERE context_id = %s AND target = %s AND text = ANY(%s)
+            """,
+            [context_id, target.value, terms],
+        )
+        return dict(cursor.fetchall())
+
+
+@dataclass(frozen=True)
+class _QueryTerm:
+    term_id: int
+    weight: float  # qtf · idf
+
+
+def _query_terms(
+    *, context_id: int, target: Target, bag: Counter[str]
+) -> tuple[list[_QueryTerm], float]:
+    """The query's known terms with their weights, and the corpus's average length."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT t.id, t.text, t.df, s.doc_count, s.total_length
+            FROM search_searchstats s
+            JOIN search_searchterm t ON t.context_id = s.context_id AND t.target = s.target
+            WHERE s.context_id = %s AND s.target = %s AND s.doc_count > 0
+              AND t.text = ANY(%s) AND t.df > 0
+            ORDER BY t.id
+            """,
+            [context_id, target.value, list(bag)],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return [], 0.0
+    n, total = rows[0][3], rows[0][4]
+    terms = [
+        _QueryTerm(term_id=term_id, weight=bag[text] * math.log(1 + (n - df + 0.5) / (df + 0.5)))
+        for term_id, text, df, _, _ in rows
+    ]
+    return terms, total / n
+
+
+def bm25_rank(
+    *,
+    context_id: int,
+    target: Target,
+    query: str,
+    visible_sql: tuple[str, list[object]],
+    limit: int,
+) -> list[Hit]:
+    """The ``limit`` best visible items for ``query``, best first (ties by id).
+
+    ``visible_sql`` is a WHERE fragment over ``search_searchdoc`` (the caller's scope
+    filter). Scoring reads only the query terms' posting lists; the filter is applied to
+    the best-scored documents first and widened to all of them only if too few of the
+    best are visible.
+    """
+    bag = Counter(analyze(query))
+    terms, avgdl = _query_terms(context_id=context_id, target=target, bag=bag) if bag else ([], 0)
+    if not terms or limit <= 0:
+        return []
+    # How many of the best documents to score before the scope filter: a filter that
+    # keeps a tenth of the corpus needs about ten times the limit.
+    filtered = visible_sql[0] != "TRUE"
+    depth: int | None = max(limit * 50, 1000) if filtered else max(limit * 4, 100)
+    while True:
+        rows, full = _ranked(
+            target=target,
+            terms=terms,
+            avgdl=avgdl,
+            visible_sql=visible_sql,
+            depth=depth,
+            limit=limit,
+        )
+        if len(rows) >= limit or not full:
+            return rows
+        depth = None  # too few of the best are visible: filter every match
+
+
+def _ranked(
+    *,
+    target: Target,
+    terms: list[_QueryTerm],
+    avgdl: float,
+    visible_sql: tuple[str, list[object]],
+    depth: int | None,
+    limit: int,
+) -> tuple[list[Hit], bool]:
+    """Hits, and whether the ``depth`` cut was reached (more matches may exist).
+
+    One index-only scan per term, each in doc_id order, merged and summed per document
+    as a stream (Merge Append + GroupAggregate). The planner cannot estimate the size of
+    a posting list, so it is told: no hash aggregate (it would guess a few hundred
+    groups), no parallel workers (their start-up costs more than the scan).
+    """
+    where, where_params = visible_sql
+    column = _REF_COLUMN[target]
+    branch = (
+        "(SELECT doc_id, %s::float8 * tf / (tf + %s::float8 + %s::float8 * dl) AS s"
+        " FROM search_searchposting WHERE term_id = %s ORDER BY doc_id)"
+    )
+    k0, kdl = K1 * (1 - B), K1 * B / avgdl
+    params: list[Any] = []
+    for term in terms:
+        params += [term.weight, k0, kdl, term.term_id]
+    sql = f"""
+        WITH scored AS (
+            SELECT doc_id, sum(s) AS score
+            FROM ({" UNION ALL ".join([branch] * len(terms))}) AS contributions
+            GROUP BY doc_id
+        ),
+        best AS (SELECT doc_id, score FROM scored ORDER BY score DESC, doc_id LIMIT %s),
+        visible AS (
+            SELECT search_searchdoc.{column} AS ref, best.score
+            FROM best
+            JOIN search_searchdoc ON search_searchdoc.id = best.doc_id
+            {_LIVE_JOIN[target]}
+            WHERE {where}
+            ORDER BY best.score DESC, ref
+            LIMIT %s
+        )
+        SELECT (SELECT count(*) FROM best),
+               coalesce(array_agg(ref ORDER BY score DESC, ref), '{{}}'),
+               coalesce(array_agg(score ORDER BY score DESC, ref), '{{}}')
+        FROM visible
+    """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
+    params += [depth, *where_params, limit]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('enable_hashagg', 'off', true),"
+            " set_config('max_parallel_workers_per_gather', '0', true)"
+        )
+        cursor.execute(sql, params)
+        kept, refs, scores = cursor.fetchone()
+    hits = [Hit(ref_id=int(r), score=float(s)) for r, s in zip(refs, scores, strict=True)]
+    return hits, depth is not None and kept >= depth
+
+
+def corpus_visible_sql(q: Q) -> tuple[str, list[object]]:
+    """The WHERE fragment for ``SearchDoc`` rows matching a scope filter (``Grants.read_q``)."""
+    sql, params = q_where_sql(SearchDoc, q)
+    return sql, list(params)

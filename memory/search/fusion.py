@@ -1,0 +1,16 @@
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher 2009) with k = 60."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+RRF_K = 60
+
+
+def rrf_fuse(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> dict[int, float]:
+    """Each id's fused score Σ 1 / (k + rank) over the rankings it appears in (rank from 1)."""
+    fused: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, ref_id in enumerate(ranking, start=1):
+            fused[ref_id] = fused.get(ref_id, 0.0) + 1.0 / (k + rank)
+    return fused

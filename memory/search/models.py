@@ -1,0 +1,169 @@
+"""The search index: BM25 postings for chunks, facts and entities, and fact vectors.
+
+Chunks and entities keep their vectors on their own rows (``memory.Chunk.embedding``,
+``memory.Entity.embedding``); facts have none there, so ``FactVector`` holds them.
+
+Consistency is the database's job. Writers only insert ``SearchDoc`` rows with their
+postings, or delete ``SearchDoc`` rows; statement-level triggers (migrations 0001 and
+0002) keep ``SearchStats``, the postings and each term's document frequency in step
+inside the same transaction, so a chunk, fact or entity deleted by any code path — a
+cascade included — leaves no stale postings or statistics behind. Lock order is always
+stats row, then term rows.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from memory.models.entity import EMBEDDING_DIMENSIONS
+
+
+class Target(models.TextChoices):
+    CHUNK = "chunk"
+    FACT = "fact"
+    ENTITY = "entity"
+
+
+class SearchTerm(models.Model):
+    """The term dictionary of one corpus (a context's chunks, facts or entities)."""
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    target = models.CharField(max_length=6, choices=Target.choices)
+    text = models.CharField(max_length=100)
+    # Documents holding the term, kept by the postings triggers (migration 0002). Writers
+    # of one corpus already queue on its SearchStats row, so this adds no contention.
+    df = models.PositiveIntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            # Query analysis looks terms up by (context, target, text); writers upsert them.
+            models.UniqueConstraint(fields=["context", "target", "text"], name="search_term_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target}:{self.text}"
+
+
+class SearchDoc(models.Model):
+    """One indexed chunk, fact or entity: its scope, length and the terms it holds.
+
+    Rows are never updated: re-indexing deletes the row (the trigger removes its
+    postings through ``term_ids``) and inserts a new one.
+    """
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    target = models.CharField(max_length=6, choices=Target.choices)
+    chunk = models.OneToOneField(
+        "memory.Chunk", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    )
+    fact = models.OneToOneField(
+        "memory.Fact", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    )
+    entity = models.OneToOneField(
+        "memory.Entity", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    )
+    scope = models.CharField(max_length=300)
+    length = models.PositiveIntegerField()
+    # The distinct terms: the delete trigger finds the postings by (term_id, doc_id)
+    # through the primary key instead of a second index on doc_id.
+    term_ids = ArrayField(models.BigIntegerField(), default=list)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(
+                        target="chunk",
+                        chunk__isnull=False,
+                        fact__isnull=True,
+                        entity__isnull=True,
+                    )
+                    | models.Q(
+                        target="fact", chunk__isnull=True, fact__isnull=False, entity__isnull=True
+                    )
+                    | models.Q(
+                        target="entity",
+                        chunk__isnull=True,
+                        fact__isnull=True,
+                        entity__isnull=False,
+                    )
+                ),
+                name="search_doc_one_target",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target} {self.chunk_id or self.fact_id or self.entity_id}"
+
+
+class SearchPosting(models.Model):
+    """``(term, doc) → tf`` with the document length copied in, so a query reads one
+    posting list with an index-only scan of the primary key
+    ``(term_id, doc_id) INCLUDE (tf, dl)`` and never visits ``SearchDoc`` to score.
+
+    Created by raw SQL in migration 0001 (Django cannot declare ``INCLUDE`` on a
+    primary key); owned by ``SearchDoc`` through its triggers.
+    """
+
+    pk = models.CompositePrimaryKey("term_id", "doc_id")
+    term_id = models.BigIntegerField()
+    doc_id = models.BigIntegerField()
+    tf = models.IntegerField()
+    dl = models.IntegerField()
+
+    class Meta:
+        managed = False
+        db_table = "search_searchposting"
+
+    def __str__(self) -> str:
+        return f"term {self.term_id} in doc {self.doc_id}: {self.tf}"
+
+
+class SearchStats(models.Model):
+    """N and the summed document length of one corpus, kept by the ``SearchDoc`` triggers.
+
+    The row is updated in the writing transaction, so concurrent writers of one corpus
+    queue on it and the figures stay exact.
+    """
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    target = models.CharField(max_length=6, choices=Target.choices)
+    doc_count = models.BigIntegerField(default=0)
+    total_length = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["context", "target"], name="search_stats_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target} stats of context {self.context_id}"
+
+
+class FactVector(models.Model):
+    """The embedding of a fact's sentence ("Alex works at Acme")."""
+
+    fact = models.OneToOneField(
+        "memory.Fact", on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=300)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    embedding_model = models.CharField(max_length=100)
+
+    class Meta:
+        indexes = [
+            # Vector search over facts: ORDER BY embedding <=> query LIMIT k.
+            HnswIndex(
+                name="fact_vector_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"vector of fact {self.fact_id}"

@@ -1,0 +1,52 @@
+"""Ingest runs, limited to the caller's read grants (a run is as visible as its scope)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from memory.access import ContextAccess
+from memory.errors import NotFound
+from memory.models import Run
+
+# What a list shows; the heavy columns (input, prompt, outputs) stay in the database.
+RUN_LIST_FIELDS = (
+    "id",
+    "context_id",
+    "scope",
+    "mode",
+    "source",
+    "outcome",
+    "error",
+    "summary",
+    "prompt_tokens",
+    "completion_tokens",
+    "attempts",
+    "retry_of_id",
+    "created_by__username",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def runs_visible(*, access: ContextAccess) -> QuerySet[Run]:
+    return Run.objects.filter(access.grants.read_q(), context=access.context)
+
+
+def run_list(
+    *, access: ContextAccess, outcome: str | None = None, mode: str | None = None
+) -> QuerySet[Run]:
+    """Newest first, without the heavy columns, the creator joined in (one query)."""
+    runs = runs_visible(access=access).select_related("created_by").only(*RUN_LIST_FIELDS)
+    if outcome:
+        runs = runs.filter(outcome=outcome)
+    if mode:
+        runs = runs.filter(mode=mode)
+    return runs.order_by("-created_at", "-id")
+
+
+def run_get(*, access: ContextAccess, run_id: int) -> Run:
+    run = runs_visible(access=access).select_related("created_by").filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"run {run_id} not found", code="run_not_found")
+    return run

@@ -1,0 +1,278 @@
+"""Search over chunks, facts or entities: bm25, vector, hybrid and hybrid_graph.
+
+One entry point, ``search``, for the API, the dashboard and ``manage.py search``. Every
+mode filters by the caller's read grants, narrowed by the request's scope patterns,
+and every result explains itself: its BM25 rank and score, its vector rank and cosine
+similarity, the fused RRF score and the graph boost (each null when the mode does not
+use it or the result did not appear in that list). docs/SEARCH.md has the details.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.db.models import Q
+
+from memory.access import ContextAccess
+from memory.embeddings import embed_texts
+from memory.errors import ServiceUnavailable, ValidationFailed
+from memory.models import Chunk, Entity, Fact
+from memory.search.bm25 import bm25_rank, corpus_visible_sql
+from memory.search.fusion import rrf_fuse
+from memory.search.graph import graph_boosts
+from memory.search.models import Target
+from memory.search.texts import fact_text
+from memory.search.vector import vector_rank
+
+Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
+SearchTarget = Literal["chunks", "facts", "entities"]
+MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "hybrid_graph")
+TARGETS: dict[str, Target] = {
+    "chunks": Target.CHUNK,
+    "facts": Target.FACT,
+    "entities": Target.ENTITY,
+}
+MAX_K = 1000
+MAX_QUERY_CHARS = 2000
+# Query embeddings run here (the local model serializes its calls itself; an API
+# embedder may run a few at once).
+_EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-embed")
+# How deep each list is read before fusion: enough that a result ranked k-th by one
+# method and unseen by the other still gets its fair share of the fused score.
+FUSION_DEPTH_MIN = 50
+
+
+@dataclass(frozen=True)
+class RankScore:
+    rank: int
+    score: float
+
+
+@dataclass
+class Explain:
+    bm25: RankScore | None = None
+    vector: RankScore | None = None
+    fused: float | None = None
+    graph_boost: float | None = None
+
+
+@dataclass
+class SearchResult:
+    type: str
+    id: int
+    text: str
+    score: float
+    scope: str
+    explain: Explain
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SearchResponse:
+    results: list[SearchResult]
+    took_ms: float
+
+
+def search_visible_q(*, access: ContextAccess, scopes: list[str] | None) -> Q:
+    """The caller's read grants, narrowed to ``scopes`` patterns when given."""
+    grants = access.grants.narrowed(scopes) if scopes else access.grants
+    return grants.read_q("scope")
+
+
+def _validate(*, query: str, mode: str, k: int, target: str, graph_alpha: float) -> str:
+    if mode not in MODES:
+        raise ValidationFailed(f"mode must be one of {', '.join(MODES)}", code="invalid_mode")
+    if target not in TARGETS:
+        raise ValidationFailed(f"target must be one of {', '.join(TARGETS)}", code="invalid_target")
+    if not 1 <= k <= MAX_K:
+        raise ValidationFailed(f"k must be between 1 and {MAX_K}", code="invalid_k")
+    if not 0.0 <= graph_alpha <= 1.0:
+        raise ValidationFailed("graph_alpha must be between 0 and 1", code="invalid_graph_alpha")
+    cleaned = query.strip()
+    if not cleaned or len(cleaned) > MAX_QUERY_CHARS:
+        raise ValidationFailed(
+            f"query must have 1 to {MAX_QUERY_CHARS} characters", code="invalid_query"
+        )
+    return cleaned
+
+
+def search(
+    *,
+    access: ContextAccess,
+    query: str,
+    mode: str = "hybrid",
+    k: int = 10,
+    scopes: list[str] | None = None,
+    target: str = "chunks",
+    graph_alpha: float = 0.3,
+) -> SearchResponse:
+    """The ``k`` best visible ``target`` records for ``query`` under ``mode``."""
+    started = time.perf_counter()
+    query = _validate(query=query, mode=mode, k=k, target=target, graph_alpha=graph_alpha)
+    kind = TARGETS[target]
+    visible = search_visible_q(access=access, scopes=scopes)
+    context_id = access.context.pk
+    depth = k if mode in ("bm25", "vector") else min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
+    explains: dict[int, Explain] = {}
+    # The query vector is computed while PostgreSQL scores BM25: the model runs in this
+    # process and the SQL in the server's, so on two cores the two overlap.
+    pending = _EMBEDDER.submit(embed_texts, [query]) if mode != "bm25" else None
+    if mode != "vector":
+        hits = bm25_rank(
+            context_id=context_id,
+            target=kind,
+            query=query,
+            visible_sql=corpus_visible_sql(visible),
+            limit=depth,
+        )
+        for rank, hit in enumerate(hits, start=1):
+            explains.setdefault(hit.ref_id, Explain()).bm25 = RankScore(rank, hit.score)
+    embedding: list[float] | None = None
+    if pending is not None:
+        embedding = _query_vector(pending)
+        for rank, vhit in enumerate(
+            vector_rank(
+                context_id=context_id,
+                target=kind,
+                embedding=embedding,
+                visible=visible,
+                limit=depth,
+            ),
+            start=1,
+        ):
+            explains.setdefault(vhit.ref_id, Explain()).vector = RankScore(rank, vhit.similarity)
+    scores = _scores(explains, mode=mode)
+    if mode == "hybrid_graph":
+        assert embedding is not None
+        scores = _graph_scores(
+            access=access,
+            explains=explains,
+            fused=scores,
+            query=query,
+            embedding=embedding,
+            target=kind,
+            visible=visible,
+            alpha=graph_alpha,
+        )
+    best = sorted(scores, key=lambda ref: (-scores[ref], ref))[:k]
+    results = _hydrate(kind, best, scores=scores, explains=explains)
+    return SearchResponse(results=results, took_ms=(time.perf_counter() - started) * 1000)
+
+
+def _query_vector(pending: Future[list[list[float]]]) -> list[float]:
+    try:
+        return pending.result()[0]
+    except Exception as exc:  # an API embedder down or misconfigured: a 503, not a 500
+        raise ServiceUnavailable(
+            f"the embedding model is unavailable ({type(exc).__name__}); bm25 mode still works",
+            code="embedder_unavailable",
+        ) from exc
+
+
+def _scores(explains: dict[int, Explain], *, mode: str) -> dict[int, float]:
+    if mode == "bm25":
+        return {ref: e.bm25.score for ref, e in explains.items() if e.bm25 is not None}
+    if mode == "vector":
+        return {ref: e.vector.score for ref, e in explains.items() if e.vector is not None}
+    fused = rrf_fuse(
+        [
+            [ref for ref, e in _by_rank(explains, "bm25")],
+            [ref for ref, e in _by_rank(explains, "vector")],
+        ]
+    )
+    for ref, value in fused.items():
+        explains[ref].fused = value
+    return fused
+
+
+def _by_rank(explains: dict[int, Explain], which: str) -> list[tuple[int, Explain]]:
+    ranked = [(ref, e) for ref, e in explains.items() if getattr(e, which) is not None]
+    return sorted(ranked, key=lambda item: getattr(item[1], which).rank)
+
+
+def _graph_scores(
+    *,
+    access: ContextAccess,
+    explains: dict[int, Explain],
+    fused: dict[int, float],
+    query: str,
+    embedding: list[float],
+    target: Target,
+    visible: Q,
+    alpha: float,
+) -> dict[int, float]:
+    """(1 − α) · fused / max fused + α · graph density (see memory.search.graph)."""
+    density = graph_boosts(
+        context_id=access.context.pk,
+        target=target,
+        candidates=fused,
+        query=query,
+        embedding=embedding,
+        visible=visible,
+    )
+    top = max(fused.values(), default=0.0) or 1.0
+    scores: dict[int, float] = {}
+    for ref in set(fused) | set(density):
+        explain = explains.setdefault(ref, Explain())
+        explain.graph_boost = alpha * density.get(ref, 0.0)
+        scores[ref] = (1 - alpha) * fused.get(ref, 0.0) / top + explain.graph_boost
+    return scores
+
+
+def _hydrate(
+    kind: Target, ids: list[int], *, scores: dict[int, float], explains: dict[int, Explain]
+) -> list[SearchResult]:
+    """The result records in ``ids`` order, with their text (one query)."""
+    rows: dict[int, tuple[str, str, dict[str, Any]]] = {}
+    if kind == Target.CHUNK:
+        for chunk in (
+            Chunk.objects.filter(pk__in=ids)
+            .select_related("document")
+            .defer("embedding", "document__text")
+        ):
+            rows[chunk.pk] = (
+                chunk.text,
+                chunk.scope,
+                {
+                    "document_id": chunk.document_id,
+                    "document_title": chunk.document.title,
+                    "ordinal": chunk.ordinal,
+                },
+            )
+    elif kind == Target.FACT:
+        for fact in Fact.objects.filter(pk__in=ids).select_related(
+            "subject", "predicate", "object"
+        ):
+            rows[fact.pk] = (
+                fact_text(fact),
+                fact.scope,
+                {
+                    "subject_id": fact.subject_id,
+                    "predicate": fact.predicate.name,
+                    "object_id": fact.object_id,
+                    "status": fact.status,
+                },
+            )
+    else:
+        for entity in Entity.objects.filter(pk__in=ids).defer("embedding"):
+            rows[entity.pk] = (entity.name, entity.scope, {"entity_type": entity.type})
+    results: list[SearchResult] = []
+    for ref in ids:
+        if ref not in rows:  # deleted between ranking and reading: skip it
+            continue
+        text, scope, meta = rows[ref]
+        results.append(
+            SearchResult(
+                type=kind.value,
+                id=ref,
+                text=text,
+                score=scores[ref],
+                scope=scope,
+                explain=explains.get(ref, Explain()),
+                meta=meta,
+            )
+        )
+    return results

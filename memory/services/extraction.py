@@ -1,0 +1,241 @@
+"""Normalization of extracted (or caller-supplied) triples into mentions and fact drafts.
+
+Pure apart from nothing: no database. Names are trimmed and checked, types mapped onto the
+closed set (never ``agent``/``service``: those are principals' own), identifiers
+canonicalized, dates parsed; subjects and objects, given by name, are tied to the entity
+mentions of the same answer. Whatever cannot be used becomes an ``Unresolved`` entry with
+its reason, and the rest goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from memory.entity_names import (
+    entity_clean_name,
+    entity_normalize_key,
+    entity_type_normalize,
+    identifier_normalize,
+)
+from memory.errors import ValidationFailed
+from memory.llm.schemas import EntityItem, Extraction
+from memory.models import FactKind
+
+Ref = tuple[str, str | None]  # (normalized key, type or None when only named)
+
+
+@dataclass
+class Mention:
+    name: str
+    type: str | None  # None: named by a fact but not described; matched across types
+    key: str
+    aliases: list[str] = field(default_factory=list)
+    identifiers: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ref(self) -> Ref:
+        return (self.key, self.type)
+
+
+@dataclass
+class FactDraft:
+    section: str  # relations | attributes | actions
+    position: int
+    kind: str
+    subject: Mention
+    predicate: str
+    object: Mention | None
+    value: Any
+    confidence: float
+    valid_from: datetime | None
+    item: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    section: str
+    position: int
+    item: dict[str, Any]
+    reason: str
+    code: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "section": self.section,
+            "position": self.position,
+            "item": self.item,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
+@dataclass
+class NormalizedExtraction:
+    mentions: list[Mention]
+    facts: list[FactDraft]
+    unresolved: list[Unresolved]
+
+
+def extraction_normalize(
+    extraction: Extraction, *, default_confidence: float
+) -> NormalizedExtraction:
+    book = _MentionBook()
+    unresolved: list[Unresolved] = []
+    for position, entity in enumerate(extraction.entities):
+        try:
+            book.describe(entity, unresolved=unresolved, position=position)
+        except ValidationFailed as exc:
+            unresolved.append(_unresolved("entities", position, entity.model_dump(), exc))
+    facts: list[FactDraft] = []
+    sections: list[tuple[str, str, list[Any]]] = [
+        ("relations", FactKind.RELATION, list(extraction.relations)),
+        ("attributes", FactKind.ATTRIBUTE, list(extraction.attributes)),
+        ("actions", FactKind.ACTION, list(extraction.actions)),
+    ]
+    for section, kind, items in sections:
+        for position, item in enumerate(items):
+            raw = item.model_dump()
+            try:
+                facts.append(_draft(book, section, position, kind, item, raw, default_confidence))
+            except ValidationFailed as exc:
+                unresolved.append(_unresolved(section, position, raw, exc))
+    return NormalizedExtraction(mentions=book.all(), facts=facts, unresolved=unresolved)
+
+
+def _draft(
+    book: _MentionBook,
+    section: str,
+    position: int,
+    kind: str,
+    item: Any,
+    raw: dict[str, Any],
+    default_confidence: float,
+) -> FactDraft:
+    subject = book.refer(item.subject, item.subject_type)
+    object_: Mention | None = None
+    value: Any = None
+    if kind == FactKind.RELATION:
+        object_ = book.refer(item.object, item.object_type)
+        predicate, when = item.predicate, item.valid_from
+    elif kind == FactKind.ATTRIBUTE:
+        value = item.value.strip() if isinstance(item.value, str) else item.value
+        if value == "":
+            raise ValidationFailed("an attribute needs a value", code="missing_value")
+        predicate, when = item.key, item.valid_from
+    else:
+        if item.object is not None:
+            object_ = book.refer(item.object, item.object_type)
+        predicate, when = item.verb, item.at
+    confidence = item.confidence if item.confidence is not None else default_confidence
+    return FactDraft(
+        section=section,
+        position=position,
+        kind=kind,
+        subject=subject,
+        predicate=predicate,
+        object=object_,
+        value=value,
+        confidence=confidence,
+        valid_from=parse_when(when),
+        item=raw,
+    )
+
+
+def parse_when(text: str | None) -> datetime | None:
+    """An ISO 8601 date or date-time (UTC when no offset is given), or None."""
+    if text is None or not text.strip():
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValidationFailed(
+            f"{text[:40]!r} is not an ISO 8601 date (YYYY-MM-DD)", code="invalid_date"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _unresolved(
+    section: str, position: int, item: dict[str, Any], exc: ValidationFailed
+) -> Unresolved:
+    return Unresolved(section, position, item, exc.message, exc.code)
+
+
+class _MentionBook:
+    """The mentions of one answer, found by (key, type) and by alias key."""
+
+    def __init__(self) -> None:
+        self.by_ref: dict[Ref, Mention] = {}
+        self.by_key: dict[str, list[Mention]] = {}
+        self._keys: dict[str, tuple[str, str]] = {}  # facts name the same few entities
+
+    def _keyed(self, name: str) -> tuple[str, str]:
+        """The cleaned name and its normalized key (raises ValidationFailed)."""
+        found = self._keys.get(name)
+        if found is None:
+            clean = entity_clean_name(name)
+            found = self._keys[name] = (clean, entity_normalize_key(clean))
+        return found
+
+    def all(self) -> list[Mention]:
+        return list(self.by_ref.values())
+
+    def describe(self, item: EntityItem, *, unresolved: list[Unresolved], position: int) -> None:
+        name = entity_clean_name(item.name)
+        type_ = entity_type_normalize(item.type, allow_reserved=False)
+        mention = self._get_or_add(name, type_)
+        for alias in item.aliases:
+            try:
+                clean = entity_clean_name(alias)
+            except ValidationFailed:
+                continue  # a useless spelling is not worth refusing the entity for
+            if clean != mention.name and clean not in mention.aliases:
+                mention.aliases.append(clean)
+                self._index(entity_normalize_key(clean), mention)
+        for identifier in item.identifiers:
+            try:
+                pair = identifier_normalize(identifier.kind, identifier.value)
+            except ValidationFailed as exc:
+                unresolved.append(
+                    _unresolved("entities", position, {"identifier": identifier.model_dump()}, exc)
+                )
+                continue
+            if pair not in mention.identifiers:
+                mention.identifiers.append(pair)
+
+    def refer(self, name: str, type_hint: str | None) -> Mention:
+        clean, key = self._keyed(name)
+        if type_hint:
+            type_ = entity_type_normalize(type_hint, allow_reserved=False)
+            same_type = [m for m in self.by_key.get(key, []) if m.type == type_]
+            return same_type[0] if same_type else self._get_or_add(clean, type_)
+        described = list(
+            {id(m): m for m in self.by_key.get(key, []) if m.type is not None}.values()
+        )
+        if len({m.type for m in described}) > 1:
+            types = " and ".join(sorted(str(m.type) for m in described))
+            raise ValidationFailed(
+                f"{clean!r} names entities of types {types}; give subject_type/object_type",
+                code="ambiguous_entity",
+            )
+        if described:
+            return described[0]
+        return self._get_or_add(clean, None)
+
+    def _get_or_add(self, name: str, type_: str | None) -> Mention:
+        key = entity_normalize_key(name)
+        found = self.by_ref.get((key, type_))
+        if found is not None:
+            if name != found.name and name not in found.aliases:
+                found.aliases.append(name)  # "ACME Inc." after "Acme Corp": one entity
+            return found
+        mention = Mention(name=name, type=type_, key=key)
+        self.by_ref[mention.ref] = mention
+        self._index(key, mention)
+        return mention
+
+    def _index(self, key: str, mention: Mention) -> None:
+        bucket = self.by_key.setdefault(key, [])
+        if all(m is not mention for m in bucket):
+            bucket.append(mention)

@@ -1,0 +1,558 @@
+"""Ingest: one turn into the graph, as a Run. The API, the task and ``manage.py ingest``
+all go through ``run_create`` then ``run_execute``, which calls ``memory_ingest``.
+
+``infer`` modes: ``llm`` (the chat model extracts, choosing words from the vocabulary),
+``triples`` (the caller supplies entities and facts), ``preview`` (triples when given,
+else the model: everything runs, including the writes, inside a transaction that is then
+rolled back — the result is exactly what a write would have done, and nothing stays but
+the run's own record), ``none`` (the text is stored as a document only).
+
+A request that is not acceptable (bad scope or grant, text too large, malformed triples,
+no chat model for ``llm``) is refused before a Run exists. Once accepted, the input is
+never lost: a run that fails keeps it with its reason and can be retried. All graph writes
+of a run happen in one transaction together with the run's success record, so a run that
+fails — or whose process dies — leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+from pydantic import ValidationError
+
+from memory.access import ContextAccess
+from memory.embeddings import embed_texts
+from memory.errors import Conflict, MemoryError_, ServiceUnavailable, ValidationFailed
+from memory.llm.client import LLMError, chat_model_configured, chat_structured
+from memory.llm.prompt import extraction_prompt_render
+from memory.llm.schemas import ExtractionOutput, TriplesInput
+from memory.models import (
+    Context,
+    Document,
+    Role,
+    Run,
+    RunOutcome,
+    SourceKind,
+)
+from memory.scopes import Grants, scope_validate
+from memory.search.indexing import search_index_batch
+from memory.selectors.predicates import registry_render_for_prompt
+from memory.selectors.vocabulary import scopes_visible_from, vocabulary_gather
+from memory.services.documents import document_create
+from memory.services.extraction import NormalizedExtraction, extraction_normalize
+from memory.services.fact_batch import (
+    FactInput,
+    fact_batch_record_refused,
+    facts_write_batch,
+)
+from memory.services.ingest_report import (
+    IngestReport,
+    IngestResult,
+    StageClock,
+    ingest_log,
+    new_predicate_examples_note,
+    refused_forms,
+)
+from memory.services.resolution import ResolutionPlan, resolution_apply, resolution_plan
+from memory.services.vocabulary import vocabulary_usage_compact
+
+logger = logging.getLogger("memory.ingest")
+
+Infer = Literal["llm", "triples", "preview", "none"]
+INFER_MODES: tuple[str, ...] = ("llm", "triples", "preview", "none")
+LLM_DEFAULT_CONFIDENCE = 0.8
+TRIPLES_DEFAULT_CONFIDENCE = 1.0
+MAX_SOURCE_CHARS = 300
+COMPACT_EVERY_RUNS = 50
+_RUN_STATE_FIELDS = [
+    "outcome",
+    "error",
+    "result",
+    "summary",
+    "timings",
+    "prompt",
+    "raw_output",
+    "parsed_output",
+    "prompt_tokens",
+    "completion_tokens",
+    "attempts",
+    "worker",
+    "started_at",
+    "finished_at",
+]
+_RUN_LOCK_NAMESPACE = 0x4D44_0001  # pg advisory lock (namespace, run id) while executing
+
+
+class TextTooLarge(ValidationFailed):
+    status = 413
+    code = "text_too_large"
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+def run_create(
+    *,
+    access: ContextAccess,
+    text: str,
+    scope: str,
+    infer: str,
+    triples: dict[str, Any] | None = None,
+    source: str = "",
+    retry_of: Run | None = None,
+) -> Run:
+    """Accept a memory as a pending run, or refuse it (nothing is stored then).
+
+    Refusals: ValidationFailed (bad mode, empty text, malformed triples), TextTooLarge
+    (413), PermissionDenied (no write grant on ``scope``), ServiceUnavailable (503: the
+    run needs the chat model and none is configured).
+    """
+    scope = scope_validate(scope)
+    access.require_write(scope)
+    _check_input(text=text, infer=infer, triples=triples, source=source)
+    return Run.objects.create(
+        context=access.context,
+        scope=scope,
+        mode=infer,
+        input_text=text,
+        input_payload={
+            "triples": triples,
+            # The run executes later, maybe in a worker: it acts with the grants the
+            # caller had when the memory was accepted.
+            "grants": [str(g) for g in access.grants.items],
+            "role": str(access.role),
+        },
+        source=source,
+        created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
+        retry_of=retry_of,
+    )
+
+
+def _check_input(*, text: str, infer: str, triples: dict[str, Any] | None, source: str) -> None:
+    if infer not in INFER_MODES:
+        raise ValidationFailed(
+            f"infer must be one of {', '.join(INFER_MODES)}", code="invalid_infer"
+        )
+    size = len(text.encode("utf-8"))
+    limit = settings.MEMORY_MAX_TEXT_BYTES
+    if size > limit:
+        raise TextTooLarge(
+            f"the text is {size} bytes; at most {limit} bytes are accepted per memory "
+            "(split it into several turns, or raise MEMORY_MAX_TEXT_BYTES)",
+            details={"bytes": size, "limit": limit},
+        )
+    if len(source) > MAX_SOURCE_CHARS:
+        raise ValidationFailed(
+            f"source can be at most {MAX_SOURCE_CHARS} characters", code="invalid_source"
+        )
+    if infer in ("llm", "none") and triples is not None:
+        raise ValidationFailed(
+            f"infer={infer} takes text only; send triples with infer=triples",
+            code="unexpected_triples",
+        )
+    if infer == "triples" and triples is None:
+        raise ValidationFailed("infer=triples needs triples", code="missing_triples")
+    if triples is not None:
+        triples_parse(triples)
+    uses_model = infer == "llm" or (infer == "preview" and triples is None)
+    if (infer == "none" or uses_model) and not text.strip():
+        raise ValidationFailed(f"infer={infer} needs a non-empty text", code="missing_text")
+    if uses_model and not chat_model_configured():
+        raise ServiceUnavailable(
+            "no chat model is configured, so infer=llm cannot run: set MEMORY_CHAT_MODEL "
+            "(and OPENAI_BASE_URL / OPENAI_API_KEY), or send triples with infer=triples",
+            code="chat_model_not_configured",
+        )
+
+
+def triples_parse(triples: Any) -> TriplesInput:
+    """Validate a caller's triples (ValidationFailed "invalid_triples" with the errors)."""
+    try:
+        return TriplesInput.model_validate(triples)
+    except ValidationError as exc:
+        errors = [
+            {"at": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors()[:20]
+        ]
+        raise ValidationFailed(
+            f"triples are not valid: {errors[0]['at']}: {errors[0]['message']}"
+            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""),
+            code="invalid_triples",
+            details=errors,
+        ) from None
+
+
+def run_enqueue(*, run: Run) -> None:
+    """Queue the run for the worker (``manage.py db_worker``) once the caller commits."""
+    from memory.tasks import ingest_run_task
+
+    run_id = run.pk
+    transaction.on_commit(lambda: ingest_run_task.enqueue(run_id))
+
+
+def run_execute(*, run_id: int) -> Run:
+    """Execute a pending run here and now; return it, finished (succeeded or failed).
+
+    A run that is not pending (done, or executing elsewhere) is returned as it is.
+    """
+    with _run_lock(run_id) as held:
+        if not held:
+            return Run.objects.get(pk=run_id)
+        claimed = Run.objects.filter(pk=run_id, outcome=RunOutcome.PENDING).update(
+            outcome=RunOutcome.RUNNING,
+            started_at=timezone.now(),
+            worker=f"{socket.gethostname()[:80]}:{os.getpid()}",
+            attempts=F("attempts") + 1,
+        )
+        run = Run.objects.select_related("context", "created_by").get(pk=run_id)
+        if not claimed:
+            return run
+        clock = StageClock()
+        try:
+            memory_ingest(
+                access=_run_access(run),
+                text=run.input_text,
+                scope=run.scope,
+                infer=run.mode,
+                triples=(run.input_payload or {}).get("triples"),
+                source=run.source,
+                run=run,
+                clock=clock,
+            )
+        except (MemoryError_, LLMError) as exc:
+            _run_fail(run, message=exc.message, code=exc.code, clock=clock)
+        except Exception as exc:
+            # Whatever went wrong, the run says so and keeps its input for a retry.
+            logger.exception("ingest run %s failed unexpectedly", run_id)
+            _run_fail(
+                run, message=f"{type(exc).__name__}: {exc}"[:2000], code="internal", clock=clock
+            )
+        run.refresh_from_db(fields=_RUN_STATE_FIELDS)  # keeps the cached context
+        ingest_log(run)
+        return run
+
+
+def run_retry(*, access: ContextAccess, run: Run) -> Run:
+    """A new pending run with the failed run's input (``retry_of`` links them)."""
+    access.require_write(run.scope)
+    runs_recover_stale(run_ids=[run.pk])
+    run.refresh_from_db()
+    if run.outcome != RunOutcome.FAILED:
+        raise Conflict(
+            f"run {run.pk} is {run.outcome}; only failed runs can be retried",
+            code="run_not_failed",
+        )
+    return run_create(
+        access=access,
+        text=run.input_text,
+        scope=run.scope,
+        infer=run.mode,
+        triples=(run.input_payload or {}).get("triples"),
+        source=run.source,
+        retry_of=run,
+    )
+
+
+def runs_recover_stale(*, context: Context | None = None, run_ids: list[int] | None = None) -> int:
+    """Fail the runs left ``running`` by a process that died; return how many.
+
+    The executor holds a session advisory lock on its run; PostgreSQL releases it when the
+    process or its connection dies. A running run whose lock we can take has no executor.
+    Called when a worker picks up an ingest task, before a retry, and by ``manage.py
+    ingest``.
+    """
+    running = Run.objects.filter(outcome=RunOutcome.RUNNING)
+    if context is not None:
+        running = running.filter(context=context)
+    if run_ids is not None:
+        running = running.filter(pk__in=run_ids)
+    recovered = 0
+    for run_id, worker in running.values_list("pk", "worker"):
+        with _run_lock(run_id) as held:
+            if not held:
+                continue  # alive: its executor holds the lock
+            recovered += Run.objects.filter(pk=run_id, outcome=RunOutcome.RUNNING).update(
+                outcome=RunOutcome.FAILED,
+                finished_at=timezone.now(),
+                error=f"the process executing this run ({worker or 'unknown'}) stopped before "
+                "it finished; its writes were rolled back, so nothing of it was stored. "
+                "Retry the run.",
+                summary={"error_code": "worker_lost"},
+            )
+    return recovered
+
+
+@contextlib.contextmanager
+def _run_lock(run_id: int) -> Iterator[bool]:
+    key = [_RUN_LOCK_NAMESPACE, run_id % 2**31]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+        row = cursor.fetchone()
+    held = bool(row and row[0])
+    try:
+        yield held
+    finally:
+        if held:
+            # A dead connection has already released it.
+            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+def _run_access(run: Run) -> ContextAccess:
+    payload = run.input_payload or {}
+    return ContextAccess(
+        context=run.context,
+        user=run.created_by,
+        role=Role(payload.get("role") or Role.VIEWER),
+        grants=Grants.from_strings(list(payload.get("grants") or [])),
+    )
+
+
+def _run_fail(run: Run, *, message: str, code: str, clock: StageClock) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        outcome=RunOutcome.FAILED,
+        error=message,
+        finished_at=timezone.now(),
+        timings=clock.timings(),
+        summary={"error_code": code},
+    )
+
+
+def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
+    run.result = result.as_dict()
+    run.summary = result.summary()
+    run.outcome = RunOutcome.SUCCEEDED
+    run.error = ""
+    run.finished_at = timezone.now()
+    run.timings = clock.timings()
+    run.save(update_fields=["result", "summary", "outcome", "error", "finished_at", "timings"])
+
+
+# --- the pipeline -------------------------------------------------------------------------
+
+
+def memory_ingest(
+    *,
+    access: ContextAccess,
+    text: str,
+    scope: str,
+    infer: str,
+    triples: dict[str, Any] | None = None,
+    source: str = "",
+    run: Run | None = None,
+    clock: StageClock | None = None,
+) -> IngestResult:
+    """Turn → graph (SPEC §4). With ``run``, its prompt, model output, tokens and, in the
+    write transaction, its success are recorded on it. Raises MemoryError_ / LLMError."""
+    clock = clock or StageClock()
+    scope = scope_validate(scope)
+    access.require_write(scope)
+    if infer == "none":
+        with transaction.atomic():
+            document = _document_create(access=access, scope=scope, text=text, source=source)
+            result = IngestResult(document={"id": document.pk, "title": document.title})
+            if run is not None:
+                _run_succeed(run, result, clock)
+        return result
+    preview = infer == "preview"
+    visible = scopes_visible_from(scope=scope, grants=access.grants)
+    if infer == "llm" or (preview and triples is None):
+        extraction: ExtractionOutput | TriplesInput = _extract(
+            access=access, scope=scope, text=text, visible=visible, run=run, clock=clock
+        )
+        confidence = LLM_DEFAULT_CONFIDENCE
+    else:
+        extraction, confidence = triples_parse(triples), TRIPLES_DEFAULT_CONFIDENCE
+    normalized = extraction_normalize(extraction, default_confidence=confidence)
+    with clock.stage("resolve"):
+        plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
+    _record_calls(run, plan)
+    with transaction.atomic():
+        # Search postings are refreshed in a few statements when this block ends.
+        with clock.stage("write"), search_index_batch():
+            result = _write(
+                access=access,
+                scope=scope,
+                normalized=normalized,
+                plan=plan,
+                run=run,
+                source=source or (f"run {run.pk}" if run is not None else "ingest"),
+                preview=preview,
+            )
+        if preview:
+            transaction.set_rollback(True)
+        elif run is not None:
+            _run_succeed(run, result, clock)
+    if preview:
+        if run is not None:
+            _run_succeed(run, result, clock)
+        return result
+    fact_batch_record_refused(access=access, raws=refused_forms(result))
+    new_predicate_examples_note(access.context, result, status="refused")
+    if run is None or run.pk % COMPACT_EVERY_RUNS == 0:
+        # Usage deltas of a scope written only by triples would otherwise pile up until
+        # the next model run gathers its vocabulary (which folds them first).
+        vocabulary_usage_compact(context=access.context, scopes=[scope])
+    return result
+
+
+def _extract(
+    *,
+    access: ContextAccess,
+    scope: str,
+    text: str,
+    visible: list[str],
+    run: Run | None,
+    clock: StageClock,
+) -> ExtractionOutput:
+    with clock.stage("vocabulary"):
+        vocabulary_usage_compact(context=access.context, scopes=visible)
+        vocabulary = vocabulary_gather(
+            context=access.context,
+            scope=scope,
+            grants=access.grants,
+            text=text,
+            embed=lambda t: embed_texts([t])[0],
+        )
+        block = registry_render_for_prompt(context=access.context)
+    prompt = extraction_prompt_render(vocabulary=vocabulary, registry_block=block, text=text)
+    if run is not None:
+        run.prompt = prompt.as_text()
+        run.save(update_fields=["prompt"])
+    with clock.stage("llm"):
+        try:
+            answer = chat_structured(
+                messages=prompt.messages, model=ExtractionOutput, schema_name="memory_extraction"
+            )
+        except LLMError as exc:
+            _record_llm(run, exc.calls, parsed=None)
+            raise
+    _record_llm(run, answer.calls, parsed=answer.value.model_dump(mode="json"))
+    return answer.value
+
+
+def _record_llm(run: Run | None, calls: list[Any], *, parsed: dict[str, Any] | None) -> None:
+    if run is None:
+        return
+    outputs = [c.content for c in calls]
+    run.raw_output = (
+        outputs[0] if len(outputs) == 1 else "\n\n--- repair answer ---\n\n".join(outputs)
+    )
+    run.parsed_output = parsed
+    run.prompt_tokens += sum(c.prompt_tokens for c in calls)
+    run.completion_tokens += sum(c.completion_tokens for c in calls)
+    run.save(update_fields=["raw_output", "parsed_output", "prompt_tokens", "completion_tokens"])
+
+
+def _record_calls(run: Run | None, plan: ResolutionPlan) -> None:
+    """Tokens the entity judge spent count on the run too."""
+    if run is None or not plan.llm_calls:
+        return
+    run.prompt_tokens += sum(c.prompt_tokens for c in plan.llm_calls)
+    run.completion_tokens += sum(c.completion_tokens for c in plan.llm_calls)
+    run.save(update_fields=["prompt_tokens", "completion_tokens"])
+
+
+def _document_create(*, access: ContextAccess, scope: str, text: str, source: str) -> Document:
+    """Store a turn as a document (``infer: none``): chunked and indexed for search."""
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return document_create(
+        access=access, title=first_line[:120], text=text, scope=scope, source=source
+    )
+
+
+# --- writing and reporting ----------------------------------------------------------------
+
+
+def _write(
+    *,
+    access: ContextAccess,
+    scope: str,
+    normalized: NormalizedExtraction,
+    plan: ResolutionPlan,
+    run: Run | None,
+    source: str,
+    preview: bool,
+) -> IngestResult:
+    resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
+    report = IngestReport(
+        preview=preview, created={r.entity.pk for r in resolved.values() if r.created}
+    )
+    result = IngestResult(preview=preview)
+    result.unresolved = [u.as_dict() for u in normalized.unresolved]
+    errors = {p.mention.ref: p.error for p in plan.plans if p.error is not None}
+    for item in plan.plans:
+        if item.error is not None:
+            result.unresolved.append(
+                {
+                    "section": "entities",
+                    "position": None,
+                    "item": {"name": item.mention.name, "type": item.mention.type},
+                    "reason": item.error.message,
+                    "code": item.error.code,
+                }
+            )
+    for r in resolved.values():
+        result.warnings += r.warnings
+        if r.created:
+            result.entities_created.append(report.entity(r.entity))
+        else:
+            result.entities_matched.append(
+                {
+                    **report.entity(r.entity),
+                    "mention": r.plan.mention.name,
+                    "matched_by": r.matched_by,
+                    "score": r.plan.score,
+                }
+            )
+        result.merges += report.merges(r)
+    inputs: list[FactInput] = []
+    drafts = []
+    for draft in normalized.facts:
+        subject = resolved.get(draft.subject.ref)
+        object_ = resolved.get(draft.object.ref) if draft.object is not None else None
+        if subject is None or (draft.object is not None and object_ is None):
+            missing = draft.subject if subject is None else draft.object
+            error = errors.get(missing.ref) if missing is not None else None
+            result.unresolved.append(
+                {
+                    "section": draft.section,
+                    "position": draft.position,
+                    "item": draft.item,
+                    "reason": error.message if error else "its entity could not be resolved",
+                    "code": error.code if error else "unresolved_entity",
+                }
+            )
+            continue
+        drafts.append(draft)
+        inputs.append(
+            FactInput(
+                subject=subject.entity,
+                predicate=draft.predicate,
+                kind=draft.kind,
+                object=object_.entity if object_ is not None else None,
+                value=draft.value,
+                confidence=draft.confidence,
+                valid_from=draft.valid_from,
+            )
+        )
+    batch = facts_write_batch(
+        access=access,
+        scope=scope,
+        facts=inputs,
+        source_kind=SourceKind.RUN if run is not None else SourceKind.API,
+        source_ref=source,
+        run=run,
+    )
+    report.facts(result, batch, drafts)
+    new_predicate_examples_note(access.context, result, status="observed")
+    return result

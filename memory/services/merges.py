@@ -1,0 +1,404 @@
+"""Merging duplicate entities into a survivor, with a preview and an exact undo.
+
+A merged entity is never deleted or reused: it stays as a redirect (``merged_into``), so
+ids held by agents keep resolving. Facts, identifiers and open conflicts move to the
+survivor under the subject locks that fact writers take, and every moved row's prior
+state goes into the Merge snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory.access import ContextAccess
+from memory.entity_names import entity_clean_name, entity_normalize_key
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, Role
+from memory.models import Conflict as ConflictRecord
+from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.merge import Merge
+from memory.services.audit import audit_record
+from memory.tasks import entity_embeddings_enqueue
+
+MAX_MERGED = 50
+ENTITY_FIELDS = ("name", "type", "normalized_key", "aliases", "alias_keys", "attributes",
+                 "merged_into_id", "seeded")  # fmt: skip
+
+
+@dataclass
+class MergePlan:
+    """What a merge would do; the preview shows it and the merge carries it out."""
+
+    survivor: Entity
+    merged: list[Entity]
+    final_name: str
+    facts_moving: int = 0
+    aliases_added: list[str] = field(default_factory=list)
+    identifiers_moving: list[str] = field(default_factory=list)
+    folded: list[int] = field(default_factory=list)  # identical to a survivor fact
+    self_loops: list[int] = field(default_factory=list)  # A→B becomes A→A: retracted
+    contested: list[int] = field(default_factory=list)  # single-valued disagreements
+    attribute_conflicts: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _load(
+    access: ContextAccess, survivor_id: int, merged_ids: list[int]
+) -> tuple[Entity, list[Entity]]:
+    if not merged_ids or len(merged_ids) > MAX_MERGED:
+        raise ValidationFailed(
+            f"merge 1–{MAX_MERGED} entities into a survivor", code="invalid_merge"
+        )
+    if survivor_id in merged_ids:
+        raise ValidationFailed("the survivor cannot also be merged", code="invalid_merge")
+    ids = sorted({survivor_id, *merged_ids})
+    # Lock in id order: the same order fact writers and other merges use.
+    entities = {
+        e.pk: e
+        for e in Entity.objects.select_for_update()
+        .filter(access.grants.read_q(), context=access.context, pk__in=ids)
+        .order_by("pk")
+    }
+    missing = [i for i in ids if i not in entities]
+    if missing:
+        raise NotFound(f"entities not found: {missing}", code="entity_not_found")
+    for entity in entities.values():
+        access.require_write(entity.scope)
+        if entity.merged_into_id is not None:
+            raise Conflict(
+                f"entity {entity.pk} was already merged into {entity.merged_into_id}",
+                code="entity_merged",
+            )
+    return entities[survivor_id], [entities[i] for i in dict.fromkeys(merged_ids)]
+
+
+def _plan(survivor: Entity, merged: list[Entity], name: str | None) -> MergePlan:
+    final_name = entity_clean_name(name) if name else survivor.name
+    plan = MergePlan(survivor=survivor, merged=merged, final_name=final_name)
+    merged_ids = [e.pk for e in merged]
+    group = {survivor.pk, *merged_ids}
+    spellings = [survivor.name, *survivor.aliases]
+    for entity in merged:
+        for spelling in [entity.name, *entity.aliases]:
+            if spelling not in spellings and spelling != final_name:
+                spellings.append(spelling)
+                plan.aliases_added.append(spelling)
+        for attr, value in entity.attributes.items():
+            if attr in survivor.attributes and survivor.attributes[attr] != value:
+                plan.attribute_conflicts.setdefault(attr, [survivor.attributes[attr]]).append(value)
+    plan.identifiers_moving = [
+        f"{i.kind}:{i.value}" for i in EntityIdentifier.objects.filter(entity_id__in=merged_ids)
+    ]
+    moving = list(Fact.objects.filter(Q(subject_id__in=merged_ids) | Q(object_id__in=merged_ids)))
+    plan.facts_moving = len(moving)
+    current = [f for f in moving if f.status == FactStatus.CURRENT]
+    staying = {
+        _identity(f, group): f
+        for f in Fact.objects.filter(subject=survivor, status=FactStatus.CURRENT)
+    }
+    single_slots = {(f.predicate_id, f.scope) for f in staying.values() if f.single_valued}
+    for fact in current:
+        if fact.subject_id in group and fact.object_id in group:
+            plan.self_loops.append(fact.pk)
+        elif _identity(fact, group) in staying:
+            plan.folded.append(fact.pk)
+        elif fact.single_valued and (fact.predicate_id, fact.scope) in single_slots:
+            plan.contested.append(fact.pk)
+        else:
+            staying[_identity(fact, group)] = fact
+            if fact.single_valued:
+                single_slots.add((fact.predicate_id, fact.scope))
+    return plan
+
+
+def _identity(fact: Fact, group: set[int]) -> tuple[Any, ...]:
+    """A fact's identity once every entity of the group is the survivor."""
+    obj = "survivor" if fact.object_id in group else fact.object_id
+    return (fact.predicate_id, fact.scope, fact.kind, obj, fact.value_text)
+
+
+def entity_merge_preview(
+    *, access: ContextAccess, survivor_id: int, merged_ids: list[int], name: str | None = None
+) -> MergePlan:
+    """What merging would move, fold and contest; writes nothing."""
+    with transaction.atomic():
+        survivor, merged = _load(access, survivor_id, merged_ids)
+        plan = _plan(survivor, merged, name)
+        transaction.set_rollback(True)  # the locks were only for a consistent read
+    return plan
+
+
+@transaction.atomic
+def entity_merge(
+    *, access: ContextAccess, survivor_id: int, merged_ids: list[int], name: str | None = None
+) -> Merge:
+    access.require_role(Role.CURATOR)
+    survivor, merged = _load(access, survivor_id, merged_ids)
+    plan = _plan(survivor, merged, name)
+    _check_key_free(survivor, plan.final_name, exclude=[e.pk for e in merged])
+    snapshot = _snapshot(survivor, merged)
+    now = timezone.now()
+    ids = [e.pk for e in merged]
+
+    retire = set(plan.folded) | set(plan.self_loops)
+    for fact in Fact.objects.filter(pk__in=plan.folded):
+        keeper = (
+            Fact.objects.filter(
+                subject=survivor,
+                predicate_id=fact.predicate_id,
+                scope=fact.scope,
+                kind=fact.kind,
+                value_text=fact.value_text,
+                status=FactStatus.CURRENT,
+                object_id=survivor.pk if fact.object_id in {survivor.pk, *ids} else fact.object_id,
+            )
+            .exclude(pk__in=retire)
+            .first()
+        )
+        if keeper is not None:
+            snapshot["counts"].append({"id": keeper.pk, "observed_count": keeper.observed_count})
+            keeper.observed_count += fact.observed_count
+            keeper.save(update_fields=["observed_count"])
+    contested = list(Fact.objects.filter(pk__in=plan.contested))
+    Fact.objects.filter(pk__in=plan.folded).update(
+        status=FactStatus.SUPERSEDED, status_changed_at=now
+    )
+    Fact.objects.filter(pk__in=plan.self_loops).update(
+        status=FactStatus.RETRACTED, status_changed_at=now
+    )
+    Fact.objects.filter(pk__in=plan.contested).update(
+        status=FactStatus.CONTESTED, status_changed_at=now
+    )
+    Fact.objects.filter(subject_id__in=ids).update(subject=survivor)
+    Fact.objects.filter(object_id__in=ids).update(object=survivor)
+    snapshot["conflicts_created"] = _record_contests(access, survivor, contested)
+    ConflictRecord.objects.filter(subject_id__in=ids).update(subject=survivor)
+    EntityIdentifier.objects.filter(entity_id__in=ids).update(entity=survivor)
+    DuplicateCandidate.objects.filter(
+        Q(entity_a_id__in=ids) | Q(entity_b_id__in=ids), status=DuplicateStatus.OPEN
+    ).update(status=DuplicateStatus.MERGED)
+
+    # Redirect first: the survivor may take a merged entity's name (and key).
+    Entity.objects.filter(pk__in=ids).update(merged_into=survivor, updated_at=now)
+    _absorb_into_survivor(survivor, merged, plan)
+    record = Merge.objects.create(
+        context=access.context,
+        survivor=survivor,
+        merged_ids=ids,
+        final_name=plan.final_name,
+        snapshot=snapshot,
+        created_by=_user(access),
+        summary={
+            "facts_moved": plan.facts_moving,
+            "folded": len(plan.folded),
+            "self_loops": len(plan.self_loops),
+            "contested": len(plan.contested),
+            "aliases_added": plan.aliases_added,
+            "identifiers": plan.identifiers_moving,
+        },
+    )
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="entity_merge",
+        target_type="entity",
+        target_id=survivor.pk,
+        summary=f"merged {', '.join(e.name for e in merged)} into {plan.final_name}",
+        before={"entities": snapshot["entities"]},
+        after={"merge": record.pk, **record.summary},
+        undo={"op": "merge_undo", "merge_id": record.pk},
+    )
+    entity_embeddings_enqueue([survivor.pk])
+    return record
+
+
+def _user(access: ContextAccess) -> Any:
+    return access.user if getattr(access.user, "is_authenticated", False) else None
+
+
+def _check_key_free(survivor: Entity, name: str, *, exclude: list[int]) -> None:
+    key = entity_normalize_key(name)
+    clash = (
+        Entity.objects.filter(
+            context=survivor.context,
+            scope=survivor.scope,
+            type=survivor.type,
+            normalized_key=key,
+            merged_into__isnull=True,
+        )
+        .exclude(pk__in=[survivor.pk, *exclude])
+        .first()
+    )
+    if clash is not None:
+        raise Conflict(
+            f"entity {clash.pk} already has the name key {key!r} in this scope; include it in "
+            "the merge or choose another name",
+            code="entity_key_taken",
+        )
+
+
+def _snapshot(survivor: Entity, merged: list[Entity]) -> dict[str, Any]:
+    ids = [e.pk for e in merged]
+    group = [survivor.pk, *ids]
+    facts = Fact.objects.filter(Q(subject_id__in=group) | Q(object_id__in=group))
+    return {
+        "entities": [
+            {"id": e.pk, **{f: getattr(e, f) for f in ENTITY_FIELDS}} for e in [survivor, *merged]
+        ],
+        "facts": list(facts.values("id", "subject_id", "object_id", "status", "status_changed_at")),
+        "identifiers": list(
+            EntityIdentifier.objects.filter(entity_id__in=ids).values("id", "entity_id")
+        ),
+        "conflicts": list(
+            ConflictRecord.objects.filter(subject_id__in=ids).values("id", "subject_id")
+        ),
+        "duplicates": list(
+            DuplicateCandidate.objects.filter(
+                Q(entity_a_id__in=ids) | Q(entity_b_id__in=ids), status=DuplicateStatus.OPEN
+            ).values_list("id", flat=True)
+        ),
+        "counts": [],
+    }
+
+
+def _record_contests(access: ContextAccess, survivor: Entity, contested: list[Fact]) -> list[int]:
+    created = []
+    for fact in contested:
+        current = Fact.objects.filter(
+            subject=survivor,
+            predicate_id=fact.predicate_id,
+            scope=fact.scope,
+            status=FactStatus.CURRENT,
+        ).first()
+        if current is None:
+            continue
+        created.append(
+            ConflictRecord.objects.create(
+                context=access.context,
+                scope=fact.scope,
+                subject=survivor,
+                predicate_id=fact.predicate_id,
+                current_fact=current,
+                contested_fact=fact,
+                reason="two values met when entities were merged",
+            ).pk
+        )
+    return created
+
+
+def _absorb_into_survivor(survivor: Entity, merged: list[Entity], plan: MergePlan) -> None:
+    if plan.final_name != survivor.name:
+        if survivor.name not in survivor.aliases:
+            survivor.aliases.append(survivor.name)
+        survivor.name = plan.final_name
+        survivor.normalized_key = entity_normalize_key(plan.final_name)
+    survivor.aliases = [a for a in [*survivor.aliases, *plan.aliases_added] if a != survivor.name]
+    survivor.alias_keys = sorted(
+        {entity_normalize_key(a) for a in survivor.aliases} - {survivor.normalized_key}
+    )
+    for entity in merged:
+        for attr, value in entity.attributes.items():
+            survivor.attributes.setdefault(attr, value)  # the survivor's own values win
+    survivor.seeded = survivor.seeded or any(e.seeded for e in merged)
+    survivor.save()
+
+
+@transaction.atomic
+def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
+    """Restore every entity, fact, identifier and conflict the merge changed, or explain
+    (409) which later change prevents an exact undo."""
+    access.require_role(Role.CURATOR)
+    record = Merge.objects.select_for_update().filter(context=access.context, pk=merge_id).first()
+    if record is None:
+        raise NotFound(f"merge {merge_id} not found", code="merge_not_found")
+    if record.undone_at is not None:
+        raise Conflict("this merge was already undone", code="already_undone")
+    snap = record.snapshot
+    ids = sorted(e["id"] for e in snap["entities"])
+    entities = {
+        e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+    }
+    _check_undoable(record, entities)
+    for state in snap["entities"]:
+        Entity.objects.filter(pk=state["id"]).update(
+            **{f: state[f] for f in ENTITY_FIELDS}, updated_at=timezone.now()
+        )
+    ConflictRecord.objects.filter(pk__in=snap["conflicts_created"]).delete()
+    # Facts: demote everything that was current-or-not before restoring prior statuses,
+    # so the one-current-value constraint never sees two at once.
+    for fact in sorted(snap["facts"], key=lambda f: f["status"] == FactStatus.CURRENT):
+        Fact.objects.filter(pk=fact["id"]).update(
+            subject_id=fact["subject_id"],
+            object_id=fact["object_id"],
+            status=fact["status"],
+            status_changed_at=fact["status_changed_at"],
+        )
+    for count in snap["counts"]:
+        Fact.objects.filter(pk=count["id"]).update(observed_count=count["observed_count"])
+    for ident in snap["identifiers"]:
+        EntityIdentifier.objects.filter(pk=ident["id"]).update(entity_id=ident["entity_id"])
+    for conflict in snap["conflicts"]:
+        ConflictRecord.objects.filter(pk=conflict["id"]).update(subject_id=conflict["subject_id"])
+    DuplicateCandidate.objects.filter(pk__in=snap["duplicates"]).update(status=DuplicateStatus.OPEN)
+    record.undone_at, record.undone_by = timezone.now(), _user(access)
+    record.save(update_fields=["undone_at", "undone_by"])
+    AuditEvent.objects.filter(
+        context=access.context, action="entity_merge", undo__merge_id=record.pk
+    ).update(undone_at=record.undone_at, undone_by=record.undone_by)
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="merge_undo",
+        target_type="entity",
+        target_id=record.survivor_id,
+        summary=f"undid merge {record.pk}",
+        after={"restored": ids},
+    )
+    entity_embeddings_enqueue(ids)
+    return record
+
+
+def _check_undoable(record: Merge, entities: dict[int, Entity]) -> None:
+    survivor = entities[record.survivor_id]
+    if survivor.merged_into_id is not None:
+        raise Conflict(
+            f"the survivor was itself merged into entity {survivor.merged_into_id} later; "
+            "undo that merge first",
+            code="undo_blocked",
+        )
+    for pk in record.merged_ids:
+        entity = entities[pk]
+        if entity.merged_into_id != survivor.pk:
+            raise Conflict(
+                f"entity {pk} is no longer merged into {survivor.pk}", code="undo_blocked"
+            )
+        clash = (
+            Entity.objects.filter(
+                context=entity.context,
+                scope=entity.scope,
+                type=entity.type,
+                normalized_key=entity.normalized_key,
+                merged_into__isnull=True,
+            )
+            .exclude(pk__in=list(entities))
+            .first()
+        )
+        if clash is not None:
+            raise Conflict(
+                f"entity {clash.pk} ({clash.name}) now holds the name key of {entity.name}; "
+                "merge or rename it before undoing",
+                code="undo_blocked",
+            )
+    later_facts = Fact.objects.filter(
+        Q(subject=survivor) | Q(object=survivor), recorded_at__gt=record.created_at
+    ).count()
+    if later_facts:
+        # Facts written after the merge stay with the survivor; say so rather than guess.
+        record.summary["undo_note"] = (
+            f"{later_facts} facts written after the merge stay with {survivor.name}"
+        )
+        record.save(update_fields=["summary"])

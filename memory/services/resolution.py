@@ -1,0 +1,464 @@
+"""Entity resolution for ingest: which existing entity does a mention name?
+
+Cheapest first, over the scopes visible from the write scope (nearest scope wins):
+1. identifier (email, domain, url, sku…), whatever the type;
+2. normalized key, then alias key, within the same type ("ACME Inc." → "Acme Corp");
+3. embedding similarity within the same type, comparing vectors of the same model:
+   at or above the context's ``auto_merge_threshold`` the mention attaches; in the review
+   band down to ``review_threshold`` the optional LLM judge may attach it, otherwise a new
+   entity is created and the pair becomes a DuplicateCandidate for curators;
+4. otherwise a new entity in the write scope.
+
+Attaching a mention adds its spelling to the entity's aliases; it never merges two
+existing entities (that is a curator's act). Types bound every tier but identifiers:
+"Apple" the organisation and "apple" the product stay apart.
+
+Two phases, so that no model call happens inside a database transaction:
+``resolution_plan`` (reads, embeddings, judge) and ``resolution_apply`` (the writes,
+inside the caller's transaction, robust to a concurrent writer creating the same key).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+
+from memory.access import ContextAccess
+from memory.embeddings import embed_texts, embedding_model_id
+from memory.entity_names import entity_normalize_key
+from memory.errors import ValidationFailed
+from memory.llm.client import ChatCall, LLMError, chat_model_configured, chat_structured
+from memory.llm.prompt import judge_prompt_render
+from memory.llm.schemas import JudgeAnswer
+from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
+from memory.search.indexing import entities_index
+from memory.services.entities import _absorb, entity_live, entity_upsert
+from memory.services.extraction import Mention, Ref
+from memory.tasks import entity_embedding_text, entity_embeddings_enqueue
+
+logger = logging.getLogger(__name__)
+
+MatchMethod = Literal["identifier", "key", "alias", "embedding", "llm_judge"]
+# Up to this many candidates an exact scan is cheap and exact; above it, the HNSW index.
+EXACT_SCAN_LIMIT = 2_000
+HNSW_EF_SEARCH = 200
+
+
+@dataclass
+class MentionPlan:
+    mention: Mention
+    entity_id: int | None = None  # attach to this live entity
+    method: MatchMethod | None = None
+    score: float | None = None
+    vector: list[float] | None = None  # the mention's embedding, kept if it is created
+    candidate_id: int | None = None  # review band: a possible duplicate of this entity
+    candidate_score: float | None = None
+    judge_reason: str = ""
+    error: ValidationFailed | None = None
+
+
+@dataclass
+class ResolutionPlan:
+    plans: list[MentionPlan]
+    embedding_model: str = ""
+    llm_calls: list[ChatCall] = field(default_factory=list)
+
+
+@dataclass
+class ResolvedMention:
+    plan: MentionPlan
+    entity: Entity
+    created: bool
+    matched_by: str  # "created" or the MatchMethod
+    candidate: DuplicateCandidate | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def resolution_plan(
+    *,
+    access: ContextAccess,
+    visible_scopes: list[str],
+    mentions: list[Mention],
+    use_embeddings: bool = True,
+) -> ResolutionPlan:
+    """Decide, without writing, what each mention resolves to (see the module doc)."""
+    plans = [MentionPlan(m) for m in mentions]
+    plan = ResolutionPlan(plans=plans)
+    if not plans or not visible_scopes:
+        return plan
+    nearness = {s: i for i, s in enumerate(visible_scopes)}
+    _by_identifier(access, nearness, plans)
+    _by_key_or_alias(access, nearness, [p for p in plans if p.entity_id is None])
+    pending = [
+        p for p in plans if p.entity_id is None and p.error is None and p.mention.type is not None
+    ]
+    if use_embeddings and pending:
+        _by_embedding(access, visible_scopes, pending, plan)
+    return plan
+
+
+def _by_identifier(
+    access: ContextAccess, nearness: dict[str, int], plans: list[MentionPlan]
+) -> None:
+    values = {value for p in plans for _, value in p.mention.identifiers}
+    if not values:
+        return
+    best: dict[tuple[str, str], tuple[int, int]] = {}  # (kind, value) → (nearness, entity)
+    rows = EntityIdentifier.objects.filter(
+        context=access.context, scope__in=list(nearness), value__in=values
+    ).values_list("kind", "value", "scope", "entity_id")
+    for kind, value, scope, entity_id in rows:
+        rank = (nearness[scope], entity_id)
+        if (kind, value) not in best or rank < best[(kind, value)]:
+            best[(kind, value)] = rank
+    for plan in plans:
+        for pair in plan.mention.identifiers:
+            if pair in best:
+                plan.entity_id, plan.method, plan.score = best[pair][1], "identifier", 1.0
+                break
+
+
+def _by_key_or_alias(
+    access: ContextAccess, nearness: dict[str, int], plans: list[MentionPlan]
+) -> None:
+    if not plans:
+        return
+    keys = {p.mention.key for p in plans}
+    keys |= {entity_normalize_key(a) for p in plans for a in p.mention.aliases}
+    by_key: dict[str, list[tuple[int, int, str]]] = {}  # key → (nearness, id, type)
+    by_alias: dict[str, list[tuple[int, int, str]]] = {}
+    rows = (
+        Entity.objects.filter(
+            context=access.context, merged_into__isnull=True, scope__in=list(nearness)
+        )
+        .filter(Q(normalized_key__in=keys) | Q(alias_keys__overlap=list(keys)))
+        .values_list("pk", "type", "scope", "normalized_key", "alias_keys")
+    )
+    for pk, type_, scope, key, alias_keys in rows:
+        entry = (nearness[scope], pk, type_)
+        by_key.setdefault(key, []).append(entry)
+        for alias in alias_keys:
+            by_alias.setdefault(alias, []).append(entry)
+    for plan in plans:
+        _match_key_or_alias(plan, by_key, by_alias)
+
+
+def _match_key_or_alias(
+    plan: MentionPlan,
+    by_key: dict[str, list[tuple[int, int, str]]],
+    by_alias: dict[str, list[tuple[int, int, str]]],
+) -> None:
+    """The best match: the mention's own key on an entity key, then its other spellings
+    on entity keys, then on entity aliases; within each, the nearest scope."""
+    mention = plan.mention
+    alias_forms = [entity_normalize_key(a) for a in mention.aliases]
+    ranked: list[tuple[int, int, int, str]] = []  # (tier, nearness, id, type)
+    for tier, table, forms in (
+        (0, by_key, [mention.key]),
+        (1, by_key, alias_forms),
+        (2, by_alias, [mention.key, *alias_forms]),
+    ):
+        for form in forms:
+            ranked += [(tier, near, pk, type_) for near, pk, type_ in table.get(form, [])]
+    if mention.type is not None:
+        ranked = [r for r in ranked if r[3] == mention.type]
+    elif len({r[3] for r in ranked}) > 1:
+        types = " and ".join(sorted({r[3] for r in ranked}))
+        plan.error = ValidationFailed(
+            f"{mention.name!r} names existing entities of types {types}; "
+            "give subject_type/object_type",
+            code="ambiguous_entity",
+        )
+        return
+    if ranked:
+        tier, _, pk, _ = min(ranked)
+        plan.entity_id, plan.method, plan.score = pk, ("key" if tier == 0 else "alias"), 1.0
+
+
+def _by_embedding(
+    access: ContextAccess, scopes: list[str], plans: list[MentionPlan], plan: ResolutionPlan
+) -> None:
+    context = access.context
+    model_id = embedding_model_id()
+    types = sorted({str(p.mention.type) for p in plans})
+    candidates = Entity.objects.filter(
+        context=context,
+        merged_into__isnull=True,
+        scope__in=scopes,
+        embedding__isnull=False,
+        embedding_model=model_id,
+    )
+    count = candidates.filter(type__in=types).values("pk")[: EXACT_SCAN_LIMIT + 1].count()
+    if count == 0:
+        return  # nothing to compare with: no reason to embed now (the task will)
+    texts = [
+        entity_embedding_text(
+            Entity(
+                name=p.mention.name,
+                type=p.mention.type or EntityType.OTHER,
+                aliases=p.mention.aliases,
+            )
+        )
+        for p in plans
+    ]
+    vectors = embed_texts(texts)
+    plan.embedding_model = model_id
+    nearest = _nearest_each(
+        context_id=context.pk,
+        scopes=scopes,
+        model_id=model_id,
+        queries=[(str(p.mention.type), v) for p, v in zip(plans, vectors, strict=True)],
+        exact=count <= EXACT_SCAN_LIMIT,
+    )
+    for position, (item, vector) in enumerate(zip(plans, vectors, strict=True)):
+        item.vector = vector
+        if position not in nearest:
+            continue
+        entity_id, similarity, key = nearest[position]
+        if similarity >= context.auto_merge_threshold and _same_numbers(item.mention.key, key):
+            item.entity_id, item.method, item.score = entity_id, "embedding", similarity
+        elif similarity >= context.review_threshold:
+            if context.llm_judge_enabled and chat_model_configured():
+                same, reason = _judge(item.mention, entity_id, plan)
+                item.judge_reason = reason
+                if same:
+                    item.entity_id, item.method, item.score = entity_id, "llm_judge", similarity
+                    continue
+            item.candidate_id, item.candidate_score = entity_id, similarity
+
+
+# The nearest live entity of the same type and embedding model, for every mention in one
+# statement. ``{order}`` is the distance itself (the HNSW index serves it) or the
+# distance "+ 0", which keeps the planner on an exact scan: over a few thousand rows that
+# is cheap, and an index scan followed by the scope filter could lose neighbours.
+_NEAREST_SQL = """
+SELECT m.ord - 1, e.id, e.distance, e.normalized_key
+FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS m(type, vector, ord)
+CROSS JOIN LATERAL (
+    SELECT id, normalized_key, embedding <=> m.vector::vector AS distance
+    FROM memory_entity
+    WHERE context_id = %s AND merged_into_id IS NULL AND embedding IS NOT NULL
+      AND embedding_model = %s AND scope = ANY(%s) AND type = m.type
+    ORDER BY {order}, id
+    LIMIT 1
+) AS e
+"""
+
+
+def _nearest_each(
+    *,
+    context_id: int,
+    scopes: list[str],
+    model_id: str,
+    queries: list[tuple[str, list[float]]],
+    exact: bool,
+) -> dict[int, tuple[int, float, str]]:
+    """position of the query → (entity id, cosine similarity, its normalized key)."""
+    order = "(embedding <=> m.vector::vector) + 0" if exact else "embedding <=> m.vector::vector"
+    vectors = ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for _, v in queries]
+    with transaction.atomic(), connection.cursor() as cursor:
+        if not exact:
+            # A scope filter drops HNSW candidates after the index scan: look further.
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
+        cursor.execute(
+            _NEAREST_SQL.format(order=order),
+            [[t for t, _ in queries], vectors, context_id, model_id, scopes],
+        )
+        return {int(i): (int(pk), 1.0 - float(d), str(key)) for i, pk, d, key in cursor.fetchall()}
+
+
+def _same_numbers(key: str, other: str) -> bool:
+    """Whether two names carry the same numbers. Embeddings barely see digits: "Q3
+    planning" and "Q4 planning", "iPhone 14" and "iPhone 15" come out nearly identical, yet
+    name different things — such a pair is never attached, only suggested."""
+    return re.findall(r"\d+", key) == re.findall(r"\d+", other)
+
+
+def _judge(mention: Mention, entity_id: int, plan: ResolutionPlan) -> tuple[bool, str]:
+    entity = Entity.objects.only("name", "type", "aliases", "attributes").get(pk=entity_id)
+    messages = judge_prompt_render(
+        mention={"name": mention.name, "type": mention.type, "aliases": mention.aliases},
+        candidate={
+            "name": entity.name,
+            "type": entity.type,
+            "aliases": entity.aliases[:20],
+            "attributes": {k: entity.attributes[k] for k in list(entity.attributes)[:20]},
+        },
+    )
+    try:
+        answer = chat_structured(messages=messages, model=JudgeAnswer, schema_name="entity_judge")
+    except LLMError as exc:
+        plan.llm_calls.extend(exc.calls)
+        logger.warning("entity judge unavailable, keeping the pair for review: %s", exc.message)
+        return False, f"judge unavailable: {exc.message}"
+    plan.llm_calls.extend(answer.calls)
+    return answer.value.same, answer.value.reason
+
+
+# --- apply ------------------------------------------------------------------------------
+
+
+def resolution_apply(
+    *, access: ContextAccess, scope: str, plan: ResolutionPlan, source: str
+) -> dict[Ref, ResolvedMention]:
+    """Carry out ``plan`` in the caller's transaction; one entry per mention without error."""
+    out: dict[Ref, ResolvedMention] = {}
+    attached = _lock_attached(plan)
+    changed: list[Entity] = []
+    to_create: list[MentionPlan] = []
+    for item in plan.plans:
+        if item.error is not None:
+            continue
+        entity = attached.get(item.entity_id) if item.entity_id is not None else None
+        if entity is None:
+            to_create.append(item)
+            continue
+        if access.grants.can_write(entity.scope) and _absorb(
+            entity, name=item.mention.name, aliases=item.mention.aliases, attributes={}
+        ):
+            changed.append(entity)
+        out[item.mention.ref] = ResolvedMention(
+            plan=item, entity=entity, created=False, matched_by=str(item.method)
+        )
+    if changed:
+        for entity in changed:
+            entity.save(update_fields=["aliases", "alias_keys", "updated_at"])
+    out |= _create(access, scope, to_create, plan.embedding_model)
+    _attach_identifiers(access, out)
+    _record_candidates(access, out, source)
+    stale = [e.pk for e in changed] + [
+        r.entity.pk for r in out.values() if r.created and r.entity.embedding is None
+    ]
+    entity_embeddings_enqueue(stale)
+    # Search postings commit with the entities (entity_upsert does the same).
+    entities_index([e.pk for e in changed] + [r.entity.pk for r in out.values() if r.created])
+    return out
+
+
+def _lock_attached(plan: ResolutionPlan) -> dict[int, Entity]:
+    """Lock the entities mentions attach to (ordered: no deadlock between two runs);
+    a merge since planning redirects to the survivor."""
+    ids = {p.entity_id for p in plan.plans if p.entity_id is not None and p.error is None}
+    if not ids:
+        return {}
+    locked = {e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+    for pk, entity in list(locked.items()):
+        if entity.merged_into_id is not None:
+            survivor = entity_live(entity)
+            locked[pk] = Entity.objects.select_for_update().get(pk=survivor.pk)
+    return locked
+
+
+def _create(
+    access: ContextAccess, scope: str, plans: list[MentionPlan], model_id: str
+) -> dict[Ref, ResolvedMention]:
+    if not plans:
+        return {}
+    rows = []
+    for item in plans:
+        mention = item.mention
+        entity = Entity(
+            context=access.context,
+            scope=scope,
+            name=mention.name,
+            type=mention.type or EntityType.OTHER,
+            normalized_key=mention.key,
+            aliases=[],
+            alias_keys=[],
+            attributes={},
+            embedding=item.vector,
+            embedding_model=model_id if item.vector is not None else "",
+        )
+        _absorb(entity, name=mention.name, aliases=mention.aliases, attributes={})
+        rows.append(entity)
+    try:
+        with transaction.atomic():
+            Entity.objects.bulk_create(rows)
+    except IntegrityError:
+        # A concurrent writer created one of these keys since we looked: take the slow,
+        # one-by-one path, whose upsert matches the winner's row.
+        return {item.mention.ref: _upsert_one(access, scope, item) for item in plans}
+    return {
+        item.mention.ref: ResolvedMention(
+            plan=item, entity=entity, created=True, matched_by="created"
+        )
+        for item, entity in zip(plans, rows, strict=True)
+    }
+
+
+def _upsert_one(access: ContextAccess, scope: str, item: MentionPlan) -> ResolvedMention:
+    result = entity_upsert(
+        access=access,
+        name=item.mention.name,
+        scope=scope,
+        type=item.mention.type or EntityType.OTHER,
+        aliases=item.mention.aliases,
+        allow_reserved_types=False,
+    )
+    return ResolvedMention(
+        plan=item, entity=result.entity, created=result.created, matched_by=result.matched_by
+    )
+
+
+def _attach_identifiers(access: ContextAccess, resolved: dict[Ref, ResolvedMention]) -> None:
+    wanted = [
+        (r, kind, value) for r in resolved.values() for kind, value in r.plan.mention.identifiers
+    ]
+    if not wanted:
+        return
+    owners = {
+        (scope, kind, value): entity_id
+        for scope, kind, value, entity_id in EntityIdentifier.objects.filter(
+            context=access.context,
+            scope__in={r.entity.scope for r, _, _ in wanted},
+            value__in={value for _, _, value in wanted},
+        ).values_list("scope", "kind", "value", "entity_id")
+    }
+    new: list[EntityIdentifier] = []
+    for r, kind, value in wanted:
+        owner = owners.get((r.entity.scope, kind, value))
+        if owner is None:
+            owners[(r.entity.scope, kind, value)] = r.entity.pk
+            new.append(
+                EntityIdentifier(
+                    entity=r.entity,
+                    context=access.context,
+                    scope=r.entity.scope,
+                    kind=kind,
+                    value=value,
+                )
+            )
+        elif owner != r.entity.pk:
+            r.warnings.append(
+                f"identifier {kind}:{value} already belongs to entity {owner}; not moved "
+                "(merge the entities to combine them)"
+            )
+    EntityIdentifier.objects.bulk_create(new, ignore_conflicts=True)
+
+
+def _record_candidates(
+    access: ContextAccess, resolved: dict[Ref, ResolvedMention], source: str
+) -> None:
+    rows = []
+    for r in resolved.values():
+        item = r.plan
+        if not r.created or item.candidate_id is None or item.candidate_id == r.entity.pk:
+            continue
+        low, high = sorted((r.entity.pk, item.candidate_id))
+        methods = ["embedding", "llm_judge"] if item.judge_reason else ["embedding"]
+        r.candidate = DuplicateCandidate(
+            context=access.context,
+            entity_a_id=low,
+            entity_b_id=high,
+            score=round(float(item.candidate_score or 0.0), 4),
+            methods=methods,
+            source=source[:300],
+        )
+        rows.append(r.candidate)
+    # A pair already known (perhaps dismissed by a curator) keeps its row and status.
+    DuplicateCandidate.objects.bulk_create(rows, ignore_conflicts=True)

@@ -1,0 +1,288 @@
+"""The drift screen: list, alias / promote / reject one or many, undo, htmx partials."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from memory.access import ContextAccess
+from memory.models import AuditEvent, Fact, Predicate, PredicateAlias, Role
+from memory.services.facts import fact_write
+from tests.curation.conftest import Memory, page, person
+
+pytestmark = pytest.mark.django_db
+
+
+def _status(name: str) -> str | None:
+    return Predicate.objects.filter(name=name).values_list("status", flat=True).first()
+
+
+def test_drift_lists_items_with_counts_examples_and_suggestions(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    response = viewer.get(f"{base}/drift/")
+
+    html = page(response)
+    [row] = response.context["rows"]
+    assert row.name == "works_for"
+    assert row.item.fact_count == 2
+    assert row.top_target == "works_at"
+    assert "Alex" in html and "Sam" in html and "worksFor" in html  # examples, as written
+    assert 'id="drift-works_for"' in html
+    assert "first seen" in html
+
+
+def test_viewer_sees_no_action_forms(viewer: Client, base: str, memory: Memory) -> None:
+    html = page(viewer.get(f"{base}/drift/"))
+
+    assert "/drift/works_for/resolve" not in html
+    assert "/drift/bulk" not in html and 'name="names"' not in html
+    assert "resolving drift needs the curator role" in html
+
+
+def test_alias_moves_the_facts_and_offers_undo(curator: Client, base: str, memory: Memory) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/resolve", {"action": "alias", "target": "works_at"}
+    )
+
+    assert response.status_code == 302 and response["Location"] == f"{base}/drift/"
+    assert _status("works_for") is None
+    assert PredicateAlias.objects.filter(alias="works_for", predicate__name="works_at").exists()
+    moved = Fact.objects.filter(raw_predicate__in=["works_for", "worksFor"])
+    assert {f.predicate.name for f in moved} == {"works_at"}
+    after = curator.get(response["Location"])
+    html = page(after)
+    event = AuditEvent.objects.get(action="drift_alias")
+    assert "aliased works_for → works_at; moved 2 facts" in html.lower()
+    assert f'action="{base}/audit/{event.pk}/undo"' in html
+    assert "No open drift" in html
+
+
+def test_undo_from_the_message_brings_the_drift_back(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    curator.post(f"{base}/drift/works_for/resolve", {"action": "alias", "target": "works_at"})
+    event = AuditEvent.objects.get(action="drift_alias")
+
+    response = curator.post(f"{base}/audit/{event.pk}/undo", {"next": f"{base}/drift/"})
+
+    assert response["Location"] == f"{base}/drift/"
+    assert _status("works_for") == "observed"
+    assert Fact.objects.filter(predicate__name="works_for").count() == 2
+    assert "Undone: aliased works_for" in page(curator.get(f"{base}/drift/"))
+
+
+def test_htmx_alias_answers_the_rows_partial_with_the_message_out_of_band(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/resolve",
+        {"action": "alias", "target": "works_at"},
+        HTTP_HX_REQUEST="true",
+    )
+
+    html = page(response)
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<div id="drift-rows">')
+    assert "<html" not in html and "context-bar" not in html
+    assert 'id="flash" class="flash" aria-live="polite" hx-swap-oob="true"' in html
+    assert "moved 2 facts" in html
+
+
+def test_htmx_get_returns_the_partial_and_history_restore_the_page(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    partial = page(viewer.get(f"{base}/drift/", HTTP_HX_REQUEST="true"))
+    restored = page(
+        viewer.get(f"{base}/drift/", HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    )
+
+    assert "<html" not in partial and 'id="drift-rows"' in partial
+    assert "<html" in restored
+
+
+def test_reject_retracts_the_facts(curator: Client, base: str, memory: Memory) -> None:
+    curator.post(f"{base}/drift/works_for/resolve", {"action": "reject"})
+
+    assert _status("works_for") == "rejected"
+    assert set(
+        Fact.objects.filter(predicate__name="works_for").values_list("status", flat=True)
+    ) == {"retracted"}
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"action": "alias"}, "choose the registered predicate"),
+        ({"action": "alias", "target": "no_such_predicate"}, "no predicate"),
+        ({"action": "alias", "target": "knows_about_x]"}, "knows_about_x"),
+        ({"action": "merge"}, "Select a valid choice"),
+        ({}, "This field is required"),
+    ],
+)
+def test_bad_resolutions_show_an_inline_error_and_change_nothing(
+    curator: Client, base: str, memory: Memory, data: dict[str, str], error: str
+) -> None:
+    response = curator.post(f"{base}/drift/works_for/resolve", data)
+
+    assert response.status_code == 400
+    html = page(response)
+    assert 'class="field-error"' in html and error in html
+    assert _status("works_for") == "observed"
+    assert not AuditEvent.objects.exists()
+
+
+def test_resolving_an_item_that_is_no_longer_open_is_a_409(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    curator.post(f"{base}/drift/works_for/resolve", {"action": "reject"})
+
+    again = curator.post(f"{base}/drift/works_for/resolve", {"action": "reject"})
+
+    assert again.status_code == 409
+    assert "not open drift" in page(again)
+
+
+def test_promote_registers_with_the_definition(curator: Client, base: str, memory: Memory) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/promote",
+        {
+            "description": "Employment",
+            "category": "work",
+            "kind": "relation",
+            "object_types": ["organisation"],
+            "default_importance": "0.6",
+            "ranking_weight": "1.2",
+            "lifecycle": "stateful",
+        },
+    )
+
+    assert response.status_code == 302
+    predicate = Predicate.objects.get(name="works_for")
+    assert (predicate.status, predicate.category, predicate.object_types) == (
+        "registered",
+        "work",
+        ["organisation"],
+    )
+    assert predicate.ranking_weight == pytest.approx(1.2)
+    event = AuditEvent.objects.get(action="predicate_register")
+    assert event.undo is not None and event.undo["op"] == "predicate_restore"
+
+
+def test_promote_form_errors_are_shown_on_the_item(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/promote",
+        {
+            "category": "Work Stuff",
+            "kind": "relation",
+            "default_importance": "3",
+            "ranking_weight": "1",
+            "lifecycle": "stable",
+            "single_valued": "on",
+            "is_aggregate": "on",
+        },
+    )
+
+    html = page(response)
+    assert response.status_code == 400
+    assert "lowercase letters, digits and _" in html
+    assert "less than or equal to 1" in html
+    assert "cannot be both single-valued" in html
+    assert '<details class="promote" open>' in html
+    assert _status("works_for") == "observed"
+
+
+def test_bulk_alias_and_reject(
+    access: ContextAccess, curator: Client, base: str, memory: Memory
+) -> None:
+    fact_write(access=access, subject=memory.alex, predicate="likes_food", value="pizza")
+    fact_write(access=access, subject=memory.sam, predicate="employed_at", object=memory.acme)
+
+    aliased = curator.post(
+        f"{base}/drift/bulk",
+        {
+            "action": "alias",
+            "names": ["works_for", "employed_at"],
+            "target:works_for": "works_at",
+            "target:employed_at": "works_at",
+        },
+    )
+    rejected = curator.post(f"{base}/drift/bulk", {"action": "reject", "names": ["likes_food"]})
+
+    assert aliased.status_code == rejected.status_code == 302
+    assert _status("works_for") is None and _status("employed_at") is None
+    assert _status("likes_food") == "rejected"
+    assert AuditEvent.objects.filter(action="drift_alias").count() == 2
+    assert "Aliased 2 drift items" in page(curator.get(f"{base}/drift/"))
+
+
+def test_bulk_reports_each_failure_and_keeps_the_others(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/drift/bulk",
+        {"action": "reject", "names": ["works_for", "never_seen"]},
+    )
+
+    assert response.status_code == 200
+    html = page(response)
+    assert "Rejected 1 drift item" in html
+    assert _status("works_for") == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"action": "alias"}, "select at least one drift item"),
+        ({"action": "alias", "names": ["works_for"]}, "no alias target for works_for"),
+        ({"action": "explode", "names": ["works_for"]}, "Select a valid choice"),
+    ],
+)
+def test_bulk_bad_input_changes_nothing(
+    curator: Client, base: str, memory: Memory, data: dict[str, Any], error: str
+) -> None:
+    response = curator.post(f"{base}/drift/bulk", data)
+
+    assert response.status_code == 400
+    assert error in page(response)
+    assert _status("works_for") == "observed"
+
+
+def test_drift_outside_the_grants_is_not_listed(
+    access: ContextAccess, client_for: Callable[..., Client], base: str, memory: Memory
+) -> None:
+    limited = client_for(Role.CURATOR, grants=["read,write:org/globex/*"])
+    bob = person(access, "Bob", scope="org/globex")
+    fact_write(access=access, subject=bob, predicate="plays", value="chess")
+
+    rows = limited.get(f"{base}/drift/").context["rows"]
+
+    assert [r.name for r in rows] == ["plays"]
+
+
+def _drift(access: ContextAccess, memory: Memory, count: int) -> None:
+    for i in range(count):
+        fact_write(access=access, subject=memory.sam, predicate=f"odd_fact_{i}", value=str(i))
+
+
+def test_drift_page_query_count_does_not_grow_with_items(
+    access: ContextAccess,
+    viewer: Client,
+    base: str,
+    memory: Memory,
+    django_assert_num_queries: Any,
+) -> None:
+    viewer.get(f"{base}/drift/")  # warm the suggestion embeddings (no queries either way)
+    for extra in (0, 6):
+        _drift(access, memory, extra)
+        # session, user, context, membership, contexts (switcher); observed predicates
+        # with counts; their examples; registered predicates; their aliases; the
+        # registered names of the target list
+        with django_assert_num_queries(10):
+            response = viewer.get(f"{base}/drift/")
+        assert len(response.context["rows"]) == 1 + extra

@@ -1,0 +1,226 @@
+"""The entities screens: list with filters and search, detail with facts, timeline and
+the neighbourhood picture, and an admin's edits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from memory.access import ContextAccess
+from memory.models import AuditEvent, Entity, Fact, Role
+from memory.services.entities import IdentifierInput, entity_upsert
+from memory.services.facts import fact_write
+from tests.curation.conftest import Memory, page, person
+
+pytestmark = pytest.mark.django_db
+
+
+def test_list_shows_entities_with_their_fact_counts(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    response = viewer.get(f"{base}/entities/")
+
+    rows = {entity.name: count for entity, count in response.context["rows"]}
+    assert rows == {"Alex": 3, "Sam": 1, "Acme": 0}  # current facts as subject
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("q=ale", {"Alex"}),
+        ("type=organisation", {"Acme"}),
+        ("scope=org/acme", {"Alex", "Sam", "Acme"}),
+        ("scope=org/other", set()),
+        ("seeded=yes", set()),
+        ("seeded=no&type=person", {"Alex", "Sam"}),
+    ],
+)
+def test_filters(viewer: Client, base: str, memory: Memory, query: str, names: set[str]) -> None:
+    response = viewer.get(f"{base}/entities/?{query}")
+
+    assert {entity.name for entity, _ in response.context["rows"]} == names
+
+
+def test_search_as_you_type_answers_the_results_partial(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    html = page(viewer.get(f"{base}/entities/?q=sam", HTTP_HX_REQUEST="true"))
+
+    assert html.lstrip().startswith('<div id="entity-results">')
+    assert "Sam" in html and "Alex" not in html and "<form" not in html
+
+
+@pytest.mark.parametrize("query", ["scope=bad scope!", "type=alien", "seeded=maybe"])
+def test_bad_filters_are_shown_as_errors(
+    viewer: Client, base: str, memory: Memory, query: str
+) -> None:
+    response = viewer.get(f"{base}/entities/?{query}")
+
+    assert response.status_code == 400
+    assert 'class="field-error"' in page(response)
+
+
+def test_entities_outside_the_grants_are_invisible(
+    access: ContextAccess, client_for: Callable[..., Client], base: str, memory: Memory
+) -> None:
+    hidden = person(access, "Hidden", scope="org/globex")
+    limited = client_for(Role.VIEWER, grants=["read:org/acme/*"])
+
+    names = {e.name for e, _ in limited.get(f"{base}/entities/").context["rows"]}
+
+    assert "Hidden" not in names and "Alex" in names
+    assert limited.get(f"{base}/entities/{hidden.pk}/").status_code == 404
+
+
+def test_detail_shows_aliases_identifiers_ranked_facts_and_timeline(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    entity_upsert(
+        access=access,
+        name="Alex",
+        type="person",
+        scope="org/acme",
+        aliases=["Alexandra K."],
+        identifiers=[IdentifierInput("email", "alex@acme.test")],
+    )
+    fact_write(access=access, subject=memory.alex, predicate="current_title", value="CTO")
+
+    response = viewer.get(f"{base}/entities/{memory.alex.pk}/")
+
+    html = page(response)
+    assert "Alexandra K." in html and "alex@acme.test" in html
+    ranked = [r.fact.value_text or r.fact.object.name for r in response.context["ranked"]]
+    assert set(ranked) == {"CTO", "Acme", "Sam"}
+    timeline = [(fact.value_text, fact.status) for fact, _ in response.context["timeline"]]
+    assert ("Engineer", "superseded") in timeline
+    assert "replaced by CTO" in html
+
+
+def test_detail_draws_the_neighbourhood(viewer: Client, base: str, memory: Memory) -> None:
+    html = page(viewer.get(f"{base}/entities/{memory.alex.pk}/"))
+
+    svg = html[html.index('<svg class="graph"') : html.index("</svg>")]
+    assert f'href="{base}/entities/{memory.acme.pk}/"' in svg  # Alex works_for Acme
+    assert f'href="{base}/entities/{memory.sam.pk}/"' in svg  # Alex knows Sam
+    assert "works_for" in svg and "knows" in svg
+
+
+def test_the_neighbourhood_includes_incoming_edges(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    html = page(viewer.get(f"{base}/entities/{memory.acme.pk}/"))
+
+    assert "Alex" in html[html.index('<svg class="graph"') :]
+    assert "Pointing here" in html
+
+
+def test_names_are_escaped_in_the_page_and_the_picture(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    evil = person(access, '<script>alert("x")</script>')
+    fact_write(access=access, subject=memory.alex, predicate="knows", object=evil)
+
+    html = page(viewer.get(f"{base}/entities/{memory.alex.pk}/"))
+
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&quot;x&quot;)" in html
+
+
+def test_unknown_entity_is_404(viewer: Client, base: str) -> None:
+    assert viewer.get(f"{base}/entities/999999/").status_code == 404
+
+
+def test_admin_edits_an_entity(admin: Client, base: str, memory: Memory) -> None:
+    response = admin.post(
+        f"{base}/entities/{memory.alex.pk}/edit",
+        {
+            "name": "Alex Kim",
+            "type": "person",
+            "aliases": "Alex\nAK",
+            "attributes": '{"team": "platform"}',
+            "identifiers_add": "email:alex.kim@acme.test",
+        },
+    )
+
+    assert response["Location"] == f"{base}/entities/{memory.alex.pk}/"
+    alex = Entity.objects.get(pk=memory.alex.pk)
+    assert (alex.name, alex.aliases, alex.attributes) == (
+        "Alex Kim",
+        ["Alex", "AK"],
+        {"team": "platform"},
+    )
+    assert alex.identifiers.get().value == "alex.kim@acme.test"
+    assert AuditEvent.objects.get(action="entity_update").undo is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ({"name": "", "type": "person"}, "This field is required"),
+        ({"name": "X", "type": "alien"}, "Select a valid choice"),
+        ({"name": "X", "type": "person", "attributes": "[1]"}, "a JSON object"),
+        ({"name": "X", "type": "person", "attributes": "{nope"}, "not valid JSON"),
+        (
+            {"name": "X", "type": "person", "identifiers_add": "nocolon"},
+            "must look like kind:value",
+        ),
+        ({"name": "Sam", "type": "person"}, "already has the key"),
+    ],
+)
+def test_bad_edits_show_form_errors_and_change_nothing(
+    admin: Client, base: str, memory: Memory, data: dict[str, str], error: str
+) -> None:
+    response = admin.post(f"{base}/entities/{memory.alex.pk}/edit", data)
+
+    assert response.status_code == 400
+    assert error in page(response)
+    assert Entity.objects.get(pk=memory.alex.pk).name == "Alex"
+    assert not AuditEvent.objects.exists()
+
+
+def test_admin_deletes_an_entity_with_its_facts(admin: Client, base: str, memory: Memory) -> None:
+    response = admin.post(f"{base}/entities/{memory.sam.pk}/delete")
+
+    assert response["Location"] == f"{base}/entities/"
+    assert not Entity.objects.filter(pk=memory.sam.pk).exists()
+    assert not Fact.objects.filter(subject_id=memory.sam.pk).exists()
+    assert "Deleted Sam and 2 facts" in page(admin.get(response["Location"]))
+
+
+def test_entity_list_query_count_does_not_grow(
+    access: ContextAccess,
+    viewer: Client,
+    base: str,
+    memory: Memory,
+    django_assert_num_queries: Any,
+) -> None:
+    for extra in (0, 10):
+        for i in range(extra):
+            someone = person(access, f"Person {i}")
+            fact_write(access=access, subject=someone, predicate="knows", object=memory.alex)
+        # session, user, context, membership, contexts (switcher); count; one page of
+        # entities; their visible current fact counts
+        with django_assert_num_queries(8):
+            response = viewer.get(f"{base}/entities/")
+        assert len(response.context["rows"]) == 3 + extra
+
+
+def test_entity_detail_query_count_does_not_grow(
+    access: ContextAccess,
+    viewer: Client,
+    base: str,
+    memory: Memory,
+    django_assert_num_queries: Any,
+) -> None:
+    for extra in (0, 6):
+        for i in range(extra):
+            other = person(access, f"Friend {i}")
+            fact_write(access=access, subject=memory.alex, predicate="knows", object=other)
+            fact_write(access=access, subject=other, predicate="reports_to", object=memory.alex)
+        # session, user, context, membership, contexts (switcher); the entity; its
+        # identifiers; ranked facts; history; incoming relations; audit events
+        with django_assert_num_queries(11):
+            viewer.get(f"{base}/entities/{memory.alex.pk}/")

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from memory.access import ContextAccess
+from memory.models import Chunk, Document, Keyword
+from memory.search.graph import keyword_seeds
+from memory.selectors.search import SearchResponse, search
+
+ALL = ["Other company", "Refund policy", "Alex's notes", "Shipping times", "Laptop warranty"]
+MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
+
+
+def _titles(response: SearchResponse) -> list[str]:
+    chunks = Chunk.objects.select_related("document").in_bulk([r.id for r in response.results])
+    return [chunks[r.id].document.title for r in response.results]
+
+
+def test_bm25_ranks_by_lucene_score(access: ContextAccess, corpus: dict[str, Document]) -> None:
+    response = search(access=access, query="refund for returning purchases", mode="bm25", k=5)
+    assert _titles(response) == ["Other company", "Refund policy", "Alex's notes"]
+    first = response.results[0]
+    assert first.type == "chunk" and first.scope == "org/other"
+    assert first.explain.bm25 is not None and first.explain.bm25.rank == 1
+    assert first.score == first.explain.bm25.score
+    assert (first.explain.vector, first.explain.fused, first.explain.graph_boost) == (None,) * 3
+
+
+def test_vector_ranks_by_cosine_similarity(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    response = search(access=access, query="refund for returning purchases", mode="vector", k=5)
+    assert _titles(response) == ALL
+    scores = [r.score for r in response.results]
+    assert scores == sorted(scores, reverse=True) and -1 <= scores[-1] < scores[0] <= 1
+    assert [r.explain.vector.rank for r in response.results] == [1, 2, 3, 4, 5]  # type: ignore[union-attr]
+    assert all(r.explain.bm25 is None for r in response.results)
+
+
+def test_hybrid_is_reciprocal_rank_fusion_with_k_60(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    response = search(access=access, query="full refund", mode="hybrid", k=5)
+    assert _titles(response) == [
+        "Refund policy",
+        "Other company",
+        "Alex's notes",
+        "Laptop warranty",
+        "Shipping times",
+    ]
+    for result in response.results:
+        ranks = [p.rank for p in (result.explain.bm25, result.explain.vector) if p is not None]
+        assert result.score == result.explain.fused == sum(1 / (60 + r) for r in ranks)
+    assert response.results[-1].explain.bm25 is None  # found by the vector list only
+
+
+def test_hybrid_graph_boosts_chunks_linked_to_the_query_keywords(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    # "Other company" carries three keywords near the query (refunds, company refund
+    # rules, returning purchases): denser than "Refund policy" and its one "full refund".
+    response = search(access=access, query="full refund", mode="hybrid_graph", k=5)
+    assert _titles(response) == [
+        "Other company",
+        "Refund policy",
+        "Alex's notes",
+        "Laptop warranty",
+        "Shipping times",
+    ]
+    boosts = [r.explain.graph_boost for r in response.results]
+    assert boosts[0] == pytest.approx(0.3) and boosts[-2:] == [0.0, 0.0]
+    top_fused = max(r.explain.fused or 0.0 for r in response.results)
+    for result in response.results:
+        assert result.score == pytest.approx(
+            0.7 * (result.explain.fused or 0.0) / top_fused + (result.explain.graph_boost or 0.0)
+        )
+
+
+def test_hybrid_graph_with_alpha_zero_ranks_like_hybrid(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    hybrid = search(access=access, query="full refund", mode="hybrid", k=5)
+    graph = search(access=access, query="full refund", mode="hybrid_graph", k=5, graph_alpha=0)
+    assert [r.id for r in graph.results] == [r.id for r in hybrid.results]
+
+
+def test_k_limits_results_and_took_ms_is_reported(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    response = search(access=access, query="refund", mode="vector", k=2)
+    assert len(response.results) == 2 and response.took_ms > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_returns_only_readable_scopes(
+    mode: str,
+    corpus: dict[str, Document],
+    reader: Callable[..., ContextAccess],
+) -> None:
+    # "read:org/acme" is exactly that scope: not Alex's notes below it, not org/other.
+    response = search(access=reader("read:org/acme"), query="refund laptop shipping", mode=mode)
+    titles = _titles(response)
+    assert titles and set(titles) <= {"Refund policy", "Shipping times", "Laptop warranty"}
+    assert {r.scope for r in response.results} == {"org/acme"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_honours_the_requested_scope_filter(
+    mode: str, access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    response = search(
+        access=access, query="refund laptop shipping", mode=mode, scopes=["org/acme/user/*"]
+    )
+    assert _titles(response) == ["Alex's notes"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_scope_filter_cannot_widen_the_grants(
+    mode: str, corpus: dict[str, Document], reader: Callable[..., ContextAccess]
+) -> None:
+    response = search(
+        access=reader("read:org/acme"), query="refund", mode=mode, scopes=["org/other"]
+    )
+    assert response.results == []
+
+
+def test_graph_expansion_never_reaches_unreadable_records(
+    access: ContextAccess, corpus: dict[str, Document], reader: Callable[..., ContextAccess]
+) -> None:
+    # "returned laptop" is a keyword of Alex's notes only (org/acme/user/alex).
+    limited = reader("read:org/acme")
+
+    def seeds(who: ContextAccess) -> set[str]:
+        found = keyword_seeds(
+            context_id=who.context.pk,
+            query="returned laptop",
+            embedding=None,
+            visible=who.grants.read_q(),
+        )
+        return set(Keyword.objects.filter(pk__in=found).values_list("text", flat=True))
+
+    assert seeds(access) == {"returned laptop"}
+    assert seeds(limited) == set()
+    alex_chunk = corpus["Alex's notes"].chunks.get()
+    response = search(access=limited, query="returned laptop", mode="hybrid_graph", k=10)
+    assert alex_chunk.pk not in {r.id for r in response.results}
+    assert _titles(response) == ["Laptop warranty", "Refund policy", "Shipping times"]
