@@ -10,7 +10,18 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from curation import views
-from curation.views import audit, conflicts, drift, entities, overview, registry, seeding
+from curation.views import (
+    audit,
+    conflicts,
+    drift,
+    duplicates,
+    entities,
+    overview,
+    registry,
+    runs,
+    search,
+    seeding,
+)
 
 context_patterns = [
     path("", overview.overview, name="overview"),
@@ -18,6 +29,12 @@ context_patterns = [
     path("drift/bulk", drift.drift_bulk, name="drift-bulk"),
     path("drift/<str:name>/resolve", drift.drift_resolve_view, name="drift-resolve"),
     path("drift/<str:name>/promote", drift.drift_promote, name="drift-promote"),
+    path("duplicates/", duplicates.duplicates, name="duplicates"),
+    path("duplicates/preview", duplicates.duplicates_preview, name="duplicates-preview"),
+    path("duplicates/merge", duplicates.duplicates_merge, name="duplicates-merge"),
+    path("duplicates/dismiss", duplicates.duplicates_dismiss_view, name="duplicates-dismiss"),
+    path("duplicates/scan", duplicates.duplicates_scan_view, name="duplicates-scan"),
+    path("merges/<int:merge_id>/undo", duplicates.merge_undo_view, name="merge-undo"),
     path("conflicts/", conflicts.conflicts, name="conflicts"),
     path(
         "conflicts/<int:conflict_id>/resolve",
@@ -54,6 +71,10 @@ context_patterns = [
     path("entities/<int:entity_id>/", entities.entity_detail, name="entity"),
     path("entities/<int:entity_id>/edit", entities.entity_edit, name="entity-edit"),
     path("entities/<int:entity_id>/delete", entities.entity_delete_view, name="entity-delete"),
+    path("search/", search.search_view, name="search"),
+    path("runs/", runs.runs, name="runs"),
+    path("runs/<int:run_id>/", runs.run_detail, name="run"),
+    path("runs/<int:run_id>/retry", runs.run_retry_view, name="run-retry"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:event_id>/undo", audit.audit_undo_view, name="audit-undo"),
 ]

@@ -35,6 +35,15 @@ def undo_event(message: Any) -> int | None:
     return None
 
 
+@register.filter
+def undo_merge(message: Any) -> int | None:
+    """The merge a message offers to undo (``extra_tags="merge:<id>"``), if any."""
+    for tag in str(getattr(message, "extra_tags", "") or "").split():
+        if tag.startswith("merge:") and tag[6:].isdigit():
+            return int(tag[6:])
+    return None
+
+
 FLAGS = (
     ("single_valued", "single-valued"),
     ("is_aggregate", "aggregate"),

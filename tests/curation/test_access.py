@@ -17,12 +17,16 @@ pytestmark = pytest.mark.django_db
 PAGES = [
     "",
     "drift/",
+    "duplicates/",
     "conflicts/",
     "registry/",
     "registry/works_at/",
     "entities/",
     "entities/{alex}/",
     "entities/seed/",
+    "search/",
+    "runs/",
+    "runs/{run}/",
     "audit/",
 ]
 ADMIN_PAGES = ["registry/export.json"]
@@ -33,6 +37,12 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("drift/works_for/promote", {"category": "work", "kind": "relation"}, Role.CURATOR),
     ("drift/bulk", {"action": "reject", "names": ["works_for"]}, Role.CURATOR),
     ("conflicts/{conflict}/resolve", {"action": "keep_new"}, Role.CURATOR),
+    ("duplicates/preview", {"ids": ["1", "2"], "survivor": "1"}, Role.CURATOR),
+    ("duplicates/merge", {"ids": ["1", "2"], "survivor": "1"}, Role.CURATOR),
+    ("duplicates/dismiss", {"ids": ["1", "2"]}, Role.CURATOR),
+    ("duplicates/scan", {}, Role.CURATOR),
+    ("merges/999999/undo", {}, Role.CURATOR),
+    ("runs/{run}/retry", {}, Role.CURATOR),
     ("registry/works_at/aliases", {"alias": "employed_at"}, Role.CURATOR),
     ("registry/works_at/aliases/remove", {"alias": "employed_by"}, Role.CURATOR),
     ("audit/{event}/undo", {}, Role.CURATOR),
@@ -49,8 +59,18 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
 
 def _url(base: str, path: str, memory: Memory, event: int = 0) -> str:
     return f"{base}/" + path.format(
-        alex=memory.alex.pk, conflict=memory.conflict.pk, event=event or 999999
+        alex=memory.alex.pk, conflict=memory.conflict.pk, event=event or 999999, run=_run(memory)
     )
+
+
+def _run(memory: Memory) -> int:
+    """A failed run in the memory's context (made once per test)."""
+    from memory.models import Run
+
+    run, _ = Run.objects.get_or_create(
+        context=memory.alex.context, scope="org/acme", mode="none", outcome="failed"
+    )
+    return run.pk
 
 
 def _snapshot() -> tuple[int, int, list[tuple[str, str]]]:
@@ -174,9 +194,9 @@ def test_tabs_link_every_screen_and_hide_pages_that_do_not_exist_yet(
 ) -> None:
     html = page(viewer.get(f"{base}/"))
 
-    for path in ("drift/", "conflicts/", "registry/", "entities/", "entities/seed/", "audit/"):
+    for path in ("drift/", "duplicates/", "conflicts/", "registry/", "entities/", "audit/"):
         assert f'href="{base}/{path}"' in html
-    assert "/duplicates/" not in html  # shown once the duplicates page exists
+    assert f'href="{base}/entities/seed/"' in html
 
 
 def test_context_switcher_lists_only_my_contexts(
@@ -203,6 +223,7 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     from curation.urls import context_patterns
 
     paths = PAGES + ADMIN_PAGES + [path for path, _, _ in ACTIONS]
-    covered = {resolve("/c/x/" + p.format(alex=1, conflict=1, event=1)).url_name for p in paths}
+    ids = {"alex": 1, "conflict": 1, "event": 1, "run": 1}
+    covered = {resolve("/c/x/" + p.format(**ids)).url_name for p in paths}
     covered |= {"seed-job", "seed-job-report"}  # test_seeding: they need a job
     assert {p.name for p in context_patterns} == covered

@@ -1,0 +1,214 @@
+"""Duplicates: clusters of entities that look like one, with the methods that found them;
+pick a survivor and a name, preview what moves, merge (undoable) or dismiss."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from curation.forms import DuplicateClusterForm, cluster_key
+from curation.selectors import entity_fact_counts
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    form_problems,
+    next_url,
+    render_screen,
+)
+from memory.access import ContextAccess
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import Role
+from memory.selectors.duplicates import DuplicateCluster, duplicate_clusters
+from memory.services.duplicates import duplicates_dismiss, duplicates_scan
+from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
+
+TEMPLATE = "curation/duplicates.html"
+MAX_CLUSTERS = 100
+
+
+@dataclass
+class ClusterRow:
+    cluster: DuplicateCluster
+    key: str
+    survivor_id: int
+    name: str
+    error: str = ""
+    plan: MergePlan | None = None
+
+
+@dataclass
+class Posted:
+    """What one cluster's form sent back, to show again with its outcome."""
+
+    key: str
+    survivor_id: int | None = None
+    name: str = ""
+    error: str = ""
+    plan: MergePlan | None = None
+
+
+def _row(cluster: DuplicateCluster, posted: Posted | None) -> ClusterRow:
+    key = cluster_key(m.pk for m in cluster.members)
+    survivor = cluster.members[0]
+    row = ClusterRow(cluster, key, survivor.pk, survivor.name)
+    if posted is not None and posted.key == key:
+        row.survivor_id = posted.survivor_id or row.survivor_id
+        row.name = posted.name or row.name
+        row.error, row.plan = posted.error, posted.plan
+    return row
+
+
+def _page(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    *,
+    posted: Posted | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The clusters (queries: open pairs with both entities joined; fact counts of the
+    members)."""
+    rows = [_row(c, posted) for c in duplicate_clusters(access=access, limit=MAX_CLUSTERS)]
+    shown = {row.key for row in rows}
+    counts = entity_fact_counts(
+        access=access, entity_ids=[m.pk for row in rows for m in row.cluster.members]
+    )
+    context = {
+        "rows": rows,
+        "fact_counts": counts,
+        # A problem with a cluster that is no longer listed is shown above the list.
+        "problem": posted.error if posted and posted.error and posted.key not in shown else "",
+    }
+    return render_screen(
+        request, TEMPLATE, access, context, section="duplicates", partial="clusters", status=status
+    )
+
+
+def _done(request: HtmxHttpRequest, access: ContextAccess) -> HttpResponse:
+    if request.htmx:
+        return _page(request, access)
+    return redirect("duplicates", access.context.slug)
+
+
+def _invalid(
+    request: HtmxHttpRequest, access: ContextAccess, form: DuplicateClusterForm, message: str
+) -> HttpResponse:
+    name = str(form.data.get("name", ""))[:300]
+    posted = Posted(form.key(), form.cleaned_data.get("survivor"), name, message)
+    response = _page(request, access, posted=posted, status=400)
+    if request.htmx:  # a preview targets its own box; the error belongs in the list
+        response["HX-Retarget"] = "#duplicate-clusters"
+        response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+def _curator_form(
+    request: HtmxHttpRequest, ctx: str, *, needs_survivor: bool = True
+) -> tuple[ContextAccess, DuplicateClusterForm]:
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    return access, DuplicateClusterForm(request.POST, needs_survivor=needs_survivor)
+
+
+@require_safe
+@dashboard_view
+def duplicates(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    return _page(request, _get_context_for_user(request, ctx))
+
+
+@require_POST
+@dashboard_view
+def duplicates_preview(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """What a merge would move, shown in the cluster (htmx: only the preview partial)."""
+    access, form = _curator_form(request, ctx)
+    if not form.is_valid():
+        return _invalid(request, access, form, "; ".join(form_problems(form)))
+    try:
+        plan = entity_merge_preview(
+            access=access,
+            survivor_id=form.cleaned_data["survivor"],
+            merged_ids=form.merged_ids(),
+            name=form.cleaned_data["name"] or None,
+        )
+    except (ValidationFailed, NotFound, Conflict) as exc:
+        return _invalid(request, access, form, exc.message)
+    if request.htmx:
+        return render_screen(
+            request, TEMPLATE, access, {"plan": plan}, section="duplicates", partial="preview"
+        )
+    posted = Posted(form.key(), plan.survivor.pk, form.cleaned_data["name"], plan=plan)
+    return _page(request, access, posted=posted)
+
+
+@require_POST
+@dashboard_view
+def duplicates_merge(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    access, form = _curator_form(request, ctx)
+    if not form.is_valid():
+        return _invalid(request, access, form, "; ".join(form_problems(form)))
+    try:
+        merge = entity_merge(
+            access=access,
+            survivor_id=form.cleaned_data["survivor"],
+            merged_ids=form.merged_ids(),
+            name=form.cleaned_data["name"] or None,
+        )
+    except (ValidationFailed, NotFound, Conflict) as exc:
+        return _invalid(request, access, form, exc.message)
+    count = len(merge.merged_ids)
+    messages.success(
+        request,
+        f"Merged {count} entit{'ies' if count != 1 else 'y'} into {merge.final_name}.",
+        extra_tags=f"merge:{merge.pk}",
+    )
+    return _done(request, access)
+
+
+@require_POST
+@dashboard_view
+def duplicates_dismiss_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Mark the cluster "not duplicates": its pairs are not proposed again."""
+    access, form = _curator_form(request, ctx, needs_survivor=False)
+    if not form.is_valid():
+        return _invalid(request, access, form, "; ".join(form_problems(form)))
+    try:
+        duplicates_dismiss(access=access, entity_ids=form.cleaned_data["ids"])
+    except (ValidationFailed, NotFound) as exc:
+        return _invalid(request, access, form, exc.message)
+    messages.success(request, "Marked as not duplicates; undo it from the audit log.")
+    return _done(request, access)
+
+
+@require_POST
+@dashboard_view
+def duplicates_scan_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    report = duplicates_scan(context=access.context)
+    messages.success(
+        request,
+        f"Scanned {report.entities} entities in {report.seconds:g} s: "
+        f"{report.pairs} candidate pairs, {report.new} new.",
+    )
+    return _done(request, access)
+
+
+@require_POST
+@dashboard_view
+def merge_undo_view(request: HtmxHttpRequest, ctx: str, merge_id: int) -> HttpResponse:
+    """Undo a merge (the Undo button of its message); back to where it was pressed."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    try:
+        merge = merge_undo(access=access, merge_id=merge_id)
+    except Conflict as exc:
+        messages.error(request, exc.message)
+        return redirect(next_url(request, _duplicates_url(access)))
+    messages.success(request, f"Undid the merge into {merge.final_name}.")
+    return redirect(next_url(request, _duplicates_url(access)))
+
+
+def _duplicates_url(access: ContextAccess) -> str:
+    return reverse("duplicates", args=[access.context.slug])

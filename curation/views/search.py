@@ -1,0 +1,73 @@
+"""Search: active search as you type over chunks, facts or entities, with a mode switch,
+a scope filter and each result's explanation (BM25, vector, fused, graph boost)."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.views.decorators.http import require_safe
+
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    render_screen,
+)
+from memory.errors import ServiceUnavailable, ValidationFailed
+from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
+from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
+
+TEMPLATE = "curation/search.html"
+RESULTS = 20
+MAX_SCOPE_FILTERS = 50
+
+
+def _scopes(raw: str) -> list[str] | None:
+    """Scope patterns (``P`` or ``P/*``) separated by spaces or commas; none = all."""
+    patterns = [p for p in raw.replace(",", " ").split() if p]
+    if len(patterns) > MAX_SCOPE_FILTERS:
+        raise ValidationFailed(f"at most {MAX_SCOPE_FILTERS} scope patterns", code="invalid_scope")
+    if any(len(p) > MAX_SCOPE_LENGTH + 2 for p in patterns):
+        raise ValidationFailed("a scope pattern is too long", code="invalid_scope")
+    return patterns or None
+
+
+@require_safe
+@dashboard_view
+def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """The form, and results once there is a query. Bad input shows its message with a
+    400 (an unknown mode, target or scope pattern, a query over the limit)."""
+    access = _get_context_for_user(request, ctx)
+    q = request.GET.get("q", "").strip()
+    mode = request.GET.get("mode", "hybrid")
+    target = request.GET.get("target", "chunks")
+    scope = request.GET.get("scope", "").strip()
+    response: SearchResponse | None = None
+    error, status = "", 200
+    if q or mode not in MODES or target not in TARGETS:
+        try:
+            response = search(
+                access=access,
+                query=q or " ",  # an empty query with a bad mode reports the mode first
+                mode=mode,
+                k=RESULTS,
+                scopes=_scopes(scope),
+                target=target,
+            )
+        except (ValidationFailed, ScopeError) as exc:
+            error, status = getattr(exc, "message", str(exc)), 400
+        except ServiceUnavailable as exc:
+            error, status = exc.message, 503
+    context = {
+        "q": q,
+        "mode": mode,
+        "target": target,
+        "scope": scope,
+        "modes": MODES,
+        "targets": list(TARGETS),
+        "response": response,
+        "error": error,
+        "max_query": MAX_QUERY_CHARS,
+    }
+    return render_screen(
+        request, TEMPLATE, access, context, section="search", partial="results", status=status
+    )

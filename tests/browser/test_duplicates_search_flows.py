@@ -1,0 +1,99 @@
+"""Duplicates and search, clicked through in Chromium."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from memory.access import system_access
+from memory.models import Context, Entity, Role
+from memory.models.duplicate import DuplicateCandidate
+from memory.services.contexts import context_create
+from memory.services.documents import document_create, documents_embed
+from memory.services.entities import entity_upsert
+from memory.services.facts import fact_write
+from tests.browser.conftest import log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SLOW = 90_000  # the first query embedding loads the model in the server
+
+
+@pytest.fixture
+def acme(transactional_db: None) -> Context:
+    return context_create(slug="acme", name="Acme memory")
+
+
+def test_merge_a_cluster_see_the_redirect_and_undo_it(
+    page: Page, acme: Context, member: Callable[..., Any]
+) -> None:
+    access = system_access(acme)
+    shah, shaw = (
+        entity_upsert(access=access, name=n, type="person", scope="org/acme").entity
+        for n in ("Priya Shah", "Priya Shaw")
+    )
+    fact_write(access=access, subject=shaw, predicate="lives_in", value="Leeds")
+    DuplicateCandidate.objects.create(
+        context=acme, entity_a=shah, entity_b=shaw, score=0.92, methods=["edit_distance"]
+    )
+    member("casey", acme, Role.CURATOR)
+    log_in(page, "casey")
+
+    page.goto("/c/acme/duplicates/")
+    cluster = page.locator(f"#cluster-{shah.pk}-{shaw.pk}")
+    expect(cluster).to_contain_text("editdistance")
+    cluster.locator(f"#survivor-{shah.pk}-{shaw.pk}-{shah.pk}").check()
+    cluster.locator("button:has-text('Preview')").click()
+    expect(cluster.locator(".merge-preview")).to_contain_text("Facts moving")
+    expect(cluster.locator("[data-testid=facts-moving]")).to_have_text("1")
+    screenshot(page, "duplicates-preview")
+
+    cluster.locator("button:has-text('Merge')").click()
+    expect(page.locator("#flash")).to_contain_text("Merged 1 entity into Priya Shah")
+    expect(page.locator(".duplicate-cluster")).to_have_count(0)
+    assert page.url.endswith("/c/acme/duplicates/")  # htmx swapped the list in place
+    assert Entity.objects.get(pk=shaw.pk).merged_into_id == shah.pk
+
+    other = page.context.new_page()
+    other.goto(f"/c/acme/entities/{shaw.pk}/")
+    expect(other.locator(".message.warning")).to_contain_text("Merged into")
+    other.close()
+
+    page.locator("#flash button:has-text('Undo')").click()
+    expect(page.locator("#flash")).to_contain_text("Undid the merge into Priya Shah")
+    expect(page.locator(".duplicate-cluster")).to_have_count(1)
+    assert Entity.objects.get(pk=shaw.pk).merged_into_id is None
+
+
+def test_search_as_you_type_and_switch_modes(
+    page: Page, acme: Context, member: Callable[..., Any]
+) -> None:
+    access = system_access(acme)
+    docs = [
+        document_create(access=access, title=t, text=x, scope="org/acme")
+        for t, x in (
+            ("Harbour", "The harbour crane lifted containers onto the ship at dawn."),
+            ("Orchard", "Apples ripen in the orchard; the harvest starts in September."),
+        )
+    ]
+    documents_embed(document_ids=[d.pk for d in docs])
+    member("vic", acme, Role.VIEWER)
+    log_in(page, "vic")
+
+    page.goto("/c/acme/search/")
+    page.select_option("#search-mode", "bm25")
+    page.fill("#search-q", "harbour crane")
+    results = page.locator("#search-results")
+    expect(results.locator(".search-result").first).to_contain_text("harbour crane", timeout=SLOW)
+    expect(results).to_contain_text("bm25")
+    expect(results).not_to_contain_text("cosine")
+    assert "q=harbour%20crane" in page.url  # hx-push-url keeps the search linkable
+
+    page.select_option("#search-mode", "hybrid")
+    expect(results).to_contain_text("cosine", timeout=SLOW)
+    expect(results.locator(".search-result").first).to_contain_text("harbour crane")
+    assert "mode=hybrid" in page.url
+    screenshot(page, "search-hybrid")

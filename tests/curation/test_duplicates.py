@@ -1,0 +1,277 @@
+"""The duplicates screen: clusters, preview, merge (and its undo), dismiss and scan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from memory.access import ContextAccess
+from memory.models import AuditEvent, Entity, Fact, Role
+from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.merge import Merge
+from memory.services.facts import fact_write
+from tests.curation.conftest import page, person
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class Pair:
+    alex: Entity
+    alexander: Entity
+    acme: Entity
+
+    @property
+    def ids(self) -> list[int]:
+        return [self.alex.pk, self.alexander.pk]
+
+
+def candidate(a: Entity, b: Entity, score: float = 0.9, methods: tuple[str, ...] = ()) -> Any:
+    low, high = sorted([a, b], key=lambda e: e.pk)
+    return DuplicateCandidate.objects.create(
+        context=a.context,
+        entity_a=low,
+        entity_b=high,
+        score=score,
+        methods=list(methods or ("edit_distance", "phonetic")),
+    )
+
+
+@pytest.fixture
+def pair(access: ContextAccess) -> Pair:
+    """ "Alex Smith" and "Alexander Smith", each with a fact, proposed as duplicates."""
+    alex, alexander = person(access, "Alex Smith"), person(access, "Alexander Smith")
+    acme = person(access, "Acme Person")
+    fact_write(access=access, subject=alex, predicate="knows", object=acme)
+    fact_write(access=access, subject=alexander, predicate="lives_in", value="Berlin")
+    candidate(alex, alexander)
+    return Pair(alex, alexander, acme)
+
+
+def _writes() -> tuple[int, int, int, list[tuple[int, int | None]]]:
+    """Enough of the database to see that a refused action changed nothing."""
+    merged = sorted(Entity.objects.values_list("pk", "merged_into_id"))
+    return (
+        AuditEvent.objects.count(),
+        Merge.objects.count(),
+        DuplicateCandidate.objects.filter(status=DuplicateStatus.OPEN).count(),
+        merged,
+    )
+
+
+def _form(pair: Pair, survivor: Entity | None = None, name: str = "") -> dict[str, Any]:
+    return {"ids": pair.ids, "survivor": (survivor or pair.alex).pk, "name": name}
+
+
+def test_clusters_are_listed_with_their_methods(viewer: Client, base: str, pair: Pair) -> None:
+    html = page(viewer.get(f"{base}/duplicates/"))
+
+    assert "Alex Smith" in html and "Alexander Smith" in html
+    assert "editdistance" in html and "phonetic" in html
+    assert "/duplicates/merge" not in html  # a viewer has no merge buttons
+    assert 'aria-current="page">Duplicates' in html
+
+
+def test_clusters_are_ranked_by_score(access: ContextAccess, viewer: Client, base: str) -> None:
+    a, b, c, d = (person(access, n) for n in ("Bo Lee", "Bo Li", "Cy Tan", "Cy Tang"))
+    candidate(a, b, score=0.6)
+    candidate(c, d, score=0.95)
+
+    html = page(viewer.get(f"{base}/duplicates/"))
+
+    assert html.index("Cy Tan") < html.index("Bo Lee")
+
+
+def test_preview_shows_what_moves_and_writes_nothing(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    before = _writes()
+
+    response = curator.post(
+        f"{base}/duplicates/preview", _form(pair, pair.alex, name="Alexander J. Smith")
+    )
+
+    html = page(response)
+    assert response.status_code == 200
+    assert "Merging into <strong>Alexander J. Smith</strong>" in html
+    assert 'data-testid="facts-moving">1<' in html
+    assert '<span class="chip">Alexander Smith</span>' in html
+    assert _writes() == before
+
+
+def test_htmx_preview_answers_only_the_preview_partial(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    response = curator.post(f"{base}/duplicates/preview", _form(pair), HTTP_HX_REQUEST="true")
+
+    html = page(response)
+    assert html.lstrip().startswith('<div class="merge-preview"')
+    assert "<html" not in html
+
+
+def test_merge_then_undo_restores_the_entities(curator: Client, base: str, pair: Pair) -> None:
+    response = curator.post(f"{base}/duplicates/merge", _form(pair, pair.alex, name="Alex Smith"))
+
+    assert response.status_code == 302
+    pair.alexander.refresh_from_db()
+    assert pair.alexander.merged_into_id == pair.alex.pk
+    assert set(Fact.objects.values_list("subject_id", flat=True)) == {pair.alex.pk}
+    merge = Merge.objects.get()
+    html = page(curator.get(response["Location"]))
+    assert "Merged 1 entity into Alex Smith." in html
+    assert f"/merges/{merge.pk}/undo" in html  # the message's Undo button
+    assert "No open duplicate clusters" in html
+
+    undone = curator.post(f"{base}/merges/{merge.pk}/undo", {"next": f"{base}/duplicates/"})
+
+    assert undone.status_code == 302 and undone["Location"] == f"{base}/duplicates/"
+    pair.alexander.refresh_from_db()
+    assert pair.alexander.merged_into_id is None
+    assert Fact.objects.get(predicate__name="lives_in").subject_id == pair.alexander.pk
+    html = page(curator.get(f"{base}/duplicates/"))
+    assert "Undid the merge into Alex Smith." in html
+    assert "Alexander Smith" in html  # the cluster is proposed again
+
+
+def test_undoing_twice_says_why(curator: Client, base: str, pair: Pair) -> None:
+    curator.post(f"{base}/duplicates/merge", _form(pair))
+    url = f"{base}/merges/{Merge.objects.get().pk}/undo"
+    curator.post(url)
+
+    again = curator.post(url, follow=True)
+
+    assert "already undone" in page(again)
+
+
+def test_htmx_merge_answers_the_list_with_the_message(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    response = curator.post(f"{base}/duplicates/merge", _form(pair), HTTP_HX_REQUEST="true")
+
+    html = page(response)
+    assert html.lstrip().startswith('<div id="duplicate-clusters">')
+    assert "hx-swap-oob" in html and "/undo" in html
+
+
+def test_dismiss_keeps_the_pair_from_coming_back(curator: Client, base: str, pair: Pair) -> None:
+    response = curator.post(f"{base}/duplicates/dismiss", {"ids": pair.ids})
+
+    assert response.status_code == 302
+    assert DuplicateCandidate.objects.get().status == DuplicateStatus.DISMISSED
+    assert "No open duplicate clusters" in page(curator.get(f"{base}/duplicates/"))
+
+
+def test_scan_finds_near_identical_names(access: ContextAccess, curator: Client, base: str) -> None:
+    person(access, "Jonathan Miller")
+    person(access, "Jonathon Miller")
+
+    response = curator.post(f"{base}/duplicates/scan", follow=True)
+
+    html = page(response)
+    assert "Scanned 2 entities" in html
+    assert "Jonathon Miller" in html and DuplicateCandidate.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("duplicates/preview", "form"),
+        ("duplicates/merge", "form"),
+        ("duplicates/dismiss", "form"),
+        ("duplicates/scan", {}),
+        ("merges/{merge}/undo", {}),
+    ],
+)
+def test_viewer_cannot_merge_dismiss_scan_or_undo(
+    access: ContextAccess,
+    client_for: Callable[..., Client],
+    base: str,
+    pair: Pair,
+    path: str,
+    data: Any,
+) -> None:
+    merge = Merge.objects.create(
+        context=access.context, survivor=pair.alex, merged_ids=[], final_name="x", snapshot={}
+    )
+    before = _writes()
+
+    response = client_for(Role.VIEWER).post(
+        f"{base}/" + path.format(merge=merge.pk), _form(pair) if data == "form" else data
+    )
+
+    assert response.status_code == 403
+    assert "needs the curator role" in page(response)
+    assert _writes() == before
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"survivor": "outsider"}, "must be one of the cluster"),
+        ({"survivor": None}, "choose the entity that survives"),
+        ({"ids": [999998, 999999], "survivor": 999999}, "entities not found"),
+        ({"ids": ["x", "y"]}, "ids must be whole numbers"),
+        ({"ids": ["1"]}, "a cluster has 2"),
+        ({"name": "x" * 301}, "at most 300 characters"),
+        ({"name": "!!!"}, "at least one letter or digit"),
+    ],
+)
+@pytest.mark.parametrize("action", ["preview", "merge"])
+def test_bad_merge_input_is_a_400_with_a_message_and_writes_nothing(
+    curator: Client, base: str, pair: Pair, data: dict[str, Any], message: str, action: str
+) -> None:
+    form = _form(pair)
+    form.update(data)
+    if form["survivor"] == "outsider":
+        form["survivor"] = pair.acme.pk
+    if form["survivor"] is None:
+        del form["survivor"]
+    before = _writes()
+
+    response = curator.post(f"{base}/duplicates/{action}", form)
+
+    assert response.status_code == 400
+    assert message in page(response)
+    assert _writes() == before
+
+
+def test_htmx_bad_preview_is_retargeted_to_the_list(curator: Client, base: str, pair: Pair) -> None:
+    form = {**_form(pair), "survivor": pair.acme.pk}
+
+    response = curator.post(f"{base}/duplicates/preview", form, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == "#duplicate-clusters"
+    assert "must be one of the cluster" in page(response)
+
+
+def test_dismissing_unknown_entities_is_a_400(curator: Client, base: str, pair: Pair) -> None:
+    before = _writes()
+
+    response = curator.post(f"{base}/duplicates/dismiss", {"ids": [pair.alex.pk, 999999]})
+
+    assert response.status_code == 400
+    assert "do not exist here" in page(response)
+    assert _writes() == before
+
+
+def test_undo_of_an_unknown_merge_is_404(curator: Client, base: str) -> None:
+    assert curator.post(f"{base}/merges/999999/undo").status_code == 404
+
+
+def test_duplicates_page_query_count_does_not_grow(
+    access: ContextAccess, viewer: Client, base: str, django_assert_num_queries: Any
+) -> None:
+    for round_ in range(2):
+        if round_:
+            for i in range(5):
+                candidate(person(access, f"Kim Park {i}"), person(access, f"Kim Parke {i}"))
+        # session, user, context, membership, contexts (switcher); open pairs with both
+        # entities joined; fact counts of every member (skipped when there are none)
+        with django_assert_num_queries(7 if round_ else 6):
+            response = viewer.get(f"{base}/duplicates/")
+        assert len(response.context["rows"]) == 5 * round_

@@ -1,0 +1,151 @@
+"""The runs screen: a filtered list, a detail with prompt and outputs, retry of failed runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from memory.models import Context, Role, Run, RunOutcome
+from tests.curation.conftest import page
+
+pytestmark = pytest.mark.django_db
+
+
+def make_run(context: Context, outcome: str = RunOutcome.SUCCEEDED, **fields: Any) -> Run:
+    now = timezone.now()
+    defaults: dict[str, Any] = {
+        "scope": "org/acme",
+        "mode": "none",
+        "input_text": "Alex joined Acme in 2021.",
+        "started_at": now,
+        "finished_at": now,
+    }
+    return Run.objects.create(context=context, outcome=outcome, **{**defaults, **fields})
+
+
+@pytest.fixture
+def failed(context: Context) -> Run:
+    return make_run(
+        context,
+        RunOutcome.FAILED,
+        prompt="SYSTEM: extract facts\nUSER: Alex joined Acme in 2021.",
+        raw_output='{"facts": [oops',
+        error="the model answered invalid JSON",
+        timings={"extract": 1.25},
+        prompt_tokens=120,
+        completion_tokens=7,
+    )
+
+
+def test_runs_are_listed_newest_first(viewer: Client, base: str, context: Context) -> None:
+    first = make_run(context, source="first-source")
+    second = make_run(context, RunOutcome.FAILED, source="second-source")
+
+    html = page(viewer.get(f"{base}/runs/"))
+
+    assert html.index(f"#{second.pk}<") < html.index(f"#{first.pk}<")
+    assert 'aria-current="page">Runs' in html
+
+
+def test_outcome_filter(viewer: Client, base: str, context: Context) -> None:
+    make_run(context, source="worked-fine")
+    make_run(context, RunOutcome.FAILED, source="went-wrong")
+
+    html = page(viewer.get(f"{base}/runs/?outcome=failed"))
+
+    assert "went-wrong" in html and "worked-fine" not in html
+    assert "worked-fine" in page(viewer.get(f"{base}/runs/?outcome=nonsense"))  # → all
+
+
+def test_htmx_filter_answers_the_rows_partial(viewer: Client, base: str, context: Context) -> None:
+    make_run(context)
+
+    response = viewer.get(f"{base}/runs/?outcome=succeeded", HTTP_HX_REQUEST="true")
+
+    assert page(response).lstrip().startswith('<div id="run-rows">')
+
+
+def test_detail_shows_input_prompt_outputs_and_error(
+    viewer: Client, base: str, failed: Run
+) -> None:
+    html = page(viewer.get(f"{base}/runs/{failed.pk}/"))
+
+    assert "Alex joined Acme in 2021." in html
+    assert "SYSTEM: extract facts" in html
+    assert "{&quot;facts&quot;: [oops" in html
+    assert "the model answered invalid JSON" in html
+    assert "extract</dt><dd>1.25" in html and "120" in html
+    assert "/retry" not in html  # a viewer cannot retry
+
+
+def test_curator_retries_a_failed_run(curator: Client, base: str, failed: Run) -> None:
+    assert "Retry this run" in page(curator.get(f"{base}/runs/{failed.pk}/"))
+
+    response = curator.post(f"{base}/runs/{failed.pk}/retry")
+
+    retry = Run.objects.get(retry_of=failed)
+    assert response.status_code == 302
+    assert response["Location"] == f"{base}/runs/{retry.pk}/"
+    assert retry.outcome == RunOutcome.PENDING and retry.input_text == failed.input_text
+    assert f"retried as run {retry.pk}" in page(curator.get(response["Location"]))
+
+
+def test_retrying_an_llm_run_without_a_chat_model_says_so(
+    curator: Client, base: str, context: Context
+) -> None:
+    run = make_run(context, RunOutcome.FAILED, mode="llm")
+
+    response = curator.post(f"{base}/runs/{run.pk}/retry")
+
+    assert response.status_code == 503
+    assert "no chat model is configured" in page(response)
+    assert Run.objects.count() == 1
+
+
+def test_only_failed_runs_can_be_retried(curator: Client, base: str, context: Context) -> None:
+    done = make_run(context)
+
+    response = curator.post(f"{base}/runs/{done.pk}/retry")
+
+    assert response.status_code == 409
+    assert "only failed runs can be retried" in page(response)
+    assert Run.objects.count() == 1
+
+
+def test_viewer_cannot_retry(client_for: Callable[..., Client], base: str, failed: Run) -> None:
+    response = client_for(Role.VIEWER).post(f"{base}/runs/{failed.pk}/retry")
+
+    assert response.status_code == 403
+    assert Run.objects.count() == 1
+
+
+def test_runs_outside_my_grants_are_404(
+    client_for: Callable[..., Client], base: str, failed: Run
+) -> None:
+    client = client_for(Role.CURATOR, grants=["read,write:team/*"])
+
+    assert client.get(f"{base}/runs/{failed.pk}/").status_code == 404
+    assert client.post(f"{base}/runs/{failed.pk}/retry").status_code == 404
+    assert "#" + str(failed.pk) not in page(client.get(f"{base}/runs/"))
+
+
+def test_unknown_run_is_404(viewer: Client, base: str) -> None:
+    assert viewer.get(f"{base}/runs/999999/").status_code == 404
+
+
+def test_runs_page_query_count_does_not_grow(
+    context: Context, viewer: Client, base: str, django_assert_num_queries: Any
+) -> None:
+    for round_ in range(2):
+        if round_:
+            for i in range(5):
+                make_run(context, RunOutcome.FAILED if i % 2 else RunOutcome.SUCCEEDED)
+        # session, user, context, membership, contexts (switcher); count of runs; one
+        # page of runs with their creators joined (none when the count is 0)
+        with django_assert_num_queries(7 if round_ else 6):
+            response = viewer.get(f"{base}/runs/")
+        assert len(response.context["page"].object_list) == 5 * round_
