@@ -33,6 +33,7 @@ def generate(context_id: int, entities: int, facts: int) -> dict[str, Any]:
     """Predicates through the ORM; entities, vectors and facts with set-based SQL."""
     from django.db import connection, transaction
 
+    from memory.embeddings import embedding_model_id
     from memory.models import Predicate, PredicateStatus
 
     Predicate.objects.bulk_create(
@@ -70,12 +71,13 @@ def generate(context_id: int, entities: int, facts: int) -> dict[str, Any]:
                        'entity ' || g, '{}', '{}', '{}',
                        (SELECT array_agg(random() - 0.5)::vector(384) FROM generate_series(1, 384)
                         WHERE g > 0),
-                       'bench:random', false,
+                       %(model)s, false,
                        now() - make_interval(mins => g),
                        now() - make_interval(mins => g)
                 FROM generate_series(0, %(n)s - 1) AS g
                 """,
-                {"ctx": context_id, "n": entities},
+                # Tagged with the configured model: the gatherer compares only like vectors.
+                {"ctx": context_id, "n": entities, "model": embedding_model_id()},
             )
         timings["entities_s"] = time.perf_counter() - started
         started = time.perf_counter()

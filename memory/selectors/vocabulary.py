@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from django.db import connection, transaction
 
+from memory.embeddings import embedding_model_id
 from memory.entity_names import LEGAL_SUFFIXES
 from memory.models import Context, FactKind, PredicateStatus
 from memory.scopes import Grants
@@ -259,7 +260,7 @@ _NEIGHBOURS_SQL = """
 SELECT id, name, type, embedding <=> %s::vector
 FROM memory_entity
 WHERE context_id = %s AND merged_into_id IS NULL AND scope = ANY(%s)
-  AND embedding IS NOT NULL
+  AND embedding IS NOT NULL AND embedding_model = %s
 ORDER BY embedding <=> %s::vector
 LIMIT %s
 """
@@ -274,6 +275,10 @@ def _neighbours(
         # A scope filter drops HNSW candidates after the index scan: look a little further
         # than the default, not as far as resolution does (this runs before every prompt).
         cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
-        cursor.execute(_NEIGHBOURS_SQL, [literal, context.pk, scopes, literal, NEIGHBOUR_PLACES])
+        # Vectors of another model (before a reembed) are not comparable with the turn's.
+        cursor.execute(
+            _NEIGHBOURS_SQL,
+            [literal, context.pk, scopes, embedding_model_id(), literal, NEIGHBOUR_PLACES],
+        )
         rows = cursor.fetchall()
     return [(int(i), str(n), str(t)) for i, n, t, d in rows if 1.0 - float(d) >= SIMILAR_MIN]
