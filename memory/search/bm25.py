@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 
+from memory.pg import array_literal, int_array_literal
 from memory.search.analyzer import analyze
 from memory.search.models import SearchDoc, Target
 from memory.search.sql import q_where_sql
@@ -89,10 +90,10 @@ def postings_replace(*, context_id: int, target: Target, items: Sequence[IndexIt
             [
                 context_id,
                 target.value,
-                [item.ref_id for item in items],
-                [item.scope for item in items],
-                [sum(bag.values()) for bag in bags],
-                ["{" + ",".join(str(term_ids[t]) for t in bag) + "}" for bag in bags],
+                int_array_literal(item.ref_id for item in items),
+                array_literal(item.scope for item in items),
+                int_array_literal(sum(bag.values()) for bag in bags),
+                array_literal(int_array_literal(term_ids[t] for t in bag) for bag in bags),
             ],
         )
         doc_ids = dict(cursor.fetchall())
@@ -113,7 +114,7 @@ def postings_replace(*, context_id: int, target: Target, items: Sequence[IndexIt
                 INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
                 SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::int[])
                 """,
-                [terms, docs, tfs, dls],
+                [int_array_literal(column) for column in (terms, docs, tfs, dls)],
             )
 
 

@@ -16,7 +16,14 @@ def fact_object_text(fact: Fact) -> str:
 
 def fact_text(fact: Fact) -> str:
     """``Alex works_at Acme``: the predicate as stored, so ``works_at`` is a term too."""
-    return f"{fact.subject.name} {fact.predicate.name} {fact_object_text(fact)}".strip()
+    return fact_text_of(
+        subject=fact.subject.name, predicate=fact.predicate.name, obj=fact_object_text(fact)
+    )
+
+
+def fact_text_of(*, subject: str, predicate: str, obj: str) -> str:
+    """``fact_text`` from plain values, for bulk indexing without model instances."""
+    return f"{subject} {predicate} {obj}".strip()
 
 
 def fact_sentence(fact: Fact) -> str:

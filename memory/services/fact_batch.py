@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -42,6 +42,7 @@ from memory.models import (
     SourceKind,
 )
 from memory.models import Run as RunModel
+from memory.pg import next_ids, rows_insert
 from memory.predicate_names import predicate_check_text
 from memory.scopes import scope_validate
 from memory.search.indexing import facts_index
@@ -417,7 +418,7 @@ class _BatchWriter:
                 list(self.dirty.values()), _FACT_UPDATE_FIELDS, batch_size=BULK_BATCH
             )
         if self.new:
-            for row, pk in zip(self.new, _fact_ids(len(self.new)), strict=True):
+            for row, pk in zip(self.new, next_ids(Fact, len(self.new)), strict=True):
                 row.pk = pk
             for fact, prior in self.in_batch_links:
                 fact.supersedes_id = prior.pk
@@ -454,16 +455,6 @@ def _pk(fact: AnyFact) -> int:
     return int(fact.pk)
 
 
-def _fact_ids(count: int) -> list[int]:
-    """``count`` new ids from memory_fact's sequence (so rows can point at each other)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [Fact._meta.db_table, count],
-        )
-        return [int(r[0]) for r in cursor.fetchall()]
-
-
 def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[str, Any]:
     created_by = base["created_by"]
     run = base["run"]
@@ -498,18 +489,4 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
 
 
 def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None:
-    """One ``INSERT … SELECT FROM unnest(column arrays)``: a handful of parameters instead
-    of one per value, which is most of the cost of a large ORM bulk insert."""
-    fields = [(str(f.column), str(f.db_type(connection))) for f in Fact._meta.concrete_fields]
-    values = [_column_values(row, base, now) for row in rows]
-    # A column added to Fact must be given a value here: fail loudly, not silently.
-    assert [c for c, _ in fields] == list(values[0]), "FactRow columns out of date"
-    arrays = [f"%s::{'text' if kind == 'jsonb' else kind}[]" for _, kind in fields]
-    selected = [f"u.{c}::jsonb" if kind == "jsonb" else f"u.{c}" for c, kind in fields]
-    columns = ", ".join(c for c, _ in fields)
-    sql = (
-        f"INSERT INTO {Fact._meta.db_table} ({columns}) "  # noqa: S608  (names from the model)
-        f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) AS u({columns})"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [[v[c] for v in values] for c, _ in fields])
+    rows_insert(Fact, [_column_values(row, base, now) for row in rows])
