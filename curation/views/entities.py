@@ -133,7 +133,9 @@ def entity_detail(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpRes
 @require_POST
 @dashboard_view
 def entity_edit(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpResponse:
-    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    """A curator's edit (SPEC §7: curators fix what extraction fragmented; the registry,
+    seeding and members are an admin's)."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     entity = entity_get(access=access, entity_id=entity_id)
     form = EntityEditForm(request.POST)
     if form.is_valid():
@@ -159,7 +161,7 @@ def entity_edit(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpRespo
 @require_POST
 @dashboard_view
 def entity_delete_view(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpResponse:
-    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     entity = entity_get(access=access, entity_id=entity_id)
     count = entity_delete(access=access, entity=entity)
     messages.success(request, f"Deleted {entity.name} and {count} facts about it.")

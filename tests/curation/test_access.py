@@ -52,8 +52,8 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("registry/import", {}, Role.ADMIN),
     ("entities/seed/one", {"name": "Globex", "type": "organisation", "scope": "x"}, Role.ADMIN),
     ("entities/seed/upload", {}, Role.ADMIN),
-    ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.ADMIN),
-    ("entities/{alex}/delete", {}, Role.ADMIN),
+    ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.CURATOR),
+    ("entities/{alex}/delete", {}, Role.CURATOR),
 ]
 
 

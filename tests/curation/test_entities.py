@@ -1,5 +1,5 @@
 """The entities screens: list with filters and search, detail with facts, timeline and
-the neighbourhood picture, and an admin's edits."""
+the neighbourhood picture, and a curator's edits."""
 
 from __future__ import annotations
 
@@ -133,8 +133,8 @@ def test_unknown_entity_is_404(viewer: Client, base: str) -> None:
     assert viewer.get(f"{base}/entities/999999/").status_code == 404
 
 
-def test_admin_edits_an_entity(admin: Client, base: str, memory: Memory) -> None:
-    response = admin.post(
+def test_curator_edits_an_entity(curator: Client, base: str, memory: Memory) -> None:
+    response = curator.post(
         f"{base}/entities/{memory.alex.pk}/edit",
         {
             "name": "Alex Kim",
@@ -171,9 +171,9 @@ def test_admin_edits_an_entity(admin: Client, base: str, memory: Memory) -> None
     ],
 )
 def test_bad_edits_show_form_errors_and_change_nothing(
-    admin: Client, base: str, memory: Memory, data: dict[str, str], error: str
+    curator: Client, base: str, memory: Memory, data: dict[str, str], error: str
 ) -> None:
-    response = admin.post(f"{base}/entities/{memory.alex.pk}/edit", data)
+    response = curator.post(f"{base}/entities/{memory.alex.pk}/edit", data)
 
     assert response.status_code == 400
     assert error in page(response)
@@ -181,13 +181,53 @@ def test_bad_edits_show_form_errors_and_change_nothing(
     assert not AuditEvent.objects.exists()
 
 
-def test_admin_deletes_an_entity_with_its_facts(admin: Client, base: str, memory: Memory) -> None:
-    response = admin.post(f"{base}/entities/{memory.sam.pk}/delete")
+def test_curator_deletes_an_entity_with_its_facts(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(f"{base}/entities/{memory.sam.pk}/delete")
 
     assert response["Location"] == f"{base}/entities/"
     assert not Entity.objects.filter(pk=memory.sam.pk).exists()
     assert not Fact.objects.filter(subject_id=memory.sam.pk).exists()
-    assert "Deleted Sam and 2 facts" in page(admin.get(response["Location"]))
+    assert "Deleted Sam and 2 facts" in page(curator.get(response["Location"]))
+
+
+def test_curator_sees_the_edit_and_delete_forms_and_a_viewer_does_not(
+    viewer: Client, curator: Client, base: str, memory: Memory
+) -> None:
+    url = f"{base}/entities/{memory.alex.pk}/"
+
+    assert f'action="{url}edit"' in page(curator.get(url))
+    assert f'action="{url}delete"' in page(curator.get(url))
+    assert f'action="{url}edit"' not in page(viewer.get(url))
+    assert f'action="{url}delete"' not in page(viewer.get(url))
+
+
+@pytest.mark.parametrize("action", ["edit", "delete"])
+def test_viewer_cannot_edit_or_delete_an_entity(
+    viewer: Client, base: str, memory: Memory, action: str
+) -> None:
+    response = viewer.post(
+        f"{base}/entities/{memory.alex.pk}/{action}", {"name": "Alexandra", "type": "person"}
+    )
+
+    assert response.status_code == 403
+    assert "needs the curator role" in page(response)
+    assert Entity.objects.get(pk=memory.alex.pk).name == "Alex"
+    assert not AuditEvent.objects.exists()
+
+
+def test_curator_without_a_write_grant_on_the_scope_cannot_edit(
+    client_for: Callable[..., Client], base: str, memory: Memory
+) -> None:
+    reader = client_for(Role.CURATOR, grants=["read:*", "write:org/other/*"])
+
+    response = reader.post(
+        f"{base}/entities/{memory.alex.pk}/edit", {"name": "Alexandra", "type": "person"}
+    )
+
+    assert response.status_code == 403
+    assert Entity.objects.get(pk=memory.alex.pk).name == "Alex"
 
 
 def test_entity_list_query_count_does_not_grow(
