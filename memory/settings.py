@@ -6,6 +6,7 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from memory.env import env_bool, env_float, env_int, env_list, env_str
 
@@ -14,16 +15,37 @@ VAR_DIR = Path(env_str("MEMORY_VAR_DIR", str(BASE_DIR / "var")))
 
 
 def _secret_key() -> str:
-    """SECRET_KEY from the environment; in development a random key kept in var/."""
+    """SECRET_KEY from the environment; in development a random key kept in var/.
+
+    Behind TLS (``MEMORY_HTTPS``, i.e. production) it must come from the environment: a key
+    generated on each machine would make every web process sign sessions differently.
+    """
     configured = env_str("SECRET_KEY")
     if configured:
         return configured
+    if env_bool("MEMORY_HTTPS", default=False):
+        raise ImproperlyConfigured("MEMORY_HTTPS is on: set SECRET_KEY in the environment")
     key_file = VAR_DIR / "secret_key"
     if not key_file.exists():
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         key_file.write_text(secrets.token_urlsafe(50))
         key_file.chmod(0o600)
     return key_file.read_text().strip()
+
+
+def _cache() -> dict[str, object]:
+    """The cache holds only the API's rate-limit counters. ``local``: each process counts
+    alone; ``database``: one table (``manage.py createcachetable``) shared by every web
+    process, at a few small queries per API request."""
+    kind = env_str("MEMORY_CACHE", "local")
+    if kind == "local":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if kind == "database":
+        return {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "memory_cache",
+        }
+    raise ImproperlyConfigured(f"MEMORY_CACHE must be 'local' or 'database', got {kind!r}")
 
 
 def _database() -> dict[str, object]:
@@ -99,6 +121,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": _database()}
+CACHES = {"default": _cache()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -131,8 +154,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "memory.api.schema.MemoryAutoSchema",
     "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
-    # Per-process counters (the default local-memory cache); with several web processes
-    # configure a shared cache so the limits hold across them (docs/DEPLOY.md).
+    # Counters in CACHES: per process by default; MEMORY_CACHE=database shares
+    # them between web processes and machines (docs/DEPLOY.md).
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
