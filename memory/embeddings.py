@@ -17,6 +17,8 @@ from typing import Protocol
 
 from django.conf import settings
 
+from memory.errors import ServiceUnavailable
+
 DIMENSIONS = 384
 _load_lock = threading.Lock()
 
@@ -56,26 +58,53 @@ class LocalEmbedder:
         return [v.tolist() for v in vectors]
 
 
+class EmbeddingUnavailable(ServiceUnavailable):
+    """The embedding endpoint failed (unreachable, timed out, an HTTP error) after retries."""
+
+    code = "embedding_unavailable"
+
+
 class OpenAIEmbedder:
     def __init__(self, model: str) -> None:
         from openai import OpenAI
 
         self.model = model
         self.model_id = f"openai:{model}"
+        self.base_url = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
+        self.timeout = settings.MEMORY_LLM_TIMEOUT_SECONDS
+        self.tries = settings.MEMORY_LLM_MAX_RETRIES + 1
         self._client = OpenAI(
             api_key=settings.OPENAI_API_KEY or "not-needed",
             base_url=settings.OPENAI_BASE_URL or None,
-            timeout=settings.MEMORY_LLM_TIMEOUT_SECONDS,
+            timeout=self.timeout,
             max_retries=settings.MEMORY_LLM_MAX_RETRIES,
         )
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        import openai
+
         if not texts:
             return []
-        response = self._client.embeddings.create(
-            model=self.model, input=texts, dimensions=DIMENSIONS
-        )
+        try:
+            response = self._client.embeddings.create(
+                model=self.model, input=texts, dimensions=DIMENSIONS
+            )
+        except openai.OpenAIError as exc:
+            # Callers (an ingest run, a search) report this as their reason, not a crash.
+            raise EmbeddingUnavailable(self._failure(exc)) from exc
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+
+    def _failure(self, exc: Exception) -> str:
+        import openai
+
+        where = f"the embedding model {self.model} at {self.base_url}"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"{where} did not answer within {self.timeout:g} s (tried {self.tries} times)"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"could not reach {where} (tried {self.tries} times)"
+        if isinstance(exc, openai.APIStatusError):
+            return f"{where} answered HTTP {exc.status_code}: {str(exc.message)[:200]}"
+        return f"{where} failed: {type(exc).__name__}: {str(exc)[:200]}"
 
 
 @lru_cache(maxsize=4)

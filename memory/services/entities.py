@@ -15,7 +15,7 @@ from memory.entity_names import (
     entity_type_normalize,
     identifier_normalize,
 )
-from memory.errors import Conflict, ValidationFailed
+from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, Role
 from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
@@ -49,6 +49,32 @@ def entity_live(entity: Entity) -> Entity:
             break
         seen.add(entity.pk)
     return entity
+
+
+def entities_lock_live(ids: list[int]) -> dict[int, Entity]:
+    """Lock the entities (``SELECT … FOR UPDATE`` in id order, the order every writer and
+    merge uses) and map each id to its live entity, locked too.
+
+    Whoever resolved an entity before a merge committed holds a stale instance; the merge
+    holds these row locks until it commits, so the redirect is read *under the lock*, never
+    from the caller's copy. A survivor is locked after its redirect (out of id order, but
+    a merged row is never locked again by a merge, so that cannot deadlock with one).
+    """
+    wanted = sorted(set(ids))
+    locked = {
+        e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=wanted).order_by("pk")
+    }
+    live: dict[int, Entity] = {}
+    for pk in [i for i in wanted if i in locked]:
+        entity, seen = locked[pk], {pk}
+        while entity.merged_into_id is not None and entity.merged_into_id not in seen:
+            seen.add(entity.merged_into_id)
+            if entity.merged_into_id not in locked:
+                target = Entity.objects.select_for_update().get(pk=entity.merged_into_id)
+                locked[target.pk] = target
+            entity = locked[entity.merged_into_id]
+        live[pk] = entity
+    return live
 
 
 def _clean_identifiers(
@@ -207,7 +233,11 @@ def entity_upsert(
             )
             matched_by = "key"
     if existing is not None:
-        entity = Entity.objects.select_for_update().get(pk=existing.pk)
+        # Under the lock: a merge that committed since the lookup redirects to its survivor.
+        live = entities_lock_live([existing.pk])
+        if existing.pk not in live:
+            raise NotFound("the entity was deleted while this write ran", code="entity_not_found")
+        entity = live[existing.pk]
         changed = _absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
         if seeded and not entity.seeded:
             entity.seeded = changed = True

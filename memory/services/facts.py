@@ -20,13 +20,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.errors import NotFound, ValidationFailed
 from memory.models import Conflict, Entity, Fact, FactKind, FactStatus, Predicate, SourceKind
 from memory.models import Run as RunModel
 from memory.models.predicate import PredicateKind
 from memory.scopes import scope_validate
 from memory.search.indexing import facts_index
-from memory.services.entities import entity_live
+from memory.services.entities import entities_lock_live
 from memory.services.predicates import (
     ResolvedPredicate,
     UnknownPredicate,
@@ -181,9 +181,14 @@ def _fact_write(
         raise ValidationFailed("valid_until is before valid_from", code="invalid_validity")
 
     # The lock that makes supersession and re-observation safe under concurrent writers:
-    # every write for one subject queues here. Merged entities redirect to the survivor.
-    subject = Entity.objects.select_for_update().get(pk=entity_live(subject).pk)
-    object_ = entity_live(object_) if object_ is not None else None
+    # every write for one subject queues here. The object is locked too, so a merge cannot
+    # move it away between our read and our insert; merged entities redirect to the
+    # survivor, read under the lock (the caller's instances may predate a merge).
+    live = entities_lock_live([subject.pk] + ([object_.pk] if object_ is not None else []))
+    if subject.pk not in live or (object_ is not None and object_.pk not in live):
+        raise NotFound("an entity of this fact was deleted while it was written")
+    subject = live[subject.pk]
+    object_ = live[object_.pk] if object_ is not None else None
     now = timezone.now()
     if valid_until is None and pred.default_validity_days:
         valid_until = (valid_from or now) + timedelta(days=pred.default_validity_days)

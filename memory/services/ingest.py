@@ -230,6 +230,21 @@ def run_execute(*, run_id: int) -> Run:
             )
         except (MemoryError_, LLMError) as exc:
             _run_fail(run, message=exc.message, code=exc.code, clock=clock)
+        except DatabaseError as exc:
+            # The connection dropped (server restart, network, an administrator's kill), a
+            # deadlock, a constraint: the write transaction was rolled back as a whole.
+            # Django closed a broken connection on the way out, so recording the failure
+            # reconnects; if the database is gone altogether, that raises too, and the run
+            # is failed later by runs_recover_stale (its advisory lock died with the session).
+            logger.warning("ingest run %s: database error", run_id, exc_info=True)
+            detail = " ".join(str(exc).split())[:300]
+            _run_fail(
+                run,
+                message=f"the database stopped the run ({type(exc).__name__}: {detail}); its "
+                "writes were rolled back, so nothing of it was stored. Retry the run.",
+                code="database_error",
+                clock=clock,
+            )
         except Exception as exc:
             # Whatever went wrong, the run says so and keeps its input for a retry.
             logger.exception("ingest run %s failed unexpectedly", run_id)
@@ -318,7 +333,9 @@ def _run_access(run: Run) -> ContextAccess:
 
 
 def _run_fail(run: Run, *, message: str, code: str, clock: StageClock) -> None:
-    Run.objects.filter(pk=run.pk).update(
+    # Only a run still executing: one whose success committed with its writes stays
+    # succeeded even if bookkeeping after the commit failed (a retry would write twice).
+    Run.objects.filter(pk=run.pk, outcome=RunOutcome.RUNNING).update(
         outcome=RunOutcome.FAILED,
         error=message,
         finished_at=timezone.now(),

@@ -2,8 +2,9 @@
 
 A merged entity is never deleted or reused: it stays as a redirect (``merged_into``), so
 ids held by agents keep resolving. Facts, identifiers and open conflicts move to the
-survivor under the subject locks that fact writers take, and every moved row's prior
-state goes into the Merge snapshot.
+survivor under the subject locks that fact writers take — the merged entities' own and
+those of every entity with a fact pointing at them — and every moved row's prior state
+goes into the Merge snapshot.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class MergePlan:
     aliases_added: list[str] = field(default_factory=list)
     identifiers_moving: list[str] = field(default_factory=list)
     folded: list[int] = field(default_factory=list)  # identical to a survivor fact
+    keepers: dict[int, int] = field(default_factory=dict)  # folded fact → the one it joins
     self_loops: list[int] = field(default_factory=list)  # A→B becomes A→A: retracted
     contested: list[int] = field(default_factory=list)  # single-valued disagreements
     attribute_conflicts: dict[str, list[Any]] = field(default_factory=dict)
@@ -56,7 +58,7 @@ def _load(
     if survivor_id in merged_ids:
         raise ValidationFailed("the survivor cannot also be merged", code="invalid_merge")
     ids = sorted({survivor_id, *merged_ids})
-    # Lock in id order: the same order fact writers and other merges use.
+    _lock_with_incoming(ids, incoming_to=merged_ids)
     entities = {
         e.pk: e
         for e in Entity.objects.select_for_update()
@@ -74,6 +76,34 @@ def _load(
                 code="entity_merged",
             )
     return entities[survivor_id], [entities[i] for i in dict.fromkeys(merged_ids)]
+
+
+def _lock_with_incoming(ids: list[int], *, incoming_to: list[int]) -> None:
+    """Lock ``ids`` and the subjects of every fact pointing at ``incoming_to``, in id order
+    (the order fact writers and other merges use, so none of them can deadlock with us).
+
+    Moving a fact's object without its subject's lock would race a writer of that subject:
+    it reads the fact (pointing at the merged entity), we move it, and its later UPDATE of
+    the fact (superseding it, re-observing it) writes the merged entity back. A writer that
+    creates a new fact pointing at a merged entity locks that entity first, so once ours
+    are held no new incoming fact appears; the loop only catches one committed between our
+    read and our lock.
+    """
+    locked: set[int] = set()
+    wanted = set(ids)
+    while True:
+        wanted |= set(
+            Fact.objects.filter(object_id__in=incoming_to).values_list("subject_id", flat=True)
+        )
+        new = sorted(wanted - locked)
+        if not new:
+            return
+        _lock_ordered(new)
+        locked |= set(new)
+
+
+def _lock_ordered(ids: list[int]) -> None:
+    list(Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
 
 
 def _plan(survivor: Entity, merged: list[Entity], name: str | None) -> MergePlan:
@@ -96,29 +126,43 @@ def _plan(survivor: Entity, merged: list[Entity], name: str | None) -> MergePlan
     moving = list(Fact.objects.filter(Q(subject_id__in=merged_ids) | Q(object_id__in=merged_ids)))
     plan.facts_moving = len(moving)
     current = [f for f in moving if f.status == FactStatus.CURRENT]
+    # What the moving facts may meet: the survivor's current facts, and the current facts
+    # pointing at the survivor from the subjects whose facts point at a merged entity.
+    outside = {f.subject_id for f in current} - group
     staying = {
         _identity(f, group): f
-        for f in Fact.objects.filter(subject=survivor, status=FactStatus.CURRENT)
+        for f in Fact.objects.filter(
+            Q(subject=survivor) | Q(object=survivor, subject_id__in=outside),
+            status=FactStatus.CURRENT,
+        )
     }
-    single_slots = {(f.predicate_id, f.scope) for f in staying.values() if f.single_valued}
+    single_slots = {_slot(f, group) for f in staying.values() if f.single_valued}
     for fact in current:
         if fact.subject_id in group and fact.object_id in group:
             plan.self_loops.append(fact.pk)
-        elif _identity(fact, group) in staying:
+        elif (keeper := staying.get(_identity(fact, group))) is not None:
             plan.folded.append(fact.pk)
-        elif fact.single_valued and (fact.predicate_id, fact.scope) in single_slots:
+            plan.keepers[fact.pk] = keeper.pk
+        elif fact.single_valued and _slot(fact, group) in single_slots:
             plan.contested.append(fact.pk)
         else:
             staying[_identity(fact, group)] = fact
             if fact.single_valued:
-                single_slots.add((fact.predicate_id, fact.scope))
+                single_slots.add(_slot(fact, group))
     return plan
 
 
 def _identity(fact: Fact, group: set[int]) -> tuple[Any, ...]:
-    """A fact's identity once every entity of the group is the survivor."""
+    """A fact's identity once every entity of the group is the survivor. The subject is
+    part of it: Sam's "works_at B" must not fold into the survivor's own "works_at B"."""
     obj = "survivor" if fact.object_id in group else fact.object_id
-    return (fact.predicate_id, fact.scope, fact.kind, obj, fact.value_text)
+    return (*_slot(fact, group), fact.kind, obj, fact.value_text)
+
+
+def _slot(fact: Fact, group: set[int]) -> tuple[Any, ...]:
+    """Where a single-valued fact holds its one current value, once the group is merged."""
+    subject = "survivor" if fact.subject_id in group else fact.subject_id
+    return (subject, fact.predicate_id, fact.scope)
 
 
 def entity_merge_preview(
@@ -144,25 +188,11 @@ def entity_merge(
     now = timezone.now()
     ids = [e.pk for e in merged]
 
-    retire = set(plan.folded) | set(plan.self_loops)
     for fact in Fact.objects.filter(pk__in=plan.folded):
-        keeper = (
-            Fact.objects.filter(
-                subject=survivor,
-                predicate_id=fact.predicate_id,
-                scope=fact.scope,
-                kind=fact.kind,
-                value_text=fact.value_text,
-                status=FactStatus.CURRENT,
-                object_id=survivor.pk if fact.object_id in {survivor.pk, *ids} else fact.object_id,
-            )
-            .exclude(pk__in=retire)
-            .first()
-        )
-        if keeper is not None:
-            snapshot["counts"].append({"id": keeper.pk, "observed_count": keeper.observed_count})
-            keeper.observed_count += fact.observed_count
-            keeper.save(update_fields=["observed_count"])
+        keeper = Fact.objects.get(pk=plan.keepers[fact.pk])
+        snapshot["counts"].append({"id": keeper.pk, "observed_count": keeper.observed_count})
+        keeper.observed_count += fact.observed_count
+        keeper.save(update_fields=["observed_count"])
     contested = list(Fact.objects.filter(pk__in=plan.contested))
     Fact.objects.filter(pk__in=plan.folded).update(
         status=FactStatus.SUPERSEDED, status_changed_at=now
@@ -319,6 +349,8 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
         raise Conflict("this merge was already undone", code="already_undone")
     snap = record.snapshot
     ids = sorted(e["id"] for e in snap["entities"])
+    # The subjects of the facts we restore, as the merge took them (see _lock_with_incoming).
+    _lock_ordered(sorted({*ids, *(f["subject_id"] for f in snap["facts"])}))
     entities = {
         e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk")
     }
@@ -328,16 +360,8 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
             **{f: state[f] for f in ENTITY_FIELDS}, updated_at=timezone.now()
         )
     ConflictRecord.objects.filter(pk__in=snap["conflicts_created"]).delete()
-    # Facts: demote everything that was current-or-not before restoring prior statuses,
-    # so the one-current-value constraint never sees two at once.
-    for fact in sorted(snap["facts"], key=lambda f: f["status"] == FactStatus.CURRENT):
-        Fact.objects.filter(pk=fact["id"]).update(
-            subject_id=fact["subject_id"],
-            object_id=fact["object_id"],
-            status=fact["status"],
-            status_changed_at=fact["status_changed_at"],
-        )
-    for count in snap["counts"]:
+    _restore_facts(record)
+    for count in reversed(snap["counts"]):  # a keeper may have absorbed several facts
         Fact.objects.filter(pk=count["id"]).update(observed_count=count["observed_count"])
     for ident in snap["identifiers"]:
         EntityIdentifier.objects.filter(pk=ident["id"]).update(entity_id=ident["entity_id"])
@@ -360,6 +384,44 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
     )
     entity_embeddings_enqueue(ids)
     return record
+
+
+def _restore_facts(record: Merge) -> None:
+    """Put back what the merge changed on each fact and nobody changed since.
+
+    A later write wins: a moved fact superseded after the merge stays superseded (restoring
+    it would bring back a replaced value, and two current values in one single-valued
+    slot), and a fact re-pointed since keeps its new object. Facts that were current are
+    restored last, so the one-current-value constraint never sees two at once.
+    """
+    merged = set(record.merged_ids)
+    priors = sorted(record.snapshot["facts"], key=lambda f: f["status"] == FactStatus.CURRENT)
+    now = {f.pk: f for f in Fact.objects.filter(pk__in=[p["id"] for p in priors])}
+    kept_later = 0
+    for prior in priors:
+        fact = now.get(prior["id"])
+        if fact is None:
+            continue  # deleted since (with an entity it mentioned)
+        changes: dict[str, Any] = {}
+        for side in ("subject_id", "object_id"):
+            if prior[side] in merged and getattr(fact, side) == record.survivor_id:
+                changes[side] = prior[side]
+        changed_later = (
+            fact.status_changed_at is not None and fact.status_changed_at > record.created_at
+        )
+        if changed_later:
+            kept_later += 1
+        elif fact.status != prior["status"]:
+            changes["status"] = prior["status"]
+            changes["status_changed_at"] = prior["status_changed_at"]
+        if changes:
+            Fact.objects.filter(pk=fact.pk).update(**changes)
+    if kept_later:
+        note = record.summary.get("undo_note", "")
+        record.summary["undo_note"] = (note + "; " if note else "") + (
+            f"{kept_later} moved facts changed status after the merge and keep that status"
+        )
+        record.save(update_fields=["summary"])
 
 
 def _check_undoable(record: Merge, entities: dict[int, Entity]) -> None:

@@ -37,7 +37,7 @@ from memory.llm.prompt import judge_prompt_render
 from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.search.indexing import entities_index
-from memory.services.entities import _absorb, entity_live, entity_upsert
+from memory.services.entities import _absorb, entities_lock_live, entity_upsert
 from memory.services.extraction import Mention, Ref
 from memory.tasks import entity_embedding_text, entity_embeddings_enqueue
 
@@ -344,14 +344,7 @@ def _lock_attached(plan: ResolutionPlan) -> dict[int, Entity]:
     """Lock the entities mentions attach to (ordered: no deadlock between two runs);
     a merge since planning redirects to the survivor."""
     ids = {p.entity_id for p in plan.plans if p.entity_id is not None and p.error is None}
-    if not ids:
-        return {}
-    locked = {e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
-    for pk, entity in list(locked.items()):
-        if entity.merged_into_id is not None:
-            survivor = entity_live(entity)
-            locked[pk] = Entity.objects.select_for_update().get(pk=survivor.pk)
-    return locked
+    return entities_lock_live(list(ids)) if ids else {}
 
 
 def _create(
