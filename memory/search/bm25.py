@@ -29,6 +29,13 @@ from memory.search.sql import q_where_sql
 
 K1 = 1.2
 B = 0.75
+# Below this many postings a query reads its lists in a few milliseconds: pruning
+# (two statements instead of one) would not pay for itself.
+MAXSCORE_MIN_POSTINGS = 5_000
+PROBE_COST = 20  # a primary-key probe costs about as much as reading this many postings
+# Scores are sums of doubles added in different orders by different plans: bounds are
+# compared with this much slack so that rounding can never prune a true top-k document.
+_SLACK = 1e-9
 
 _REF_COLUMN = {Target.CHUNK: "chunk_id", Target.FACT: "fact_id", Target.ENTITY: "entity_id"}
 
@@ -150,6 +157,8 @@ def _term_ids(*, context_id: int, target: Target, terms: list[str]) -> dict[str,
 class _QueryTerm:
     term_id: int
     weight: float  # qtf · idf
+    df: int
+    bound: float  # no posting of the term adds more than this to a score
 
 
 def _query_terms(
@@ -159,7 +168,7 @@ def _query_terms(
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT t.id, t.text, t.df, s.doc_count, s.total_length
+            SELECT t.id, t.text, t.df, t.max_tf, t.min_dl, s.doc_count, s.total_length
             FROM search_searchstats s
             JOIN search_searchterm t ON t.context_id = s.context_id AND t.target = s.target
             WHERE s.context_id = %s AND s.target = %s AND s.doc_count > 0
@@ -171,12 +180,15 @@ def _query_terms(
         rows = cursor.fetchall()
     if not rows:
         return [], 0.0
-    n, total = rows[0][3], rows[0][4]
-    terms = [
-        _QueryTerm(term_id=term_id, weight=bag[text] * math.log(1 + (n - df + 0.5) / (df + 0.5)))
-        for term_id, text, df, _, _ in rows
-    ]
-    return terms, total / n
+    n, total = rows[0][5], rows[0][6]
+    avgdl = total / n
+    terms = []
+    for term_id, text, df, max_tf, min_dl, _, _ in rows:
+        weight = bag[text] * math.log(1 + (n - df + 0.5) / (df + 0.5))
+        # tf / (tf + k1·(1 − b + b·dl/avgdl)) grows with tf and shrinks with dl.
+        share = max_tf / (max_tf + K1 * (1 - B + B * min_dl / avgdl)) if max_tf else 1.0
+        terms.append(_QueryTerm(term_id=term_id, weight=weight, df=df, bound=weight * share))
+    return terms, avgdl
 
 
 def bm25_rank(
@@ -198,6 +210,12 @@ def bm25_rank(
     terms, avgdl = _query_terms(context_id=context_id, target=target, bag=bag) if bag else ([], 0)
     if not terms or limit <= 0:
         return []
+    if len(terms) > 1 and sum(t.df for t in terms) >= MAXSCORE_MIN_POSTINGS:
+        pruned = _maxscore_ranked(
+            target=target, terms=terms, avgdl=avgdl, visible_sql=visible_sql, limit=limit
+        )
+        if pruned is not None:
+            return pruned
     # How many of the best documents to score before the scope filter: a filter that
     # keeps a tenth of the corpus needs about ten times the limit.
     filtered = visible_sql[0] != "TRUE"
@@ -229,13 +247,12 @@ def _ranked(
 
     One index-only scan per term, each in doc_id order, merged and summed per document
     as a stream (Merge Append + GroupAggregate). The planner cannot estimate the size of
-    a posting list, so it is told: no hash aggregate (it would guess a few hundred
-    groups), no parallel workers (their start-up costs more than the scan).
+    a posting list (see ``_plan_for_posting_lists``).
     """
     where, where_params = visible_sql
     column = _REF_COLUMN[target]
     branch = (
-        "(SELECT doc_id, %s::float8 * tf / (tf + %s::float8 + %s::float8 * dl) AS s"
+        f"(SELECT doc_id, {_contribution()} AS s"  # noqa: S608 - a fixed expression
         " FROM search_searchposting WHERE term_id = %s ORDER BY doc_id)"
     )
     k0, kdl = K1 * (1 - B), K1 * B / avgdl
@@ -265,14 +282,186 @@ def _ranked(
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
     params += [depth, *where_params, limit]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('enable_hashagg', 'off', true),"
-            " set_config('max_parallel_workers_per_gather', '0', true)"
-        )
+        _plan_for_posting_lists(cursor)
         cursor.execute(sql, params)
         kept, refs, scores = cursor.fetchone()
     hits = [Hit(ref_id=int(r), score=float(s)) for r, s in zip(refs, scores, strict=True)]
     return hits, depth is not None and kept >= depth
+
+
+def _contribution(*, weight: str = "%s::float8", alias: str = "") -> str:
+    """One posting's share of a score, ``w · tf / (tf + k1·(1 − b) + k1·b·dl/avgdl)``,
+    with k1·(1 − b) and k1·b/avgdl as the next two parameters."""
+    p = f"{alias}." if alias else ""
+    return f"{weight} * {p}tf / ({p}tf + %s::float8 + %s::float8 * {p}dl)"
+
+
+def _maxscore_ranked(
+    *,
+    target: Target,
+    terms: list[_QueryTerm],
+    avgdl: float,
+    visible_sql: tuple[str, list[object]],
+    limit: int,
+) -> list[Hit] | None:
+    """The exact top ``limit`` without reading every posting list (MaxScore), or None
+    when no term can be skipped.
+
+    A lower bound θ on the k-th best visible score comes from fully scoring the best
+    postings of the term with the highest bound. Terms are then taken in increasing
+    order of their bounds while the bounds sum to less than θ: a document holding only
+    those ("non-essential") terms scores below θ and cannot be in the top k, so only
+    the other lists are read, and the non-essential terms are looked up (primary-key
+    probes) for the documents that could still reach θ. Common words, with long lists
+    and small weights, are the ones skipped.
+    """
+    total = sum(t.df for t in terms)
+    strongest = max(terms, key=lambda t: (t.bound, -t.df))
+    if not _pruning_pays(essential_df=strongest.df, skipped=len(terms) - 1, total_df=total):
+        return None  # even in the best case the probes would cost more than the lists
+    k0, kdl = K1 * (1 - B), K1 * B / avgdl
+    theta = _seed_threshold(
+        target=target, terms=terms, k0=k0, kdl=kdl, visible_sql=visible_sql, limit=limit
+    )
+    if theta <= 0:
+        return None
+    non_essential: list[_QueryTerm] = []
+    ceiling = 0.0  # the most the non-essential terms can add together
+    for term in sorted(terms, key=lambda t: (t.bound, t.term_id)):
+        if ceiling + term.bound >= theta * (1 - _SLACK):
+            break
+        non_essential.append(term)
+        ceiling += term.bound
+    essential = [t for t in terms if t not in non_essential]
+    if not non_essential or not _pruning_pays(
+        essential_df=sum(t.df for t in essential), skipped=len(non_essential), total_df=total
+    ):
+        return None
+    where, where_params = visible_sql
+    column = _REF_COLUMN[target]
+    branch = (
+        f"(SELECT doc_id, {_contribution()} AS s"  # noqa: S608 - a fixed expression
+        " FROM search_searchposting WHERE term_id = %s ORDER BY doc_id)"
+    )
+    params: list[Any] = []
+    for term in essential:
+        params += [term.weight, k0, kdl, term.term_id]
+    params += [theta * (1 - _SLACK) - ceiling]
+    params += [k0, kdl]  # the non-essential contribution below
+    params += [
+        int_array_literal(t.term_id for t in non_essential),
+        array_literal(t.weight for t in non_essential),
+        *where_params,
+        limit,
+    ]
+    sql = f"""
+        WITH partial AS (
+            SELECT doc_id, sum(s) AS score
+            FROM ({" UNION ALL ".join([branch] * len(essential))}) AS contributions
+            GROUP BY doc_id
+        ),
+        candidates AS (SELECT doc_id, score FROM partial WHERE score >= %s),
+        scored AS (
+            SELECT c.doc_id, c.score + coalesce(rest.s, 0) AS score
+            FROM candidates c
+            LEFT JOIN LATERAL (
+                SELECT sum({_contribution(weight="q.w", alias="p")}) AS s
+                FROM unnest(%s::bigint[], %s::float8[]) AS q(term_id, w)
+                JOIN search_searchposting p ON p.term_id = q.term_id AND p.doc_id = c.doc_id
+            ) rest ON TRUE
+        ),
+        visible AS (
+            SELECT search_searchdoc.{column} AS ref, scored.score
+            FROM scored
+            JOIN search_searchdoc ON search_searchdoc.id = scored.doc_id
+            {_LIVE_JOIN[target]}
+            WHERE {where}
+            ORDER BY scored.score DESC, ref
+            LIMIT %s
+        )
+        SELECT coalesce(array_agg(ref ORDER BY score DESC, ref), '{{}}'),
+               coalesce(array_agg(score ORDER BY score DESC, ref), '{{}}')
+        FROM visible
+    """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
+    with transaction.atomic(), connection.cursor() as cursor:
+        _plan_for_posting_lists(cursor)
+        cursor.execute(sql, params)
+        refs, scores = cursor.fetchone()
+    return [Hit(ref_id=int(r), score=float(s)) for r, s in zip(refs, scores, strict=True)]
+
+
+def _pruning_pays(*, essential_df: int, skipped: int, total_df: int) -> bool:
+    """Whether reading the essential lists and probing the skipped terms for (at most)
+    every document in them beats reading every list. A probe walks the B-tree from the
+    root; reading a posting is the next entry of a leaf: ``PROBE_COST`` postings each."""
+    return essential_df * (1 + PROBE_COST * skipped) < total_df
+
+
+def _seed_threshold(
+    *,
+    target: Target,
+    terms: list[_QueryTerm],
+    k0: float,
+    kdl: float,
+    visible_sql: tuple[str, list[object]],
+    limit: int,
+) -> float:
+    """The k-th best full score among the visible documents that hold the strongest
+    term most (0 when fewer than k of them are visible): a score the true k-th best
+    reaches, since these documents are real candidates with their real scores."""
+    seed = max(terms, key=lambda t: (t.bound, -t.df))
+    filtered = visible_sql[0] != "TRUE"
+    where, where_params = visible_sql
+    sql = f"""
+        WITH seed AS (
+            SELECT doc_id FROM search_searchposting WHERE term_id = %s
+            ORDER BY tf::float8 / (tf + %s::float8 + %s::float8 * dl) DESC, doc_id
+            LIMIT %s
+        ),
+        scored AS (
+            -- LATERAL: a primary-key probe per (document, term), never a scan of a list.
+            SELECT seed.doc_id, full_score.score
+            FROM seed
+            CROSS JOIN LATERAL (
+                SELECT sum({_contribution(weight="q.w", alias="p")}) AS score
+                FROM unnest(%s::bigint[], %s::float8[]) AS q(term_id, w)
+                JOIN search_searchposting p ON p.term_id = q.term_id AND p.doc_id = seed.doc_id
+            ) full_score
+        )
+        SELECT scored.score
+        FROM scored
+        JOIN search_searchdoc ON search_searchdoc.id = scored.doc_id
+        {_LIVE_JOIN[target]}
+        WHERE {where}
+        ORDER BY scored.score DESC
+        LIMIT 1 OFFSET %s
+    """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
+    params: list[Any] = [
+        seed.term_id,
+        k0,
+        kdl,
+        max(limit * 50, 1000) if filtered else max(limit * 4, 100),
+        k0,
+        kdl,
+        int_array_literal(t.term_id for t in terms),
+        array_literal(t.weight for t in terms),
+        *where_params,
+        limit - 1,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def _plan_for_posting_lists(cursor: Any) -> None:
+    """The planner cannot estimate the size of a posting list, so it is told: no hash
+    aggregate (it would guess a few hundred groups), no parallel workers (their start-up
+    costs more than the scan). Local to the caller's transaction."""
+    cursor.execute(
+        "SELECT set_config('enable_hashagg', 'off', true),"
+        " set_config('max_parallel_workers_per_gather', '0', true)"
+    )
 
 
 def corpus_visible_sql(q: Q) -> tuple[str, list[object]]:

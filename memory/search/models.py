@@ -35,6 +35,12 @@ class SearchTerm(models.Model):
     # Documents holding the term, kept by the postings triggers (migration 0002). Writers
     # of one corpus already queue on its SearchStats row, so this adds no contention.
     df = models.PositiveIntegerField(default=0, db_default=0)
+    # The largest tf and the shortest document among the term's postings (migration
+    # 0003's trigger): f(max_tf, min_dl) bounds every posting's BM25 share, which lets a
+    # query skip reading the lists of terms that cannot lift a document into its top k.
+    # Deletes leave them as they are: a stale bound is looser, never wrong.
+    max_tf = models.PositiveIntegerField(default=0, db_default=0)
+    min_dl = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

@@ -36,6 +36,7 @@ from memory.llm.client import ChatCall, LLMError, chat_model_configured, chat_st
 from memory.llm.prompt import judge_prompt_render
 from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
+from memory.pg import instances_insert
 from memory.search.indexing import entities_index
 from memory.services.entities import _absorb, entities_lock_live, entity_upsert
 from memory.services.extraction import Mention, Ref
@@ -371,7 +372,7 @@ def _create(
         rows.append(entity)
     try:
         with transaction.atomic():
-            Entity.objects.bulk_create(rows)
+            instances_insert(rows)
     except IntegrityError:
         # A concurrent writer created one of these keys since we looked: take the slow,
         # one-by-one path, whose upsert matches the winner's row.
