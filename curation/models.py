@@ -41,6 +41,13 @@ class ImportJob(models.Model):
     report = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
+    # host:pid of the process importing the file. Liveness is not judged from it: the
+    # executor holds an advisory lock on the job (memory.locks), which dies with it.
+    worker = models.CharField(max_length=100, blank=True)
+    # A retry is a new job with the same file; it points at the job it retries.
+    retry_of = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -49,6 +56,10 @@ class ImportJob(models.Model):
         indexes = [
             # Seeding page: a context's jobs, newest first.
             models.Index(fields=["context", "-created_at"], name="import_job_recent"),
+            # Stale-job recovery: the few jobs that claim to be importing.
+            models.Index(
+                fields=["context"], condition=models.Q(status="running"), name="import_job_running"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -36,6 +36,7 @@ from memory.selectors.curation import conflict_list
 from memory.selectors.entities import entities_visible
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_list
+from memory.selectors.usage import drift_is_visible, predicate_forms, predicate_usage
 from memory.services.predicates import EDITABLE_FIELDS
 
 DRIFT_RESOLUTIONS = ("drift_alias", "drift_reject")
@@ -93,65 +94,58 @@ class DriftDay:
 
 
 def overview_read(*, access: ContextAccess) -> tuple[OverviewCounts, VocabularyHealth]:
-    """Counts and vocabulary health (queries: entities; facts; documents; predicates by
-    status; open drift; aliases; most varied concepts; conflicts; duplicates)."""
+    """Counts and vocabulary health (queries: entities; predicate usage; predicates;
+    documents; aliases; raw forms; conflicts; duplicates).
+
+    Fact figures come from the usage log (``memory.selectors.usage``): observations of
+    current facts, exact and fast, where counting a million facts took seconds.
+    """
     context = access.context
     entities = entities_visible(access=access).filter(merged_into__isnull=True).count()
-    facts = _current_facts(access).aggregate(
-        total=Count("id"),
-        registered=Count("id", filter=Q(predicate__status=PredicateStatus.REGISTERED)),
+    usage = predicate_usage(access=access)
+    status_of = dict(Predicate.objects.filter(context=context).values_list("pk", "status"))
+    names = dict(
+        Predicate.objects.filter(context=context, status=PredicateStatus.REGISTERED).values_list(
+            "pk", "name"
+        )
     )
-    documents = Document.objects.filter(access.grants.read_q(), context=context).count()
-    statuses = Predicate.objects.filter(context=context).aggregate(
-        registered=Count("id", filter=Q(status=PredicateStatus.REGISTERED)),
+    facts = sum(use.live for pk, use in usage.items() if pk in status_of)
+    on_registered = sum(use.live for pk, use in usage.items() if pk in names)
+    open_drift = sum(
+        1
+        for pk, status in status_of.items()
+        if status == PredicateStatus.OBSERVED and drift_is_visible(usage.get(pk))
     )
-    open_drift = _open_drift_count(access)
     aliases = PredicateAlias.objects.filter(
         context=context, predicate__status=PredicateStatus.REGISTERED
     ).count()
-    varied = (
-        _current_facts(access)
-        .filter(predicate__status=PredicateStatus.REGISTERED)
-        .values("predicate__name")
-        .annotate(forms=Count("raw_predicate", distinct=True), n=Count("id"))
-        .filter(forms__gt=1)
-        .order_by("-forms", "-n", "predicate__name")[:TOP_VARIED]
+    forms = predicate_forms(context=context)
+    varied = sorted(
+        (
+            VariedConcept(names[pk], n, usage[pk].live)
+            for pk, n in forms.items()
+            if n > 1 and pk in names and pk in usage and usage[pk].live > 0
+        ),
+        key=lambda v: (-v.forms, -v.facts, v.name),
     )
     counts = OverviewCounts(
         entities=entities,
-        facts=facts["total"],
-        documents=documents,
-        registered=statuses["registered"],
+        facts=facts,
+        documents=Document.objects.filter(access.grants.read_q(), context=context).count(),
+        registered=len(names),
         open_drift=open_drift,
         open_conflicts=conflict_list(access=access).count(),
         open_duplicates=_open_duplicates(access).count(),
     )
     health = VocabularyHealth(
-        facts=facts["total"],
-        facts_on_registered=facts["registered"],
-        registered=statuses["registered"],
+        facts=facts,
+        facts_on_registered=on_registered,
+        registered=len(names),
         aliases=aliases,
         observed=open_drift,
-        most_varied=[VariedConcept(v["predicate__name"], v["forms"], v["n"]) for v in varied],
+        most_varied=varied[:TOP_VARIED],
     )
     return counts, health
-
-
-def _current_facts(access: ContextAccess) -> QuerySet[Fact]:
-    return facts_visible(access=access).filter(status=FactStatus.CURRENT)
-
-
-def _open_drift_count(access: ContextAccess) -> int:
-    """Observed predicates the drift page would list (the visibility rule of
-    ``memory.selectors.drift.drift_list``: some visible fact, or no facts at all), counted
-    in one query instead of loading every drift fact for the examples."""
-    visible = access.grants.read_q("facts__scope")
-    return (
-        Predicate.objects.filter(context=access.context, status=PredicateStatus.OBSERVED)
-        .annotate(visible_facts=Count("facts", filter=visible), all_facts=Count("facts"))
-        .filter(Q(visible_facts__gt=0) | Q(all_facts=0))
-        .count()
-    )
 
 
 def _open_duplicates(access: ContextAccess) -> QuerySet[DuplicateCandidate]:
@@ -201,14 +195,26 @@ def drift_series(
 
 
 def registry_rows(
-    *, access: ContextAccess, status: str | None, category: str | None = None
-) -> QuerySet[Predicate]:
-    """Registry rows with ``fact_count``: the caller's visible current facts (queries:
-    predicates with counts; their aliases)."""
-    visible = access.grants.read_q("facts__scope") & Q(facts__status=FactStatus.CURRENT)
-    return predicate_list(context=access.context, status=status, category=category).annotate(
-        fact_count=Count("facts", filter=visible)
-    )
+    *,
+    access: ContextAccess,
+    status: str | None,
+    category: str | None = None,
+    ids: list[int] | None = None,
+) -> list[Predicate]:
+    """Registry rows with ``fact_count``: observations of the caller's visible current
+    facts, from the usage log (queries: predicates; aliases; usage)."""
+    rows = predicate_list(context=access.context, status=status, category=category)
+    predicates = list(rows if ids is None else rows.filter(pk__in=ids))
+    usage = predicate_usage(access=access, predicate_ids=[p.pk for p in predicates])
+    for predicate in predicates:
+        use = usage.get(predicate.pk)
+        predicate.fact_count = use.live if use else 0  # type: ignore[attr-defined]
+    return predicates
+
+
+def registry_row(*, access: ContextAccess, predicate: Predicate) -> Predicate:
+    """One registry row again, after an alias or flag change (queries: it; its usage)."""
+    return registry_rows(access=access, status=None, ids=[predicate.pk])[0]
 
 
 def registry_export_data(*, context: Context) -> dict[str, Any]:
@@ -264,12 +270,9 @@ def predicate_alias_names(*, predicate: Predicate) -> list[str]:
 
 
 def predicate_fact_count(*, access: ContextAccess, predicate: Predicate) -> int:
-    return (
-        facts_visible(access=access)
-        .filter(predicate=predicate)
-        .exclude(status=FactStatus.RETRACTED)
-        .count()
-    )
+    """Observations of the visible facts stored under ``predicate`` (not retracted)."""
+    use = predicate_usage(access=access, predicate_ids=[predicate.pk]).get(predicate.pk)
+    return use.used if use else 0
 
 
 # --- conflicts ------------------------------------------------------------------------
@@ -286,15 +289,57 @@ def conflict_rows(*, access: ContextAccess, status: str | None) -> QuerySet[Conf
 
 
 def entity_fact_counts(*, access: ContextAccess, entity_ids: list[int]) -> dict[int, int]:
-    """Visible current facts per subject, for one page of entities (one query)."""
+    """Visible current facts per subject, for one page of entities (one query).
+
+    ``entity_ids`` come from the caller's own lists of this context, so the context filter
+    is left out: with an all-scopes grant the count is an index-only scan of
+    fact_subject_predicate (subject, predicate, status), even for hubs with thousands.
+    """
     rows = (
-        _current_facts(access)
-        .filter(subject_id__in=entity_ids)
+        Fact.objects.filter(
+            access.grants.read_q(), subject_id__in=entity_ids, status=FactStatus.CURRENT
+        )
         .values("subject_id")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))
         .values_list("subject_id", "n")
     )
     return dict(rows)
+
+
+def _current_facts(access: ContextAccess) -> QuerySet[Fact]:
+    return facts_visible(access=access).filter(status=FactStatus.CURRENT)
+
+
+def entity_timeline(
+    *, access: ContextAccess, entity: Entity, limit: int = 100
+) -> list[tuple[Fact, Fact | None]]:
+    """The entity's facts that stopped being current (superseded, expired, retracted,
+    contested), newest first, each with the fact that replaced it if any (queries: the
+    facts; their successors)."""
+    facts = list(
+        facts_visible(access=access)
+        .filter(subject=entity)
+        .exclude(status=FactStatus.CURRENT)
+        .select_related("predicate", "object")
+        .order_by("-recorded_at", "-id")[:limit]
+    )
+    successors = {
+        f.supersedes_id: f
+        for f in facts_visible(access=access)
+        .filter(supersedes_id__in=[f.pk for f in facts])
+        .select_related("object")
+    }
+    return [(fact, successors.get(fact.pk)) for fact in facts]
+
+
+def entity_outgoing(*, access: ContextAccess, entity: Entity, limit: int = 100) -> list[Fact]:
+    """Current relation facts from ``entity`` (its out-edges), newest first."""
+    return list(
+        _current_facts(access)
+        .filter(subject=entity, kind=FactKind.RELATION)
+        .select_related("object", "predicate")
+        .order_by("-recorded_at", "-id")[:limit]
+    )
 
 
 def entity_incoming(*, access: ContextAccess, entity: Entity, limit: int = 50) -> list[Fact]:

@@ -4,6 +4,8 @@ import jobs (a stored upload, run by a task that reports its progress)."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -16,8 +18,9 @@ from curation.models import ImportJob, ImportJobStatus
 from curation.selectors import REGISTRY_FORMAT, REGISTRY_VERSION
 from curation.tasks import import_job_task
 from memory.access import ContextAccess, context_access_resolve
-from memory.errors import MemoryError_, ValidationFailed
-from memory.models import Predicate, PredicateStatus, Role
+from memory.errors import Conflict, MemoryError_, ValidationFailed
+from memory.locks import IMPORT_JOB_LOCK, executor_lock
+from memory.models import Context, Predicate, PredicateStatus, Role
 from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.services.entity_import import ImportFormat, entities_import
 from memory.services.predicates import (
@@ -234,13 +237,26 @@ class _ProgressWriter:
 
 def import_job_execute(*, job_id: int) -> str:
     """Run a pending job once (a second delivery of the task finds it claimed); returns
-    the job's final status. The uploader's access is checked again now, not at upload."""
-    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.PENDING).update(
-        status=ImportJobStatus.RUNNING, started_at=timezone.now()
-    )
-    job = ImportJob.objects.select_related("context", "created_by").get(pk=job_id)
-    if not claimed:
-        return str(job.status)
+    the job's final status. The uploader's access is checked again now, not at upload.
+
+    The executor holds the job's advisory lock throughout, so a job left ``running`` by a
+    worker that died can be told from one still importing (``import_jobs_recover_stale``).
+    """
+    with executor_lock(IMPORT_JOB_LOCK, job_id) as held:
+        if not held:  # another worker is importing it
+            return str(ImportJob.objects.get(pk=job_id).status)
+        claimed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.PENDING).update(
+            status=ImportJobStatus.RUNNING,
+            started_at=timezone.now(),
+            worker=f"{socket.gethostname()[:80]}:{os.getpid()}",
+        )
+        job = ImportJob.objects.select_related("context", "created_by").get(pk=job_id)
+        if not claimed:
+            return str(job.status)
+        return _import(job)
+
+
+def _import(job: ImportJob) -> str:
     if job.created_by is None:
         return _fail(job, "the user who uploaded this file no longer exists")
     try:
@@ -252,14 +268,15 @@ def import_job_execute(*, job_id: int) -> str:
             scope_default=job.scope_default or None,
             seeded=True,
             on_progress=_ProgressWriter(job.pk),
+            embed_now=True,  # this is the worker: embed each batch rather than queue it
         )
     except MemoryError_ as exc:
         return _fail(job, exc.message)
     except Exception:
-        logger.exception("import job %s stopped", job_id)
+        logger.exception("import job %s stopped", job.pk)
         _fail(job, "the import stopped on an internal error; the file is kept on this job")
         raise
-    ImportJob.objects.filter(pk=job_id).update(
+    ImportJob.objects.filter(pk=job.pk).update(
         status=ImportJobStatus.SUCCEEDED,
         done=report.total,
         total=report.total,
@@ -274,6 +291,60 @@ def import_job_execute(*, job_id: int) -> str:
         finished_at=timezone.now(),
     )
     return ImportJobStatus.SUCCEEDED
+
+
+def import_jobs_recover_stale(
+    *, context: Context | None = None, job_ids: list[int] | None = None
+) -> int:
+    """Fail the jobs left ``running`` by a worker that died; return how many.
+
+    A running job whose advisory lock we can take has no executor. Its file stays on the
+    job for a retry; the batches it committed stay too (retrying matches those rows
+    instead of duplicating them). Called when a worker picks up an import task, when a
+    job or the seeding page is looked at, and before a retry.
+    """
+    running = ImportJob.objects.filter(status=ImportJobStatus.RUNNING)
+    if context is not None:
+        running = running.filter(context=context)
+    if job_ids is not None:
+        running = running.filter(pk__in=job_ids)
+    recovered = 0
+    for job_id, worker, done, total in running.values_list("pk", "worker", "done", "total"):
+        with executor_lock(IMPORT_JOB_LOCK, job_id) as held:
+            if not held:
+                continue  # alive: its executor holds the lock
+            recovered += ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.RUNNING).update(
+                status=ImportJobStatus.FAILED,
+                finished_at=timezone.now(),
+                error=f"the worker importing this file ({worker or 'unknown'}) stopped after "
+                f"{done:,} of {total:,} rows; those rows are stored, the rest are not. "
+                "Retry to import the file again: rows already stored are matched, not "
+                "duplicated.",
+            )
+    return recovered
+
+
+@transaction.atomic
+def import_job_retry(*, access: ContextAccess, job: ImportJob) -> ImportJob:
+    """A new pending job with a failed job's file (``retry_of`` links them), queued."""
+    access.require_role(Role.ADMIN)
+    import_jobs_recover_stale(job_ids=[job.pk])
+    job.refresh_from_db()
+    if job.status != ImportJobStatus.FAILED:
+        raise Conflict(
+            f"import {job.pk} is {job.status}; only failed imports can be retried",
+            code="import_not_failed",
+        )
+    retry = import_job_create(
+        access=access,
+        content=job.content,
+        filename=job.filename,
+        format=job.format or None,  # type: ignore[arg-type]
+        scope_default=job.scope_default,
+    )
+    ImportJob.objects.filter(pk=retry.pk).update(retry_of=job)
+    retry.retry_of = job
+    return retry
 
 
 def _fail(job: ImportJob, message: str) -> str:

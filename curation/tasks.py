@@ -10,8 +10,12 @@ IMPORT_PRIORITY = 10
 
 @task(priority=IMPORT_PRIORITY)
 def import_job_task(job_id: int) -> str:
-    """Import one uploaded seeding file (``curation.services.import_job_execute``)."""
-    # Imported here: the services module enqueues this task.
-    from curation.services import import_job_execute
+    """Import one uploaded seeding file (``curation.services.import_job_execute``).
 
+    Jobs left ``running`` by a worker that died are failed first, so they can be retried.
+    """
+    # Imported here: the services module enqueues this task.
+    from curation.services import import_job_execute, import_jobs_recover_stale
+
+    import_jobs_recover_stale()
     return import_job_execute(job_id=job_id)

@@ -29,6 +29,7 @@ context_patterns = [
     path("drift/bulk", drift.drift_bulk, name="drift-bulk"),
     path("drift/<str:name>/resolve", drift.drift_resolve_view, name="drift-resolve"),
     path("drift/<str:name>/promote", drift.drift_promote, name="drift-promote"),
+    path("drift/<str:name>/definition", drift.drift_definition, name="drift-definition"),
     path("duplicates/", duplicates.duplicates, name="duplicates"),
     path("duplicates/preview", duplicates.duplicates_preview, name="duplicates-preview"),
     path("duplicates/merge", duplicates.duplicates_merge, name="duplicates-merge"),
@@ -63,6 +64,7 @@ context_patterns = [
     path("entities/seed/one", seeding.seed_one, name="seed-one"),
     path("entities/seed/upload", seeding.seed_upload, name="seed-upload"),
     path("entities/seed/jobs/<int:job_id>/", seeding.seed_job, name="seed-job"),
+    path("entities/seed/jobs/<int:job_id>/retry", seeding.seed_job_retry, name="seed-job-retry"),
     path(
         "entities/seed/jobs/<int:job_id>/report.json",
         seeding.seed_job_report,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.db import transaction
 from django_tasks import task
@@ -13,6 +16,8 @@ from memory.models import Entity
 logger = logging.getLogger(__name__)
 
 EMBED_BATCH = 256
+# Set inside ``entity_embeddings_collect``: the ids enqueue calls would have queued.
+_collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collecting", default=None)
 
 
 def entity_embedding_text(entity: Entity) -> str:
@@ -32,9 +37,12 @@ def entity_embeddings_compute(entity_ids: list[int]) -> int:
             )
         )
         vectors = embed_texts([entity_embedding_text(e) for e in batch])
-        for entity, vector in zip(batch, vectors, strict=True):
-            Entity.objects.filter(pk=entity.pk).update(embedding=vector, embedding_model=model_id)
-            written += 1
+        with transaction.atomic():  # one commit per batch, not per vector
+            for entity, vector in zip(batch, vectors, strict=True):
+                Entity.objects.filter(pk=entity.pk).update(
+                    embedding=vector, embedding_model=model_id
+                )
+                written += 1
     return written
 
 
@@ -44,10 +52,30 @@ def entity_embeddings_task(entity_ids: list[int]) -> int:
 
 
 def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
-    """Queue embedding work once the current transaction commits (never for a rollback)."""
+    """Queue embedding work once the current transaction commits (never for a rollback).
+
+    Inside ``entity_embeddings_collect`` the ids are collected for the caller instead.
+    """
     ids = list(dict.fromkeys(entity_ids))
-    if ids:
+    collecting = _collecting.get()
+    if collecting is not None:
+        collecting.extend(ids)
+    elif ids:
         transaction.on_commit(lambda: entity_embeddings_task.enqueue(ids))
+
+
+@contextmanager
+def entity_embeddings_collect() -> Iterator[list[int]]:
+    """Collect the entity ids that services would queue for embedding, one task each,
+    into the yielded list: a bulk writer (the entity import) embeds them itself, in
+    batches. Ids of rows rolled back meanwhile may be in the list; computing skips them.
+    """
+    ids: list[int] = []
+    token = _collecting.set(ids)
+    try:
+        yield ids
+    finally:
+        _collecting.reset(token)
 
 
 @task()

@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.utils.html import format_html_join
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import DriftBulkForm, DriftResolveForm, PredicateDefinitionForm
@@ -20,6 +21,7 @@ from curation.views.access import (
     dashboard_view,
     form_problems,
     render_screen,
+    wants_partial,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -33,7 +35,9 @@ TEMPLATE = "curation/drift.html"
 @dataclass
 class DriftRow:
     item: DriftItem
-    promote_form: PredicateDefinitionForm
+    # Only the item being promoted carries its form; the others load theirs on demand
+    # (drift_definition): forty definition forms were most of the page's time.
+    promote_form: PredicateDefinitionForm | None = None
     error: str = ""
 
     @property
@@ -69,13 +73,16 @@ def _page(
     errors = errors or {}
     rows = []
     for item in drift_list(access=access):
-        form = _promote_form(item)
-        if promote is not None and promote[0] == item.predicate.name:
-            form = promote[1]
+        form = promote[1] if promote is not None and promote[0] == item.predicate.name else None
         rows.append(DriftRow(item, form, errors.get(item.predicate.name, "")))
     context: dict[str, Any] = {
         "rows": rows,
-        "registered": registered_names(context=access.context),
+        # The same options under every item: rendered once, not once per item.
+        "registered_options": format_html_join(
+            "",
+            '<option value="{}">{}</option>',
+            ((n, n) for n in registered_names(context=access.context)),
+        ),
         "bulk_errors": bulk_errors or [],
     }
     return render_screen(
@@ -117,6 +124,23 @@ def drift_resolve_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRes
         messages.error(request, exc.message)
         return _page(request, access, status=409)
     return _done(request, access, event)
+
+
+@require_safe
+@dashboard_view
+def drift_definition(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    """The promote form of one drift item, guessed from its examples: the form alone for
+    htmx (opening "Promote…" loads it), else the drift page with that form open."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    items = drift_list(access=access, with_suggestions=False)
+    item = next((i for i in items if i.predicate.name == name), None)
+    if item is None:
+        raise NotFound(f"{name[:100]!r} is not open drift", code="not_drift")
+    form = _promote_form(item)
+    if wants_partial(request):
+        context = {"name": name, "promote_form": form}
+        return render_screen(request, TEMPLATE, access, context, section="drift", partial="promote")
+    return _page(request, access, promote=(name, form))
 
 
 @require_POST

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -24,12 +25,12 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Role
-from memory.selectors.duplicates import DuplicateCluster, duplicate_clusters
-from memory.services.duplicates import duplicates_dismiss, duplicates_scan
+from memory.selectors.duplicates import DuplicateCluster, duplicate_cluster_page
+from memory.services.duplicates import duplicates_dismiss_recorded, duplicates_scan
 from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
 
 TEMPLATE = "curation/duplicates.html"
-MAX_CLUSTERS = 100
+PAGE_SIZE = 25
 
 
 @dataclass
@@ -71,15 +72,25 @@ def _page(
     posted: Posted | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """The clusters (queries: open pairs with both entities joined; fact counts of the
-    members)."""
-    rows = [_row(c, posted) for c in duplicate_clusters(access=access, limit=MAX_CLUSTERS)]
+    """One page of clusters (queries: open pairs as ids; the page's entities and pairs;
+    fact counts of the members)."""
+    asked = request.GET.get("page", "1")
+    number = int(asked) if asked.isdigit() and int(asked) > 0 else 1
+    clusters, total = _clusters(access, number)
+    page = Paginator(range(total), PAGE_SIZE).get_page(number)
+    if page.number != number:  # past the end: the last page instead
+        clusters, total = _clusters(access, page.number)
+    rows = [_row(c, posted) for c in clusters]
     shown = {row.key for row in rows}
     counts = entity_fact_counts(
         access=access, entity_ids=[m.pk for row in rows for m in row.cluster.members]
     )
     context = {
         "rows": rows,
+        "page": page,
+        "total": total,
+        # Actions come back to the page they were sent from.
+        "here": f"?page={page.number}" if page.number > 1 else "",
         "fact_counts": counts,
         # A problem with a cluster that is no longer listed is shown above the list.
         "problem": posted.error if posted and posted.error and posted.key not in shown else "",
@@ -87,6 +98,10 @@ def _page(
     return render_screen(
         request, TEMPLATE, access, context, section="duplicates", partial="clusters", status=status
     )
+
+
+def _clusters(access: ContextAccess, number: int) -> tuple[list[DuplicateCluster], int]:
+    return duplicate_cluster_page(access=access, offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE)
 
 
 def _done(request: HtmxHttpRequest, access: ContextAccess) -> HttpResponse:
@@ -176,10 +191,15 @@ def duplicates_dismiss_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     if not form.is_valid():
         return _invalid(request, access, form, "; ".join(form_problems(form)))
     try:
-        duplicates_dismiss(access=access, entity_ids=form.cleaned_data["ids"])
+        event = duplicates_dismiss_recorded(access=access, entity_ids=form.cleaned_data["ids"])
     except (ValidationFailed, NotFound) as exc:
         return _invalid(request, access, form, exc.message)
-    messages.success(request, "Marked as not duplicates; undo it from the audit log.")
+    count = len(form.cleaned_data["ids"])
+    messages.success(
+        request,
+        f"Marked {count} entities as not duplicates: they will not be proposed again.",
+        extra_tags=f"undo:{event.pk}",
+    )
     return _done(request, access)
 
 

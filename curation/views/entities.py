@@ -15,7 +15,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import EntityEditForm, EntityFilterForm
-from curation.selectors import entity_fact_counts, entity_incoming
+from curation.selectors import (
+    entity_fact_counts,
+    entity_incoming,
+    entity_outgoing,
+    entity_timeline,
+)
 from curation.svg import neighbourhood_svg, neighbours_collect
 from curation.views.access import (
     HtmxHttpRequest,
@@ -25,13 +30,15 @@ from curation.views.access import (
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
-from memory.models import Entity, FactKind, FactStatus, Role
+from memory.models import Entity, Role
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
-from memory.selectors.facts import entity_facts_ranked, fact_history
+from memory.selectors.facts import entity_facts_ranked
 from memory.services.entities import entity_delete, entity_update
 
 PAGE_SIZE = 50
 TIMELINE = 100
+OUTGOING = 100
+INCOMING = 50
 
 
 @require_safe
@@ -68,20 +75,13 @@ def _detail_page(
     form: EntityEditForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """Queries: ranked facts; history; incoming relations; audit events (+ the entity and
-    its identifiers, loaded by the caller)."""
+    """Queries: ranked facts (the best 50, picked in SQL); timeline (newest 100) and their
+    successors; out- and in-edges (newest 100 and 50); audit events (+ the entity and its
+    identifiers, loaded by the caller). Bounded however many facts an entity has."""
     ranked = entity_facts_ranked(access=access, entity=entity)
-    history = fact_history(access=access, subject=entity)
-    replaced_by = {f.supersedes_id: f for f in history if f.supersedes_id}
-    timeline = [
-        (fact, replaced_by.get(fact.pk))
-        for fact in reversed(history)
-        if fact.status != FactStatus.CURRENT
-    ][:TIMELINE]
-    incoming = entity_incoming(access=access, entity=entity)
-    outgoing = [
-        f for f in history if f.status == FactStatus.CURRENT and f.kind == FactKind.RELATION
-    ]
+    timeline = entity_timeline(access=access, entity=entity, limit=TIMELINE)
+    incoming = entity_incoming(access=access, entity=entity, limit=INCOMING)
+    outgoing = entity_outgoing(access=access, entity=entity, limit=OUTGOING)
     neighbours = neighbours_collect(
         centre_id=entity.pk,
         outgoing=[
@@ -114,6 +114,8 @@ def _detail_page(
         "timeline": timeline,
         "incoming": incoming,
         "neighbours": neighbours,
+        # The edges were cut at their limits: "n+" connected entities, not n.
+        "neighbours_more": len(outgoing) == OUTGOING or len(incoming) == INCOMING,
         "graph": svg,
         "events": list(entity_audit_events(access=access, entity=entity)[:20]),
         "form": form or EntityEditForm(initial=initial),

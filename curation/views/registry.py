@@ -27,6 +27,7 @@ from curation.selectors import (
     predicate_facts,
     registry_categories,
     registry_export_data,
+    registry_row,
     registry_rows,
 )
 from curation.services import registry_import
@@ -106,7 +107,7 @@ def _row(
             return _list_page(request, access, row_errors={predicate.name: error}, status=status)
         messages.success(request, success)
         return redirect(f"{_registry_url(access)}#p-{predicate.name}")
-    row = registry_rows(access=access, status=None).get(pk=predicate.pk)
+    row = registry_row(access=access, predicate=predicate)
     return render_screen(
         request,
         TEMPLATE,

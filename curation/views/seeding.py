@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import EntitySeedForm, SeedUploadForm
-from curation.models import ImportJob
+from curation.models import ImportJob, ImportJobStatus
 from curation.selectors import import_job_get, import_job_list
-from curation.services import import_job_create
+from curation.services import import_job_create, import_job_retry, import_jobs_recover_stale
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -27,7 +28,8 @@ from memory.models import Role
 from memory.services.entities import entity_upsert
 
 TEMPLATE = "curation/seeding.html"
-REPORT_ROWS_SHOWN = 2000
+ERRORS_SHOWN = 100
+REPORT_PAGE = 100
 # htmx stops polling when the answer has this status (and still swaps it in).
 STOP_POLLING = 286
 
@@ -43,14 +45,17 @@ def _page(
 ) -> HttpResponse:
     admin = access.has_role(Role.ADMIN)
     rows = (job.report or {}).get("rows", []) if job is not None else []
+    errors = [r for r in rows if r["status"] == "error"]
     context = {
         "seed_form": seed_form or EntitySeedForm(initial={"type": "organisation"}),
         "upload_form": upload_form or SeedUploadForm(),
         "jobs": import_job_list(access=access) if admin and job is None else [],
         "job": job,
-        "errors": [r for r in rows if r["status"] == "error"][:REPORT_ROWS_SHOWN],
-        "rows": rows[:REPORT_ROWS_SHOWN],
-        "rows_hidden": max(len(rows) - REPORT_ROWS_SHOWN, 0),
+        "errors": errors[:ERRORS_SHOWN],
+        "errors_hidden": max(len(errors) - ERRORS_SHOWN, 0),
+        # Every row, a page at a time (a 50,000-row report is the download's job).
+        "rows": Paginator(rows, REPORT_PAGE).get_page(request.GET.get("page")),
+        "rows_total": len(rows),
     }
     partial = "job" if job is not None else None
     return render_screen(
@@ -61,7 +66,10 @@ def _page(
 @require_safe
 @dashboard_view
 def seed(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
-    return _page(request, _get_context_for_user(request, ctx))
+    access = _get_context_for_user(request, ctx)
+    if access.has_role(Role.ADMIN):  # the recent imports are listed: none stuck "running"
+        import_jobs_recover_stale(context=access.context)
+    return _page(request, access)
 
 
 @require_POST
@@ -119,10 +127,22 @@ def seed_job(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     """A job's progress (polled by htmx every second until it answers 286) and report."""
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
     job = import_job_get(access=access, job_id=job_id)
+    if job.status == ImportJobStatus.RUNNING and import_jobs_recover_stale(job_ids=[job.pk]):
+        job = import_job_get(access=access, job_id=job_id)  # its worker died: failed now
     response = _page(request, access, job=job)
     if job.finished and wants_partial(request):
         response.status_code = STOP_POLLING
     return response
+
+
+@require_POST
+@dashboard_view
+def seed_job_retry(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
+    """Import a failed job's file again, as a new job; its page shows the progress."""
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    retry = import_job_retry(access=access, job=import_job_get(access=access, job_id=job_id))
+    messages.success(request, f"Import {job_id} retried as import {retry.pk}.")
+    return redirect("seed-job", access.context.slug, retry.pk)
 
 
 @require_safe

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
@@ -83,6 +84,9 @@ class Entity(models.Model):
             models.Index(fields=["context", "normalized_key"], name="entity_key"),
             # Resolution by alias: ``alias_keys @> ARRAY[key]``.
             GinIndex(fields=["alias_keys"], name="entity_alias_keys"),
+            # Entity search as you type: every word of the query a prefix of a word of the
+            # key (``to_tsvector('simple', key) @@ 'acm:* & corp:*'``; see entity_list).
+            GinIndex(SearchVector("normalized_key", config="simple"), name="entity_key_words"),
             # Embedding neighbours (resolution, duplicates, search).
             HnswIndex(
                 name="entity_embedding_hnsw",

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
-from django.db.models import Count, F, Max, Min, Q, Window
-from django.db.models.functions import RowNumber
+import numpy as np
+import numpy.typing as npt
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef
 from rapidfuzz import fuzz
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts
 from memory.models import Fact, FactStatus, Predicate, PredicateStatus
+from memory.selectors.usage import drift_is_visible, predicate_usage
 
 SUGGESTIONS = 3
 EXAMPLES = 3
@@ -44,100 +46,116 @@ class DriftItem:
 
 
 def drift_list(*, access: ContextAccess, with_suggestions: bool = True) -> list[DriftItem]:
-    """Observed predicates with the caller's visible facts, most used first.
+    """Observed predicates with the caller's visible use, most used first (queries:
+    observed predicates with their example ids; usage; the examples; registered
+    predicates with their aliases).
 
     An observed predicate whose facts all lie outside the caller's grants is not shown;
-    one with no facts at all (refused in strict mode) is registry-wide and shown.
+    one with no facts at all (refused in strict mode) is registry-wide and shown. Counts
+    are observations from the usage log (``memory.selectors.usage``), not a count of
+    the facts.
     """
-    visible = Q(facts__context=access.context) & _facts_read_q(access)
-    observed = (
-        Predicate.objects.filter(context=access.context, status=PredicateStatus.OBSERVED)
-        .annotate(
-            visible_facts=Count("facts", filter=visible),
-            all_facts=Count("facts"),
-            first_fact=Min("facts__recorded_at", filter=visible),
-            last_fact=Max("facts__recorded_at", filter=visible),
+    newest = (
+        Fact.objects.filter(
+            access.grants.read_q(), context=access.context, predicate=OuterRef("pk")
         )
-        .filter(Q(visible_facts__gt=0) | Q(all_facts=0))
-        .order_by("-visible_facts", "name")
+        .exclude(status=FactStatus.RETRACTED)
+        .order_by("-recorded_at", "-pk")
+        .values("pk")[:EXAMPLES]
     )
+    observed = list(
+        Predicate.objects.filter(context=access.context, status=PredicateStatus.OBSERVED)
+        .annotate(example_ids=ArraySubquery(newest))
+        .order_by("name")
+    )
+    usage = predicate_usage(access=access, predicate_ids=[p.pk for p in observed])
     items = [
         DriftItem(
             predicate=p,
-            fact_count=p.visible_facts,
-            first_seen=p.first_seen_at or p.first_fact,
-            last_seen=p.last_seen_at or p.last_fact,
+            fact_count=usage[p.pk].used if p.pk in usage else 0,
+            first_seen=p.first_seen_at,
+            last_seen=p.last_seen_at or (usage[p.pk].last_used_at if p.pk in usage else None),
         )
         for p in observed
+        if drift_is_visible(usage.get(p.pk))
     ]
-    _attach_examples(access, items)
+    items.sort(key=lambda item: -item.fact_count)  # stable: by name within a count
+    _attach_examples(items)
     if with_suggestions and items:
         registered = list(
             Predicate.objects.filter(context=access.context, status=PredicateStatus.REGISTERED)
             .prefetch_related("alias_set")
             .order_by("name")
         )
+        candidates = _candidates(registered)
         for item in items:
-            item.suggestions = drift_suggestions(item.predicate, registered)
+            item.suggestions = _suggest(item.predicate.name, candidates)
     return items
 
 
-def _facts_read_q(access: ContextAccess) -> Q:
-    """The caller's read grants, phrased on the ``facts__scope`` relation."""
-    return access.grants.read_q("facts__scope")
+def _attach_examples(items: list[DriftItem]) -> None:
+    """The newest few visible facts of each observed predicate: their ids came with the
+    predicates (a correlated LIMIT walking fact_predicate_recent), loaded in one query."""
+    ids = {item.predicate.pk: list(item.predicate.example_ids) for item in items}  # type: ignore[attr-defined]
+    wanted = [pk for pks in ids.values() for pk in pks]
+    facts = Fact.objects.filter(pk__in=wanted).select_related("subject", "object", "predicate")
+    by_pk = {fact.pk: fact for fact in facts}
+    for item in items:
+        item.examples = [by_pk[pk] for pk in ids[item.predicate.pk] if pk in by_pk]
 
 
-def _attach_examples(access: ContextAccess, items: list[DriftItem]) -> None:
-    """The newest few visible facts of each observed predicate, in one query that stops
-    at EXAMPLES per predicate (a window function) however many facts there are."""
-    by_predicate = {item.predicate.pk: item for item in items}
-    facts = (
-        Fact.objects.filter(
-            access.grants.read_q(),
-            context=access.context,
-            predicate_id__in=list(by_predicate),
-        )
-        .exclude(status=FactStatus.RETRACTED)
-        .annotate(
-            nth=Window(
-                RowNumber(),
-                partition_by=[F("predicate_id")],
-                order_by=[F("recorded_at").desc(), F("pk").desc()],
-            )
-        )
-        .filter(nth__lte=EXAMPLES)
-        .select_related("subject", "object", "predicate")
-        .order_by("predicate_id", "nth")
-    )
-    for fact in facts:
-        by_predicate[fact.predicate_id].examples.append(fact)
+@dataclass(frozen=True)
+class _Candidates:
+    """The registered predicates as the ranking needs them, prepared once per list."""
+
+    names: list[str]
+    forms: list[list[tuple[str, frozenset[str]]]]  # (name or alias, its words)
+    vectors: npt.NDArray[np.float64]
+
+
+def _candidates(registered: list[Predicate]) -> _Candidates:
+    forms = [
+        [
+            (form, frozenset(form.split("_")))
+            for form in (p.name, *(a.alias for a in p.alias_set.all()))
+        ]
+        for p in registered
+    ]
+    vectors = _vectors(tuple(_describe(p) for p in registered))
+    return _Candidates([p.name for p in registered], forms, vectors)
 
 
 def drift_suggestions(observed: Predicate, registered: list[Predicate]) -> list[Suggestion]:
     """Registered predicates ranked by string, word and embedding similarity."""
     if not registered:
         return []
-    texts = tuple(_describe(p) for p in registered)
-    target = _vector(_words(observed.name))
-    vectors = _vectors(texts)
+    return _suggest(observed.name, _candidates(registered))
+
+
+def _suggest(name: str, candidates: _Candidates) -> list[Suggestion]:
+    # One matrix product instead of a Python loop over 384 dimensions per predicate.
+    similarities = (candidates.vectors @ _vector(_words(name))).tolist()
+    words_of_name = frozenset(name.split("_"))
     ranked = []
-    for predicate, vector in zip(registered, vectors, strict=True):
-        forms = [predicate.name, *(a.alias for a in predicate.alias_set.all())]
-        string = max(fuzz.ratio(observed.name, form) for form in forms) / 100.0
-        words = max(_jaccard(observed.name, form) for form in forms)
-        embedding = max(0.0, sum(a * b for a, b in zip(target, vector, strict=True)))
+    for target, forms, similarity in zip(
+        candidates.names, candidates.forms, similarities, strict=True
+    ):
+        string = max(fuzz.ratio(name, form) for form, _ in forms) / 100.0
+        words = max(_jaccard(words_of_name, form_words) for _, form_words in forms)
+        embedding = max(0.0, similarity)
         score = WEIGHT_EMBEDDING * embedding + WEIGHT_STRING * string + WEIGHT_WORDS * words
-        ranked.append(
-            Suggestion(
-                predicate.name,
-                round(score, 4),
-                round(string, 4),
-                round(words, 4),
-                round(embedding, 4),
-            )
-        )
+        ranked.append(Suggestion(target, round(score, 4), string, words, embedding))
     ranked.sort(key=lambda s: (-s.score, s.name))
-    return ranked[:SUGGESTIONS]
+    return [
+        Suggestion(
+            s.name,
+            s.score,
+            round(s.string_similarity, 4),
+            round(s.shared_words, 4),
+            round(s.embedding_similarity, 4),
+        )
+        for s in ranked[:SUGGESTIONS]
+    ]
 
 
 def _words(name: str) -> str:
@@ -148,19 +166,19 @@ def _describe(predicate: Predicate) -> str:
     return f"{_words(predicate.name)}: {predicate.description}".strip(": ")
 
 
-def _jaccard(a: str, b: str) -> float:
-    left, right = set(a.split("_")), set(b.split("_"))
-    return len(left & right) / len(left | right) if left | right else 0.0
+def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
+    union = len(left | right)
+    return len(left & right) / union if union else 0.0
 
 
 @lru_cache(maxsize=64)
-def _vectors(texts: tuple[str, ...]) -> list[list[float]]:
+def _vectors(texts: tuple[str, ...]) -> npt.NDArray[np.float64]:
     # The registry changes rarely; its embeddings are cached per distinct registry text.
-    return embed_texts(list(texts))
+    return np.asarray(embed_texts(list(texts)), dtype=np.float64)
 
 
 @lru_cache(maxsize=4096)
-def _vector(text: str) -> list[float]:
-    vector = embed_texts([text])[0]
-    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
-    return [v / norm for v in vector]
+def _vector(text: str) -> npt.NDArray[np.float64]:
+    vector = np.asarray(embed_texts([text])[0], dtype=np.float64)
+    norm = float(np.linalg.norm(vector)) or 1.0
+    return vector / norm

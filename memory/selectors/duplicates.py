@@ -3,6 +3,7 @@ caller may read, joined into clusters (connected components), best first."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from memory.access import ContextAccess
@@ -18,23 +19,38 @@ class DuplicateCluster:
     pairs: list[DuplicateCandidate] = field(default_factory=list)
 
 
+@dataclass
+class _Component:
+    ids: set[int] = field(default_factory=set)
+    pair_ids: list[int] = field(default_factory=list)
+    score: float = 0.0
+    methods: set[str] = field(default_factory=set)
+
+
 def duplicate_clusters(
     *, access: ContextAccess, min_score: float = 0.0, limit: int = 200
 ) -> list[DuplicateCluster]:
+    return duplicate_cluster_page(access=access, min_score=min_score, limit=limit)[0]
+
+
+def duplicate_cluster_page(
+    *, access: ContextAccess, min_score: float = 0.0, offset: int = 0, limit: int = 200
+) -> tuple[list[DuplicateCluster], int]:
+    """Clusters ``offset`` to ``offset + limit`` of the ranking, and how many there are
+    (queries: every open pair as plain ids; the shown clusters' entities; their pairs).
+
+    Clustering needs every open pair, but only as numbers: entities and pair rows are
+    loaded for the clusters shown, not for the tens of thousands a scan can leave open.
+    """
     readable = access.grants.read_q("entity_a__scope") & access.grants.read_q("entity_b__scope")
-    pairs = list(
-        DuplicateCandidate.objects.filter(
-            readable,
-            context=access.context,
-            status=DuplicateStatus.OPEN,
-            score__gte=min_score,
-            entity_a__merged_into__isnull=True,
-            entity_b__merged_into__isnull=True,
-        )
-        .select_related("entity_a", "entity_b")
-        .defer("entity_a__embedding", "entity_b__embedding")
-        .order_by("-score", "pk")
-    )
+    pairs = DuplicateCandidate.objects.filter(
+        readable,
+        context=access.context,
+        status=DuplicateStatus.OPEN,
+        score__gte=min_score,
+        entity_a__merged_into__isnull=True,
+        entity_b__merged_into__isnull=True,
+    ).values_list("pk", "entity_a_id", "entity_b_id", "score", "methods")
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -43,20 +59,42 @@ def duplicate_clusters(
             x = parent[x]
         return x
 
-    for pair in pairs:
-        parent[find(pair.entity_a_id)] = find(pair.entity_b_id)
-    clusters: dict[int, DuplicateCluster] = {}
-    for pair in pairs:
-        root = find(pair.entity_a_id)
-        cluster = clusters.setdefault(root, DuplicateCluster(members=[], score=0.0, methods=[]))
-        for entity in (pair.entity_a, pair.entity_b):
-            if all(m.pk != entity.pk for m in cluster.members):
-                cluster.members.append(entity)
-        cluster.score = max(cluster.score, pair.score)
-        cluster.methods = sorted(set(cluster.methods) | set(pair.methods))
-        cluster.pairs.append(pair)
-    ranked = sorted(clusters.values(), key=lambda c: (-c.score, min(m.pk for m in c.members)))
-    for cluster in ranked:
+    rows = list(pairs)
+    for _, a, b, _, _ in rows:
+        parent[find(a)] = find(b)
+    components: dict[int, _Component] = defaultdict(_Component)
+    for pk, a, b, score, methods in rows:
+        component = components[find(a)]
+        component.ids.update((a, b))
+        component.pair_ids.append(pk)
+        component.score = max(component.score, score)
+        component.methods.update(methods)
+    ranked = sorted(components.values(), key=lambda c: (-c.score, min(c.ids)))
+    shown = ranked[offset : offset + limit]
+    return _load(shown), len(ranked)
+
+
+def _load(components: list[_Component]) -> list[DuplicateCluster]:
+    entities = Entity.objects.defer("embedding").in_bulk([i for c in components for i in c.ids])
+    candidates = DuplicateCandidate.objects.in_bulk([p for c in components for p in c.pair_ids])
+    clusters = []
+    for component in components:
+        pairs = sorted(
+            (candidates[p] for p in component.pair_ids if p in candidates),
+            key=lambda pair: (-pair.score, pair.pk),
+        )
+        for pair in pairs:  # already loaded: no query per pair
+            pair.entity_a = entities[pair.entity_a_id]
+            pair.entity_b = entities[pair.entity_b_id]
+        members = [entities[i] for i in component.ids if i in entities]
         # The entity most others point at first: the natural survivor suggestion.
-        cluster.members.sort(key=lambda e: (not e.seeded, -len(e.aliases), e.pk))
-    return ranked[:limit]
+        members.sort(key=lambda e: (not e.seeded, -len(e.aliases), e.pk))
+        clusters.append(
+            DuplicateCluster(
+                members=members,
+                score=component.score,
+                methods=sorted(component.methods),
+                pairs=pairs,
+            )
+        )
+    return clusters

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
+from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from memory.access import ContextAccess
@@ -94,7 +95,20 @@ def entity_facts_ranked(
 ) -> list[RankedFact]:
     """An entity's current facts (as subject), best first; confidence under 0.2 dropped."""
     now = now or timezone.now()
-    facts = fact_list(access=access, subject=entity).filter(confidence__gte=RANK_MIN_CONFIDENCE)
+    # The same score in SQL picks the best ``limit`` rows, so an entity with thousands of
+    # facts does not load them all; Python scores and orders the few it gets.
+    rank = RawSQL(
+        "memory_fact.confidence * (0.3 + 1.4 * memory_fact.importance) * power(0.5, "
+        "greatest(extract(epoch from (%s - memory_fact.last_seen_at)) / 86400.0, 0) / %s)",
+        (now, RANK_HALF_LIFE_DAYS),
+        output_field=FloatField(),
+    )
+    facts = (
+        fact_list(access=access, subject=entity)
+        .filter(confidence__gte=RANK_MIN_CONFIDENCE)
+        .annotate(rank=rank * F("predicate__ranking_weight"))
+        .order_by("-rank", "-id")[:limit]
+    )
     ranked = [RankedFact(fact=f, score=fact_rank_score(f, now=now)) for f in facts]
     ranked.sort(key=lambda r: (-r.score, -r.fact.pk))
-    return ranked[:limit]
+    return ranked

@@ -21,7 +21,7 @@ from rapidfuzz import fuzz
 
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
-from memory.models import Context, Entity, EntityIdentifier, Role
+from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.services.audit import audit_record
 
@@ -237,9 +237,16 @@ def _store(
     return len(new_rows)
 
 
-@transaction.atomic
 def duplicates_dismiss(*, access: ContextAccess, entity_ids: list[int]) -> int:
-    """Mark every pair among ``entity_ids`` "not duplicates" so none is proposed again."""
+    """Mark every pair among ``entity_ids`` "not duplicates"; returns how many pairs."""
+    undo = duplicates_dismiss_recorded(access=access, entity_ids=entity_ids).undo
+    return len(undo["previous"]) if undo else 0
+
+
+@transaction.atomic
+def duplicates_dismiss_recorded(*, access: ContextAccess, entity_ids: list[int]) -> AuditEvent:
+    """Mark every pair among ``entity_ids`` "not duplicates" so none is proposed again;
+    returns the audit event that undoes it (``duplicates_reopen``)."""
     access.require_role(Role.CURATOR)
     ids = sorted(set(entity_ids))
     if not 2 <= len(ids) <= 50:
@@ -264,7 +271,7 @@ def duplicates_dismiss(*, access: ContextAccess, entity_ids: list[int]) -> int:
         if not created and candidate.status != DuplicateStatus.DISMISSED:
             candidate.status = DuplicateStatus.DISMISSED
             candidate.save(update_fields=["status", "updated_at"])
-    audit_record(
+    return audit_record(
         context=access.context,
         actor=access.user,
         action="duplicates_dismiss",
@@ -273,7 +280,6 @@ def duplicates_dismiss(*, access: ContextAccess, entity_ids: list[int]) -> int:
         summary=f"marked entities {ids} as not duplicates",
         undo={"op": "duplicates_reopen", "previous": {str(k): v for k, v in previous.items()}},
     )
-    return len(previous)
 
 
 def duplicates_reopen(*, access: ContextAccess, undo: dict[str, object]) -> None:

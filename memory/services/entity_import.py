@@ -4,6 +4,11 @@ The file is refused whole (``ValidationFailed``) only when it cannot be read as 
 entities at all; anything wrong with a single row becomes an ``error`` entry of the report
 and the other rows still land. Each row is its own savepoint, so a failing row leaves
 nothing behind.
+
+Rows are written in batches of BATCH_ROWS, one transaction each: a batch's rows are marked
+canonical and audited together (one ``entities_seed`` event listing its rows), and their
+vectors are computed together after the batch commits — not one commit, audit event and
+embedding task per row (see docs/BENCHMARKS.md, "Seeding throughput").
 """
 
 from __future__ import annotations
@@ -11,23 +16,35 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.db import DataError, IntegrityError, transaction
+from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import MemoryError_, ValidationFailed
-from memory.models import Role
+from memory.models import Entity, Role
 from memory.scopes import ScopeError
+from memory.services.audit import audit_record
 from memory.services.entities import IdentifierInput, entity_upsert
+from memory.tasks import (
+    entity_embeddings_collect,
+    entity_embeddings_compute,
+    entity_embeddings_enqueue,
+)
+
+logger = logging.getLogger(__name__)
 
 ImportFormat = Literal["csv", "jsonl"]
 RowStatus = Literal["created", "matched", "error"]
 
 MAX_IMPORT_ROWS = 50_000
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
+# Rows per transaction, audit event and embedding call.
+BATCH_ROWS = 100
 
 ENTITY_FIELDS = frozenset({"name", "type", "scope", "aliases", "identifiers", "attributes"})
 # Columns (CSV) or keys (JSONL) whose value is an identifier of that kind, so a plain
@@ -94,6 +111,7 @@ def entities_import(
     scope_default: str | None = None,
     seeded: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
+    embed_now: bool = False,
 ) -> ImportReport:
     """Upsert every row of ``content`` through ``entity_upsert`` and report row by row.
 
@@ -101,7 +119,11 @@ def entities_import(
     without a scope use ``scope_default``. Fields other than the entity's own and the
     identifier columns (``email``, ``domain``…) are kept as attributes. Seeding canonical
     entities (``seeded=True``) is an admin action; scope grants are checked per row.
-    ``on_progress(done, total)`` is called after each row.
+    ``on_progress(done, total)`` is called after each batch of rows.
+
+    Vectors of the new and changed entities: with ``embed_now`` (import jobs, already running in
+    the worker) computed here after each batch commits; otherwise one
+    embedding task per batch for the worker. An embedder failure leaves them to the worker.
     """
     if seeded:
         access.require_role(Role.ADMIN)
@@ -114,13 +136,60 @@ def entities_import(
     extra = sorted({key for record in records for key in record.fields} - KNOWN_FIELDS)
     if extra:
         report.notes.append(f"fields kept as attributes: {', '.join(extra)}")
-    for done, record in enumerate(records, start=1):
-        report.add(
-            _import_one(access=access, record=record, scope_default=scope_default, seeded=seeded)
-        )
+    for start in range(0, len(records), BATCH_ROWS):
+        batch = records[start : start + BATCH_ROWS]
+        with entity_embeddings_collect() as changed, transaction.atomic():
+            entries = [
+                _import_one(access=access, record=r, scope_default=scope_default) for r in batch
+            ]
+            if seeded:
+                _seed_batch(access, entries)
+        for entry in entries:
+            report.add(entry)
+        _embed(changed, now=embed_now)
         if on_progress is not None:
-            on_progress(done, report.total)
+            on_progress(start + len(batch), report.total)
     return report
+
+
+def _seed_batch(access: ContextAccess, entries: list[ImportRow]) -> None:
+    """Mark a batch's entities canonical and record one audit event listing its rows."""
+    done = [e for e in entries if e.entity_id is not None]
+    if not done:
+        return
+    ids = [e.entity_id for e in entries if e.entity_id is not None]
+    marked = set(Entity.objects.filter(pk__in=ids, seeded=False).values_list("pk", flat=True))
+    Entity.objects.filter(pk__in=marked).update(seeded=True, updated_at=timezone.now())
+    created = sum(e.status == "created" for e in done)
+    canonical = sum(e.status != "created" and e.entity_id in marked for e in done)
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="entities_seed",
+        target_type="import",
+        target_id=f"rows {entries[0].row}-{entries[-1].row}",
+        summary=f"seeded {len(done)} entities (rows {entries[0].row}–{entries[-1].row}): "
+        f"{created} created, {canonical} marked canonical",
+        after={
+            "rows": [
+                {"row": e.row, "entity_id": e.entity_id, "status": e.status,
+                 "marked_canonical": e.entity_id in marked}
+                for e in done
+            ]
+        },
+    )  # fmt: skip
+
+
+def _embed(entity_ids: list[int], *, now: bool) -> None:
+    if not entity_ids:
+        return
+    if now:
+        try:
+            entity_embeddings_compute(entity_ids)
+            return
+        except Exception:  # the embedder is down: the worker retries later
+            logger.warning("import: embedding %s entities failed; queued", len(entity_ids))
+    entity_embeddings_enqueue(entity_ids)
 
 
 def _decode(content: bytes | str) -> str:
@@ -223,15 +292,14 @@ def _parse_jsonl(text: str) -> list[_Record]:
     return records
 
 
-def _import_one(
-    *, access: ContextAccess, record: _Record, scope_default: str | None, seeded: bool
-) -> ImportRow:
+def _import_one(*, access: ContextAccess, record: _Record, scope_default: str | None) -> ImportRow:
     try:
         if record.problem:
             raise _RowError(record.problem)
         values = _row_values(record.fields, scope_default=scope_default)
-        with transaction.atomic():  # a savepoint: a failing row leaves nothing behind
-            result = entity_upsert(access=access, seeded=seeded, **values)
+        # entity_upsert is atomic: inside the batch, a savepoint, so a failing row leaves
+        # nothing behind. Marking canonical and the audit are the batch's (_seed_batch).
+        result = entity_upsert(access=access, seeded=False, **values)
     except (_RowError, ScopeError) as exc:
         return ImportRow(record.row, record.line, "error", message=str(exc))
     except MemoryError_ as exc:

@@ -281,8 +281,31 @@ def test_drift_page_query_count_does_not_grow_with_items(
     for extra in (0, 6):
         _drift(access, memory, extra)
         # session, user, context, membership, contexts (switcher); observed predicates
-        # with counts; their examples; registered predicates; their aliases; the
-        # registered names of the target list
-        with django_assert_num_queries(10):
+        # with their example ids; their usage; the examples; registered predicates;
+        # their aliases; the registered names of the target list
+        with django_assert_num_queries(11):
             response = viewer.get(f"{base}/drift/")
         assert len(response.context["rows"]) == 1 + extra
+
+
+def test_promote_forms_load_on_demand(curator: Client, base: str, memory: Memory) -> None:
+    listing = page(curator.get(f"{base}/drift/"))
+    partial = page(curator.get(f"{base}/drift/works_for/definition", HTTP_HX_REQUEST="true"))
+    whole = curator.get(f"{base}/drift/works_for/definition")
+
+    # The list links to the form instead of rendering one per item.
+    assert f'hx-get="{base}/drift/works_for/definition"' in listing
+    assert 'name="category"' not in listing
+    assert partial.lstrip().startswith('<form method="post" action="')
+    assert 'name="category"' in partial and "<html" not in partial
+    # Without JavaScript: the drift page with that item's form open.
+    assert whole.status_code == 200
+    assert '<details class="promote" open>' in page(whole)
+
+
+def test_promote_form_is_for_curators_and_open_drift_only(
+    viewer: Client, curator: Client, base: str, memory: Memory
+) -> None:
+    assert viewer.get(f"{base}/drift/works_for/definition").status_code == 403
+    assert curator.get(f"{base}/drift/works_at/definition").status_code == 404
+    assert curator.post(f"{base}/drift/works_for/definition").status_code == 405

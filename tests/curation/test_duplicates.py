@@ -165,6 +165,45 @@ def test_dismiss_keeps_the_pair_from_coming_back(curator: Client, base: str, pai
     assert "No open duplicate clusters" in page(curator.get(f"{base}/duplicates/"))
 
 
+def test_dismiss_message_offers_an_undo_that_brings_the_pair_back(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    response = curator.post(f"{base}/duplicates/dismiss", {"ids": pair.ids}, follow=True)
+
+    html = page(response)
+    event = AuditEvent.objects.get(action="duplicates_dismiss")
+    assert "Marked 2 entities as not duplicates" in html
+    assert f'action="{base}/audit/{event.pk}/undo"' in html
+    undone = curator.post(f"{base}/audit/{event.pk}/undo", {"next": f"{base}/duplicates/"})
+    assert undone["Location"] == f"{base}/duplicates/"
+    assert DuplicateCandidate.objects.get().status == DuplicateStatus.OPEN
+    assert "Alexander Smith" in page(curator.get(f"{base}/duplicates/"))
+
+
+def test_htmx_dismiss_answers_the_list_with_the_undo_message(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    response = curator.post(f"{base}/duplicates/dismiss", {"ids": pair.ids}, HTTP_HX_REQUEST="true")
+
+    html = page(response)
+    event = AuditEvent.objects.get(action="duplicates_dismiss")
+    assert html.lstrip().startswith('<div id="duplicate-clusters">')
+    assert "hx-swap-oob" in html and f"/audit/{event.pk}/undo" in html
+
+
+def test_clusters_are_paginated(access: ContextAccess, viewer: Client, base: str) -> None:
+    for i in range(30):
+        candidate(person(access, f"Kim Park {i}"), person(access, f"Kim Parke {i}"), 0.5 + i / 100)
+
+    first = viewer.get(f"{base}/duplicates/")
+    second = viewer.get(f"{base}/duplicates/?page=2")
+
+    assert len(first.context["rows"]) == 25 and len(second.context["rows"]) == 5
+    assert first.context["rows"][0].cluster.score == pytest.approx(0.79)
+    assert "30 clusters" in page(first) and "Page 2 of 2" in page(second)
+    assert len(viewer.get(f"{base}/duplicates/?page=9").context["rows"]) == 5
+
+
 def test_scan_finds_near_identical_names(access: ContextAccess, curator: Client, base: str) -> None:
     person(access, "Jonathan Miller")
     person(access, "Jonathon Miller")
@@ -270,8 +309,9 @@ def test_duplicates_page_query_count_does_not_grow(
         if round_:
             for i in range(5):
                 candidate(person(access, f"Kim Park {i}"), person(access, f"Kim Parke {i}"))
-        # session, user, context, membership, contexts (switcher); open pairs with both
-        # entities joined; fact counts of every member (skipped when there are none)
-        with django_assert_num_queries(7 if round_ else 6):
+        # session, user, context, membership, contexts (switcher); open pairs as ids; the
+        # page's entities and pairs and the fact counts of its members (skipped when
+        # there are none)
+        with django_assert_num_queries(9 if round_ else 6):
             response = viewer.get(f"{base}/duplicates/")
         assert len(response.context["rows"]) == 5 * round_

@@ -261,6 +261,7 @@ def test_entity_detail_query_count_does_not_grow(
             fact_write(access=access, subject=memory.alex, predicate="knows", object=other)
             fact_write(access=access, subject=other, predicate="reports_to", object=memory.alex)
         # session, user, context, membership, contexts (switcher); the entity; its
-        # identifiers; ranked facts; history; incoming relations; audit events
-        with django_assert_num_queries(11):
+        # identifiers; the best ranked facts; the timeline and its successors; incoming
+        # and outgoing relations; audit events
+        with django_assert_num_queries(13):
             viewer.get(f"{base}/entities/{memory.alex.pk}/")

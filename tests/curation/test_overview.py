@@ -93,8 +93,8 @@ def test_overview_query_count_does_not_grow(
 ) -> None:
     for _ in range(2):
         # session, user, context, membership; drift sightings; drift resolutions;
-        # entities; facts (total and registered); documents; predicate statuses; open
-        # drift; aliases; most varied; conflicts; duplicates; recent runs; contexts
+        # entities; predicate usage; predicate statuses; registered names; aliases; raw
+        # forms (most varied); documents; conflicts; duplicates; recent runs; contexts
         with django_assert_num_queries(17):
             viewer.get(f"{base}/")
         Run.objects.create(context=memory.alex.context, scope="org/acme", mode="triples")

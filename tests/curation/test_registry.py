@@ -357,7 +357,7 @@ def test_registry_page_query_count_does_not_grow(
                 access=access, name=f"extra_{i}", category=f"cat_{i}", aliases=[f"other_{i}"]
             )
         # session, user, context, membership, contexts (switcher); categories;
-        # predicates with visible fact counts; their aliases
-        with django_assert_num_queries(8):
+        # predicates; their aliases; their visible use (the usage log)
+        with django_assert_num_queries(9):
             response = viewer.get(f"{base}/registry/")
         assert len(response.context["predicates"]) == 44 + extra

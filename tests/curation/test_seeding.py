@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import Client
 
 from curation.models import ImportJob
-from curation.services import import_job_execute
-from memory.models import Context, Entity
+from curation.services import import_job_execute, import_jobs_recover_stale
+from memory.locks import IMPORT_JOB_LOCK
+from memory.models import AuditEvent, Context, Entity, Role
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +31,18 @@ CSV = (
 def immediate_tasks(settings: Any) -> None:
     """Run enqueued tasks at once, in the test's process."""
     settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+
+
+@contextmanager
+def worker_importing(job: ImportJob) -> Iterator[None]:
+    """A live worker importing ``job``: another session holds the job's executor lock."""
+    params = connection.get_connection_params()
+    other = connection.get_new_connection(params)
+    try:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [IMPORT_JOB_LOCK, job.pk])
+        yield
+    finally:
+        other.close()  # a closed session releases its locks, as a dying worker's does
 
 
 def _csv(text: str = CSV, name: str = "people.csv") -> SimpleUploadedFile:
@@ -115,7 +130,8 @@ def test_job_status_partial_polls_until_done_then_answers_286(
     job = ImportJob.objects.create(context=context, content=CSV, total=3, done=1, status="running")
     url = f"{base}/entities/seed/jobs/{job.pk}/"
 
-    running = admin.get(url, HTTP_HX_REQUEST="true")
+    with worker_importing(job):
+        running = admin.get(url, HTTP_HX_REQUEST="true")
     ImportJob.objects.filter(pk=job.pk).update(status="succeeded", done=3, report={"rows": []})
     done = admin.get(url, HTTP_HX_REQUEST="true")
     full = admin.get(url)
@@ -262,3 +278,127 @@ def test_job_pages_need_a_login_and_the_admin_role(
     ):
         assert client.get(url).status_code == 302
         assert viewer.get(url).status_code == 403
+
+
+def _stuck_job(context: Context, user: Any) -> ImportJob:
+    """A job a worker claimed, imported 2 of 3 rows of, and died on."""
+    return ImportJob.objects.create(
+        context=context,
+        created_by=user,
+        content=CSV,
+        scope_default="org/acme",
+        status="running",
+        worker="host-a:4242",
+        done=2,
+        total=3,
+    )
+
+
+def test_a_job_left_running_by_a_dead_worker_is_failed_with_its_reason(
+    context: Context, make_user: Callable[..., Any]
+) -> None:
+    job = _stuck_job(context, make_user(context=context, role=Role.ADMIN))
+    alive = _stuck_job(context, job.created_by)
+
+    with worker_importing(alive):
+        assert import_jobs_recover_stale() == 1
+
+    job.refresh_from_db()
+    assert job.status == "failed" and job.finished_at is not None
+    assert "(host-a:4242) stopped after 2 of 3 rows" in job.error
+    assert "Retry" in job.error and job.content == CSV  # the file stays for a retry
+    assert ImportJob.objects.get(pk=alive.pk).status == "running"  # its worker holds it
+
+
+def test_the_job_page_notices_a_dead_worker_and_retry_imports_the_same_file(
+    admin: Client,
+    base: str,
+    context: Context,
+    make_user: Callable[..., Any],
+    immediate_tasks: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    job = _stuck_job(context, make_user(context=context, role=Role.ADMIN))
+    url = f"{base}/entities/seed/jobs/{job.pk}/"
+
+    polled = admin.get(url, HTTP_HX_REQUEST="true")
+    with django_capture_on_commit_callbacks(execute=True):
+        retried = admin.post(f"{url}retry")
+
+    assert polled.status_code == 286  # finished (failed): the progress bar stops polling
+    assert "stopped after 2 of 3 rows" in page_of(polled)
+    assert f'action="{url}retry"' in page_of(polled)
+    retry = ImportJob.objects.exclude(pk=job.pk).get()
+    assert retried["Location"] == f"{base}/entities/seed/jobs/{retry.pk}/"
+    assert (retry.retry_of_id, retry.content, retry.scope_default) == (job.pk, CSV, "org/acme")
+    assert (retry.status, retry.created_count, retry.failed_count) == ("succeeded", 2, 1)
+    assert f'Retry of <a href="{url}">import #{job.pk}</a>' in page_of(
+        admin.get(retried["Location"])
+    )
+
+
+def test_only_failed_jobs_can_be_retried(admin: Client, base: str, context: Context) -> None:
+    job = ImportJob.objects.create(context=context, content=CSV, status="succeeded")
+
+    response = admin.post(f"{base}/entities/seed/jobs/{job.pk}/retry")
+
+    assert response.status_code == 409
+    assert "only failed imports can be retried" in page_of(response)
+    assert ImportJob.objects.count() == 1
+
+
+def test_seed_page_fails_stuck_jobs_in_its_list(
+    admin: Client, base: str, context: Context, make_user: Callable[..., Any]
+) -> None:
+    job = _stuck_job(context, make_user(context=context, role=Role.ADMIN))
+
+    html = page_of(admin.get(f"{base}/entities/seed/"))
+
+    assert 'class="badge status-failed"' in html
+    assert ImportJob.objects.get(pk=job.pk).status == "failed"
+
+
+def test_viewer_and_curator_cannot_retry_an_import(
+    viewer: Client, curator: Client, base: str, context: Context
+) -> None:
+    job = ImportJob.objects.create(context=context, content=CSV, status="failed")
+
+    for member in (viewer, curator):
+        response = member.post(f"{base}/entities/seed/jobs/{job.pk}/retry")
+        assert response.status_code == 403
+        assert "needs the admin role" in page_of(response)
+    assert ImportJob.objects.count() == 1
+
+
+def test_job_report_is_paged(admin: Client, base: str, context: Context) -> None:
+    rows = [
+        {"row": i, "line": i + 1, "status": "error" if i % 2 else "created", "entity_id": None,
+         "message": f"problem {i}" if i % 2 else ""}
+        for i in range(1, 251)
+    ]  # fmt: skip
+    job = ImportJob.objects.create(
+        context=context, content=CSV, status="succeeded", report={"rows": rows}
+    )
+    url = f"{base}/entities/seed/jobs/{job.pk}/"
+
+    first, last = page_of(admin.get(url)), page_of(admin.get(f"{url}?page=3"))
+
+    assert "Every row (250)" in first and "Page 1 of 3" in first
+    assert first.count('<span class="badge outcome-') == 100
+    assert (
+        last.count('<span class="badge outcome-') == 50 and '<details id="job-rows" open>' in last
+    )
+    assert "the first 100; 25 more in the download" in first and "problem 199" in first
+    assert "problem 201" not in first
+
+
+def test_import_job_batches_are_audited_with_their_rows(
+    admin: Client, base: str, immediate_tasks: None, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        admin.post(f"{base}/entities/seed/upload", {"file": _csv(), "scope_default": "org/acme"})
+
+    event = AuditEvent.objects.get(action="entities_seed")
+    assert event.summary == "seeded 2 entities (rows 1–3): 2 created, 0 marked canonical"
+    assert [row["row"] for row in event.after["rows"]] == [1, 2]
+    assert not Entity.objects.filter(embedding__isnull=True).exists()  # embedded per batch

@@ -10,6 +10,7 @@ from memory.access import ContextAccess, system_access
 from memory.errors import PermissionDenied, ValidationFailed
 from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
 from memory.scopes import Grants
+from memory.services import entity_import
 from memory.services.entity_import import entities_import
 
 pytestmark = pytest.mark.django_db
@@ -206,19 +207,87 @@ def test_seeding_needs_the_admin_role(context: Context) -> None:
     assert Entity.objects.get(pk=report.rows[0].entity_id).seeded is False
 
 
-def test_seeding_is_audited_per_entity(access: ContextAccess) -> None:
-    report = entities_import(access=access, content=CSV)
+def test_seeding_is_audited_once_per_batch_with_every_row(
+    access: ContextAccess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(entity_import, "BATCH_ROWS", 2)
+    entities_import(access=access, content="name,scope\nAcme,org/acme\n")
+    content = "name,scope\nAcme,org/acme\nGlobex,org/acme\n,org/acme\nInitech,org/acme\n"
 
-    events = AuditEvent.objects.filter(context=access.context, action="entity_seed")
-    assert sorted(int(e.target_id) for e in events) == sorted(r.entity_id for r in report.rows)
+    report = entities_import(access=access, content=content)
+
+    events = list(
+        AuditEvent.objects.filter(context=access.context, action="entities_seed").order_by("pk")
+    )
+    assert [e.summary for e in events[1:]] == [
+        "seeded 2 entities (rows 1–2): 1 created, 0 marked canonical",
+        "seeded 1 entities (rows 3–4): 1 created, 0 marked canonical",
+    ]
+    assert events[1].after["rows"] == [
+        {"row": 1, "entity_id": report.rows[0].entity_id, "status": "matched",
+         "marked_canonical": False},
+        {"row": 2, "entity_id": report.rows[1].entity_id, "status": "created",
+         "marked_canonical": True},
+    ]  # fmt: skip
+    assert Entity.objects.filter(context=access.context, seeded=True).count() == 3
 
 
-def test_progress_is_reported_after_every_row(access: ContextAccess) -> None:
+def test_matching_an_unseeded_entity_marks_it_canonical(access: ContextAccess) -> None:
+    entities_import(access=access, content="name,scope\nAcme,org/acme\n", seeded=False)
+
+    report = entities_import(access=access, content="name,scope\nAcme,org/acme\n")
+
+    assert Entity.objects.get(pk=report.rows[0].entity_id).seeded is True
+    event = AuditEvent.objects.get(context=access.context, action="entities_seed")
+    assert event.summary == "seeded 1 entities (rows 1–1): 0 created, 1 marked canonical"
+
+
+def test_progress_is_reported_after_every_batch(
+    access: ContextAccess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(entity_import, "BATCH_ROWS", 2)
     seen: list[tuple[int, int]] = []
+    content = CSV + "Globex,organisation,org/acme,,,,\n"
 
-    entities_import(access=access, content=CSV, on_progress=lambda d, t: seen.append((d, t)))
+    entities_import(access=access, content=content, on_progress=lambda d, t: seen.append((d, t)))
 
-    assert seen == [(1, 2), (2, 2)]
+    assert seen == [(2, 3), (3, 3)]
+
+
+def test_a_failing_row_rolls_back_alone_inside_its_batch(access: ContextAccess) -> None:
+    content = "name,scope\nAcme,org/acme\nBad,org/acme/../x\nGlobex,org/acme\n"
+
+    report = entities_import(access=access, content=content)
+
+    assert [r.status for r in report.rows] == ["created", "error", "created"]
+    assert set(Entity.objects.filter(context=access.context).values_list("name", flat=True)) == {
+        "Acme",
+        "Globex",
+    }
+
+
+def test_import_embeds_each_batch_now_or_queues_one_task_per_batch(
+    access: ContextAccess,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"}}
+    monkeypatch.setattr(entity_import, "BATCH_ROWS", 2)
+    from django_tasks import default_task_backend
+
+    content = "name,scope\nAcme,org/acme\nGlobex,org/acme\nInitech,org/acme\n"
+    with django_capture_on_commit_callbacks(execute=True):
+        entities_import(access=access, content=content, embed_now=True)
+
+    assert not Entity.objects.filter(context=access.context, embedding__isnull=True).exists()
+    assert default_task_backend.results == []  # type: ignore[attr-defined]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        entities_import(access=access, content=content.replace("Acme", "Umbrella"))
+
+    queued = [r.args[0] for r in default_task_backend.results]  # type: ignore[attr-defined]
+    assert [len(ids) for ids in queued] == [1]  # only Umbrella is new or changed
 
 
 @pytest.mark.parametrize(
