@@ -122,7 +122,9 @@ def _find_existing(
     return None, "created"
 
 
-def _absorb(entity: Entity, *, name: str, aliases: list[str], attributes: dict[str, Any]) -> bool:
+def entity_absorb(
+    entity: Entity, *, name: str, aliases: list[str], attributes: dict[str, Any]
+) -> bool:
     """Add what a matching write brings (new spellings as aliases, attributes)."""
     changed = False
     for alias in [name, *aliases]:
@@ -217,7 +219,7 @@ def entity_upsert(
             attributes={},
             seeded=seeded,
         )
-        _absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
+        entity_absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
         try:
             with transaction.atomic():
                 entity.save()
@@ -238,7 +240,7 @@ def entity_upsert(
         if existing.pk not in live:
             raise NotFound("the entity was deleted while this write ran", code="entity_not_found")
         entity = live[existing.pk]
-        changed = _absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
+        changed = entity_absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
         if seeded and not entity.seeded:
             entity.seeded = changed = True
         if changed:

@@ -51,10 +51,10 @@ from memory.services.entities import entity_live
 from memory.services.facts import (
     SUPERSEDE_CONFIDENCE_FLOOR,
     WriteOutcome,
-    _check_shape,
-    _conflict_reason,
-    _unit,
-    _value_text,
+    fact_check_shape,
+    fact_conflict_reason,
+    fact_unit_value,
+    fact_value_text,
 )
 from memory.services.predicates import (
     ResolvedPredicate,
@@ -240,19 +240,31 @@ def _resolve_predicates(
 
 
 def _lock_subjects(ids: set[int]) -> dict[int, int]:
-    """Lock the subjects (ordered by id); map each to its live entity (merged → survivor)."""
-    rows = list(
+    """Lock the subjects (ordered by id); map each to its live entity (merged → survivor).
+
+    The redirects are read under the locks, the survivor's too: a merge committing while
+    we waited is seen, never a stale copy (as ``entities_lock_live``, without loading
+    whole rows with their vectors for a few thousand subjects).
+    """
+    redirects: dict[int, int | None] = dict(
         Entity.objects.select_for_update()
         .filter(pk__in=ids)
         .order_by("pk")
         .values_list("pk", "merged_into_id")
     )
-    live = {pk: pk for pk, merged in rows if merged is None}
-    for pk, merged in rows:
-        if merged is not None:
-            survivor = entity_live(Entity.objects.get(pk=pk))
-            Entity.objects.select_for_update().filter(pk=survivor.pk).first()
-            live[pk] = survivor.pk
+    live: dict[int, int] = {}
+    for pk in sorted(redirects):
+        current, seen = pk, {pk}
+        while (target := redirects[current]) is not None and target not in seen:
+            if target not in redirects:
+                redirects.update(
+                    Entity.objects.select_for_update()
+                    .filter(pk=target)
+                    .values_list("pk", "merged_into_id")
+                )
+            seen.add(target)
+            current = target
+        live[pk] = current
     return live
 
 
@@ -314,9 +326,9 @@ class _BatchWriter:
         resolved = item.resolved
         assert resolved is not None
         pred = resolved.predicate
-        _check_shape(data.kind, object_=data.object, value=data.value)
-        text = _value_text(data.value)
-        confidence = _unit("confidence", data.confidence)
+        fact_check_shape(data.kind, object_=data.object, value=data.value)
+        text = fact_value_text(data.value)
+        confidence = fact_unit_value("confidence", data.confidence)
         object_id = entity_live(data.object).pk if data.object is not None else None
         current = self.state[(subject_id, pred.pk)]
         identical = next(
@@ -437,7 +449,7 @@ class _BatchWriter:
                     current_fact_id=_pk(current),
                     contested_fact_id=_pk(contested),
                     # The rule reads only confidences and the context's setting.
-                    reason=_conflict_reason(
+                    reason=fact_conflict_reason(
                         access=self.access,
                         fact=contested,  # type: ignore[arg-type]
                         current=current,  # type: ignore[arg-type]

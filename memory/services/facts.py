@@ -49,7 +49,7 @@ class FactWriteResult:
     conflict: Conflict | None = None
 
 
-def _value_text(value: Any) -> str:
+def fact_value_text(value: Any) -> str:
     if value is None:
         return ""
     text = (
@@ -62,7 +62,7 @@ def _value_text(value: Any) -> str:
     return text
 
 
-def _unit(name: str, value: float) -> float:
+def fact_unit_value(name: str, value: float) -> float:
     if not 0.0 <= value <= 1.0:
         raise ValidationFailed(
             f"{name} must be between 0 and 1, got {value}", code=f"invalid_{name}"
@@ -86,7 +86,7 @@ def _kind_for(predicate: Predicate, *, object_: Entity | None, value: Any, kind:
     return FactKind.ATTRIBUTE
 
 
-def _check_shape(kind: str, *, object_: Entity | None, value: Any) -> None:
+def fact_check_shape(kind: str, *, object_: Entity | None, value: Any) -> None:
     if kind == FactKind.RELATION and object_ is None:
         raise ValidationFailed("a relation fact needs an object entity", code="missing_object")
     if kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and value is None:
@@ -173,10 +173,12 @@ def _fact_write(
     resolved = predicate_resolve_for_write(context=access.context, raw=predicate)
     pred = resolved.predicate
     fact_kind = _kind_for(pred, object_=object_, value=value, kind=kind)
-    _check_shape(fact_kind, object_=object_, value=value)
-    text = _value_text(value)
-    confidence = _unit("confidence", confidence)
-    importance = _unit("importance", pred.default_importance if importance is None else importance)
+    fact_check_shape(fact_kind, object_=object_, value=value)
+    text = fact_value_text(value)
+    confidence = fact_unit_value("confidence", confidence)
+    importance = fact_unit_value(
+        "importance", pred.default_importance if importance is None else importance
+    )
     if valid_from and valid_until and valid_until < valid_from:
         raise ValidationFailed("valid_until is before valid_from", code="invalid_validity")
 
@@ -279,7 +281,7 @@ def _write_single_valued(
     fact.status = FactStatus.CONTESTED
     fact.status_changed_at = now
     fact.save()
-    reason = _conflict_reason(access=access, fact=fact, current=current)
+    reason = fact_conflict_reason(access=access, fact=fact, current=current)
     conflict = Conflict.objects.create(
         context=access.context,
         scope=fact.scope,
@@ -292,7 +294,7 @@ def _write_single_valued(
     return FactWriteResult(fact=fact, outcome="conflict", resolved=resolved, conflict=conflict)
 
 
-def _conflict_reason(*, access: ContextAccess, fact: Fact, current: Fact) -> str:
+def fact_conflict_reason(*, access: ContextAccess, fact: Fact, current: Fact) -> str:
     if not access.context.auto_supersede:
         return "auto_supersede is off for this context"
     if fact.confidence < SUPERSEDE_CONFIDENCE_FLOOR:

@@ -38,7 +38,7 @@ from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.pg import instances_insert
 from memory.search.indexing import entities_index
-from memory.services.entities import _absorb, entities_lock_live, entity_upsert
+from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
 from memory.services.extraction import Mention, Ref
 from memory.tasks import entity_embedding_text, entity_embeddings_enqueue
 
@@ -319,7 +319,7 @@ def resolution_apply(
         if entity is None:
             to_create.append(item)
             continue
-        if access.grants.can_write(entity.scope) and _absorb(
+        if access.grants.can_write(entity.scope) and entity_absorb(
             entity, name=item.mention.name, aliases=item.mention.aliases, attributes={}
         ):
             changed.append(entity)
@@ -368,7 +368,7 @@ def _create(
             embedding=item.vector,
             embedding_model=model_id if item.vector is not None else "",
         )
-        _absorb(entity, name=mention.name, aliases=mention.aliases, attributes={})
+        entity_absorb(entity, name=mention.name, aliases=mention.aliases, attributes={})
         rows.append(entity)
     try:
         with transaction.atomic():
