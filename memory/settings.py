@@ -150,6 +150,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON bodies only (bulk imports declare their own parsers): form encodings cannot
+    # carry the nested and typed fields the API takes.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # `?format=` is an ordinary parameter (the bulk import's csv|jsonl), not DRF's switch
+    # between renderers, which answered 404 for any value it had no renderer for.
+    "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PAGINATION_CLASS": "memory.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "memory.api.schema.MemoryAutoSchema",

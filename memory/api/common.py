@@ -9,7 +9,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory.access import ContextAccess, context_access_resolve
-from memory.api.pagination import StandardPagination
 from memory.models import ApiToken
 
 
@@ -22,7 +21,9 @@ def access_for(request: Request, ctx: str) -> ContextAccess:
 def paginated(
     request: Request, queryset: Any, serializer_class: type[serializers.Serializer], view: Any
 ) -> Response:
-    paginator = StandardPagination()
+    """One page of ``queryset``. The view declares ``pagination_class``, which is also what
+    tells the OpenAPI schema that its list answers are pages."""
+    paginator = view.pagination_class()
     page: Any = paginator.paginate_queryset(queryset, request, view=view)
     data = serializer_class(page, many=True).data
     return paginator.get_paginated_response(data)
@@ -44,5 +45,12 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
-def query_bool(request: Request, name: str) -> bool:
-    return request.query_params.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def query_params(request: Request, params: type[serializers.Serializer]) -> dict[str, Any]:
+    """The query string validated by ``params`` (400 naming each bad value).
+
+    A plain dict, not the QueryDict: DRF reads a missing boolean in form-like data as
+    false, and an absent filter must stay absent.
+    """
+    data = params(data=request.query_params.dict())
+    data.is_valid(raise_exception=True)
+    return dict(data.validated_data)

@@ -7,6 +7,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.api.common import access_for, paginated
+from memory.api.fields import JsonInput, PatternField
+from memory.api.pagination import StandardPagination
 from memory.errors import PermissionDenied
 from memory.models import ApiToken, Context, PredicateMode, Role
 from memory.selectors.contexts import context_list
@@ -30,8 +32,15 @@ class ContextOutputSerializer(serializers.ModelSerializer):
 
 
 class ContextListApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        slug = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)
+    pagination_class = StandardPagination
+
+    class InputSerializer(JsonInput):
+        slug = PatternField(
+            r"^[a-z0-9][a-z0-9_-]*$",
+            max_length=63,
+            message="a slug is lowercase letters, digits, '_' and '-', starting with a letter "
+            "or digit",
+        )
         name = serializers.CharField(max_length=200, required=False, allow_blank=True)
         description = serializers.CharField(max_length=5000, required=False, allow_blank=True)
         predicate_mode = serializers.ChoiceField(choices=PredicateMode.choices, required=False)
@@ -61,7 +70,7 @@ class ContextListApi(APIView):
 
 
 class ContextDetailApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         name = serializers.CharField(max_length=200, required=False)
         description = serializers.CharField(max_length=5000, required=False, allow_blank=True)
         predicate_mode = serializers.ChoiceField(choices=PredicateMode.choices, required=False)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import EntityRefSerializer, access_for, paginated
+from memory.api.common import EntityRefSerializer, access_for, paginated, query_params
 from memory.api.entities import AuditEventOutputSerializer
 from memory.api.facts import FactOutputSerializer
-from memory.api.predicates import PredicateFieldsSerializer
+from memory.api.fields import JsonInput, PredicateTextField, predicate_path_check
+from memory.api.pagination import StandardPagination
+from memory.api.predicates import NAME_PARAMETER, PredicateFieldsSerializer
 from memory.models import Role
+from memory.models.fact import ConflictStatus
 from memory.selectors.curation import audit_list, conflict_get, conflict_list
 from memory.selectors.drift import drift_list
 from memory.services.conflicts import conflict_resolve
@@ -38,6 +41,8 @@ class DriftItemSerializer(serializers.Serializer):
 
 
 class DriftListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(responses=DriftItemSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
@@ -45,18 +50,20 @@ class DriftListApi(APIView):
 
 
 class DriftResolveApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         action = serializers.ChoiceField(choices=["alias", "promote", "reject"])
-        target = serializers.CharField(max_length=100, required=False)
+        target = PredicateTextField(required=False)
         definition = PredicateFieldsSerializer(required=False)
 
-    @extend_schema(request=InputSerializer, responses=AuditEventOutputSerializer)
+    @extend_schema(
+        parameters=[NAME_PARAMETER], request=InputSerializer, responses=AuditEventOutputSerializer
+    )
     def post(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.CURATOR)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        event = drift_resolve(access=access, name=name, **data.validated_data)
+        event = drift_resolve(access=access, name=predicate_path_check(name), **data.validated_data)
         return Response(AuditEventOutputSerializer(event).data)
 
 
@@ -75,21 +82,25 @@ class ConflictOutputSerializer(serializers.Serializer):
 
 
 class ConflictListApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("status", str, enum=["open", "resolved", "all"])],
-        responses=ConflictOutputSerializer(many=True),
-    )
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        status = serializers.ChoiceField(
+            choices=[*ConflictStatus.values, "all"], required=False, default=ConflictStatus.OPEN
+        )
+
+    @extend_schema(parameters=[Params], responses=ConflictOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        status = request.query_params.get("status", "open")
+        status = query_params(request, self.Params)["status"]
         conflicts = conflict_list(access=access, status=None if status == "all" else status)
         return paginated(request, conflicts, ConflictOutputSerializer, self)
 
 
 class ConflictResolveApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         action = serializers.ChoiceField(choices=["keep_current", "keep_new", "keep_both", "edit"])
-        value = serializers.JSONField(required=False)
+        value = serializers.JSONField(required=False, allow_null=True, help_text="for edit")
 
     @extend_schema(request=InputSerializer, responses=ConflictOutputSerializer)
     def post(self, request: Request, ctx: str, conflict_id: int) -> Response:
@@ -104,16 +115,18 @@ class ConflictResolveApi(APIView):
 
 
 class AuditListApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("action", str), OpenApiParameter("target_type", str)],
-        responses=AuditEventOutputSerializer(many=True),
-    )
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        action = serializers.CharField(required=False, allow_blank=True, max_length=100)
+        target_type = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+    @extend_schema(parameters=[Params], responses=AuditEventOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
+        params = query_params(request, self.Params)
         events = audit_list(
-            access=access,
-            action=request.query_params.get("action"),
-            target_type=request.query_params.get("target_type"),
+            access=access, action=params.get("action"), target_type=params.get("target_type")
         )
         return paginated(request, events, AuditEventOutputSerializer, self)
 

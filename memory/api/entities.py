@@ -3,19 +3,22 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import access_for, paginated
+from memory.api.common import access_for, paginated, query_params
 from memory.api.facts import FactOutputSerializer
+from memory.api.fields import JsonInput, PatternField, PredicateTextField, ScopeField
+from memory.api.pagination import StandardPagination
 from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
 from memory.entity_names import MAX_IDENTIFIER_LENGTH, MAX_NAME_LENGTH
 from memory.errors import ValidationFailed
 from memory.models import AuditEvent, Entity, EntityType
+from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
 from memory.selectors.facts import entity_facts_ranked, fact_history
 from memory.services.entities import entity_delete, entity_update, entity_upsert
@@ -24,8 +27,13 @@ from memory.services.entity_import import entities_import
 MAX_ATTRIBUTE_KEYS = 200
 
 
-class IdentifierSerializer(serializers.Serializer):
-    kind = serializers.CharField(max_length=40)
+class IdentifierSerializer(JsonInput):
+    # memory.entity_names.identifier_normalize lowercases, then wants [a-z][a-z0-9_]*.
+    kind = PatternField(
+        r"^[A-Za-z][A-Za-z0-9_]*$",
+        max_length=40,
+        message="an identifier kind is letters, digits and _, starting with a letter",
+    )
     value = serializers.CharField(max_length=MAX_IDENTIFIER_LENGTH)
 
 
@@ -50,41 +58,53 @@ class EntityOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-def _attributes(value: Any) -> None:
-    if not isinstance(value, dict) or len(value) > MAX_ATTRIBUTE_KEYS:
-        raise serializers.ValidationError(f"an object with at most {MAX_ATTRIBUTE_KEYS} keys")
+@extend_schema_field({"type": "object", "maxProperties": MAX_ATTRIBUTE_KEYS})
+class AttributesField(serializers.JSONField):
+    """Free-form attributes: an object with at most ``MAX_ATTRIBUTE_KEYS`` keys."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict) or len(value) > MAX_ATTRIBUTE_KEYS:
+            raise serializers.ValidationError(f"an object with at most {MAX_ATTRIBUTE_KEYS} keys")
+        return value
 
 
 class EntityListApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        q = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=MAX_NAME_LENGTH,
+            help_text="name contains / key match",
+        )
+        type = serializers.ChoiceField(choices=EntityType.choices, required=False)
+        scope = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_SCOPE_LENGTH, help_text="exact scope"
+        )
+        seeded = serializers.BooleanField(required=False)
+
+    class InputSerializer(JsonInput):
         name = serializers.CharField(max_length=MAX_NAME_LENGTH)
         type = serializers.CharField(max_length=40, required=False, default=EntityType.OTHER)
-        scope = serializers.CharField(max_length=300)
+        scope = ScopeField()
         aliases = serializers.ListField(
             child=serializers.CharField(max_length=MAX_NAME_LENGTH), max_length=100, required=False
         )
         identifiers = IdentifierSerializer(many=True, required=False)
-        attributes = serializers.JSONField(required=False, validators=[_attributes])
+        attributes = AttributesField(required=False)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("q", str, description="name contains / key match"),
-            OpenApiParameter("type", str, enum=EntityType.values),
-            OpenApiParameter("scope", str, description="exact scope"),
-            OpenApiParameter("seeded", bool),
-        ],
-        responses=EntityOutputSerializer(many=True),
-    )
+    @extend_schema(parameters=[Params], responses=EntityOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        params = request.query_params
-        seeded = params.get("seeded")
+        params = query_params(request, self.Params)
         entities = entity_list(
             access=access,
             q=params.get("q"),
             type=params.get("type"),
             scope=params.get("scope"),
-            seeded=None if seeded is None else seeded.lower() in ("1", "true", "yes"),
+            seeded=params.get("seeded"),
         ).prefetch_related("identifiers")
         return paginated(request, entities, EntityOutputSerializer, self)
 
@@ -129,7 +149,15 @@ class EntityBulkApi(APIView):
         notes = serializers.ListField(child=serializers.CharField())
 
     @extend_schema(
-        request={"text/csv": str, "application/x-ndjson": str, "multipart/form-data": dict},
+        request={
+            "text/csv": {"type": "string", "minLength": 1},
+            "application/x-ndjson": {"type": "string", "minLength": 1},
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            },
+        },
         parameters=[
             OpenApiParameter("format", str, enum=["csv", "jsonl"]),
             OpenApiParameter("scope", str, description="scope for rows that name none"),
@@ -174,13 +202,13 @@ def _format_from_type(content_type: str) -> str | None:
 
 
 class EntityDetailApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         name = serializers.CharField(max_length=MAX_NAME_LENGTH, required=False)
         type = serializers.CharField(max_length=40, required=False)
         aliases = serializers.ListField(
             child=serializers.CharField(max_length=MAX_NAME_LENGTH), max_length=100, required=False
         )
-        attributes = serializers.JSONField(required=False, validators=[_attributes])
+        attributes = AttributesField(required=False)
         identifiers_add = IdentifierSerializer(many=True, required=False)
 
     class OutputSerializer(EntityOutputSerializer):
@@ -238,13 +266,16 @@ class AuditEventOutputSerializer(serializers.ModelSerializer):
 
 
 class EntityHistoryApi(APIView):
+    class Params(serializers.Serializer):
+        predicate = PredicateTextField(required=False)
+
     class OutputSerializer(serializers.Serializer):
         entity = EntityOutputSerializer()
         facts = FactOutputSerializer(many=True)
         events = AuditEventOutputSerializer(many=True)
 
     @extend_schema(
-        parameters=[OpenApiParameter("predicate", str, description="any form of a predicate")],
+        parameters=[Params],
         responses=OutputSerializer,
         description="Every fact about the entity oldest first (superseded, contested and "
         "retracted included, with `supersedes` links) and the curation events on it.",
@@ -252,9 +283,8 @@ class EntityHistoryApi(APIView):
     def get(self, request: Request, ctx: str, entity_id: int) -> Response:
         access = access_for(request, ctx)
         entity = entity_get(access=access, entity_id=entity_id)
-        facts = fact_history(
-            access=access, subject=entity, predicate=request.query_params.get("predicate")
-        )
+        predicate = query_params(request, self.Params).get("predicate")
+        facts = fact_history(access=access, subject=entity, predicate=predicate)
         events = entity_audit_events(access=access, entity=entity)[:200]
         return Response(
             self.OutputSerializer({"entity": entity, "facts": facts, "events": events}).data

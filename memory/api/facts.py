@@ -3,18 +3,26 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.access import ContextAccess
-from memory.api.common import EntityRefSerializer, access_for, paginated, query_bool
+from memory.api.common import EntityRefSerializer, access_for, paginated, query_params
+from memory.api.fields import (
+    NON_BLANK_TEXT_PATTERN,
+    SCOPE_PATTERN,
+    JsonInput,
+    PredicateTextField,
+    ScopeField,
+)
+from memory.api.pagination import StandardPagination
 from memory.entity_names import MAX_NAME_LENGTH
 from memory.errors import NotFound, ValidationFailed
 from memory.models import Entity, Fact, FactKind
+from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entities import entity_get
 from memory.selectors.facts import fact_list, facts_visible
 from memory.services.entities import entity_upsert
@@ -59,7 +67,36 @@ class FactOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1},
+            {
+                "type": "object",
+                "properties": {
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_NAME_LENGTH,
+                        "pattern": NON_BLANK_TEXT_PATTERN,
+                    },
+                    "type": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 40,
+                        "pattern": NON_BLANK_TEXT_PATTERN,
+                    },
+                    "scope": {
+                        "type": "string",
+                        "maxLength": MAX_SCOPE_LENGTH,
+                        "pattern": SCOPE_PATTERN,
+                    },
+                },
+                "required": ["name"],
+            },
+        ]
+    }
+)
 class EntityRefField(serializers.Field):
     """An entity by id (``42``) or by description (``{"name": "Acme", "type": "organisation"}``)."""
 
@@ -82,20 +119,32 @@ class EntityRefField(serializers.Field):
         return value
 
 
-class _EntityDescriptionSerializer(serializers.Serializer):
+class _EntityDescriptionSerializer(JsonInput):
+    # EntityRefField's schema states these fields for the OpenAPI document.
     name = serializers.CharField(max_length=MAX_NAME_LENGTH)
     type = serializers.CharField(max_length=40, required=False, default="other")
-    scope = serializers.CharField(max_length=300, required=False)
+    scope = ScopeField(required=False)
 
 
 class FactListApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        subject = serializers.IntegerField(required=False, min_value=1)
+        object = serializers.IntegerField(required=False, min_value=1)
+        predicate = PredicateTextField(required=False, help_text="any form: worksAt finds works_at")
+        kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
+        scope = serializers.CharField(required=False, max_length=300, help_text="exact scope")
+        as_of = serializers.DateTimeField(required=False, help_text="what was current then")
+        include_superseded = serializers.BooleanField(required=False, default=False)
+
+    class InputSerializer(JsonInput):
         subject = EntityRefField()
-        predicate = serializers.CharField(max_length=200)
+        predicate = PredicateTextField()
         object = EntityRefField(required=False, allow_null=True)
         value = serializers.JSONField(required=False, allow_null=True)
         kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
-        scope = serializers.CharField(max_length=300, required=False)
+        scope = ScopeField(required=False)
         confidence = serializers.FloatField(min_value=0, max_value=1, required=False, default=1.0)
         importance = serializers.FloatField(min_value=0, max_value=1, required=False)
         valid_from = serializers.DateTimeField(required=False, allow_null=True)
@@ -112,23 +161,10 @@ class FactListApi(APIView):
         superseded = serializers.IntegerField(allow_null=True)
         conflict = serializers.IntegerField(allow_null=True)
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("subject", int),
-            OpenApiParameter("predicate", str, description="any form: worksAt finds works_at"),
-            OpenApiParameter("object", int),
-            OpenApiParameter("kind", str, enum=FactKind.values),
-            OpenApiParameter("scope", str, description="exact scope"),
-            OpenApiParameter("as_of", OpenApiTypes.DATETIME, description="what was current then"),
-            OpenApiParameter("include_superseded", bool),
-        ],
-        responses=FactOutputSerializer(many=True),
-    )
+    @extend_schema(parameters=[Params], responses=FactOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        params = _ListParams(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        p = params.validated_data
+        p = query_params(request, self.Params)
         facts = fact_list(
             access=access,
             subject=entity_get(access=access, entity_id=p["subject"]) if p.get("subject") else None,
@@ -137,7 +173,7 @@ class FactListApi(APIView):
             kind=p.get("kind"),
             scope=p.get("scope"),
             as_of=p.get("as_of"),
-            include_superseded=query_bool(request, "include_superseded"),
+            include_superseded=p["include_superseded"],
         )
         return paginated(request, facts, FactOutputSerializer, self)
 
@@ -178,15 +214,6 @@ class FactListApi(APIView):
         return Response(self.WriteOutputSerializer(body).data, status=code)
 
 
-class _ListParams(serializers.Serializer):
-    subject = serializers.IntegerField(required=False, min_value=1)
-    object = serializers.IntegerField(required=False, min_value=1)
-    predicate = serializers.CharField(required=False, max_length=200)
-    kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
-    scope = serializers.CharField(required=False, max_length=300)
-    as_of = serializers.DateTimeField(required=False)
-
-
 def _entity_for(access: ContextAccess, ref: int | dict[str, Any], scope: str | None) -> Entity:
     if isinstance(ref, int):
         return entity_get(access=access, entity_id=ref)
@@ -208,7 +235,8 @@ class FactDetailApi(APIView):
         return Response(FactOutputSerializer(_fact(access, fact_id)).data)
 
     @extend_schema(
-        responses=FactOutputSerializer, description="Retract the fact (kept in history)."
+        responses={200: FactOutputSerializer},
+        description="Retract the fact (kept in history); answers the retracted fact.",
     )
     def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.access import ContextAccess
-from memory.api.common import ErrorSerializer, access_for, paginated
+from memory.api.common import ErrorSerializer, access_for, paginated, query_params
+from memory.api.fields import JsonInput, ScopeField
+from memory.api.pagination import StandardPagination
 from memory.embeddings import embed_texts
 from memory.llm.prompt import vocabulary_render
 from memory.models import Run, RunOutcome
@@ -32,7 +33,7 @@ MAX_VOCABULARY_TEXT = 10_000
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
-    created_by = serializers.CharField(source="created_by.username", default=None)
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
 
     class Meta:
         model = Run
@@ -90,24 +91,28 @@ class RunResultSerializer(serializers.Serializer):
     result = serializers.JSONField(allow_null=True)
 
 
+class RunQueuedSerializer(serializers.Serializer):
+    run = RunOutputSerializer()
+
+
 def _respond(run: Run, *, wait: bool) -> Response:
     """202 with the queued run, or — having waited — 200 with the finished run and result."""
     if not wait:
         run_enqueue(run=run)
-        return Response({"run": RunOutputSerializer(run).data}, status=status.HTTP_202_ACCEPTED)
+        return Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
     run = run_execute(run_id=run.pk)
     body = {"run": RunDetailSerializer(run).data, "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
 
 
 class MemoryCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         # Sizes are checked by the service (413 text_too_large), not here, so that the
         # answer names the limit in bytes.
         text = serializers.CharField(
             required=False, allow_blank=True, default="", trim_whitespace=False
         )
-        scope = serializers.CharField(max_length=300)
+        scope = ScopeField()
         infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
         triples = serializers.JSONField(required=False, allow_null=True, default=None)
         source = serializers.CharField(  # type: ignore[assignment]
@@ -118,7 +123,7 @@ class MemoryCreateApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={
-            202: OpenApiTypes.OBJECT,
+            202: RunQueuedSerializer,
             200: RunResultSerializer,
             400: ErrorSerializer,
             403: ErrorSerializer,
@@ -148,20 +153,17 @@ class MemoryCreateApi(APIView):
 
 
 class RunListApi(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("outcome", str, enum=RunOutcome.values),
-            OpenApiParameter("mode", str, enum=list(INFER_MODES)),
-        ],
-        responses=RunOutputSerializer(many=True),
-    )
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        outcome = serializers.ChoiceField(choices=RunOutcome.choices, required=False)
+        mode = serializers.ChoiceField(choices=INFER_MODES, required=False)
+
+    @extend_schema(parameters=[Params], responses=RunOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        runs = run_list(
-            access=access,
-            outcome=request.query_params.get("outcome") or None,
-            mode=request.query_params.get("mode") or None,
-        )
+        params = query_params(request, self.Params)
+        runs = run_list(access=access, outcome=params.get("outcome"), mode=params.get("mode"))
         return paginated(request, runs, RunOutputSerializer, self)
 
 
@@ -173,12 +175,12 @@ class RunDetailApi(APIView):
 
 
 class RunRetryApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         wait = serializers.BooleanField(required=False, default=False)
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: OpenApiTypes.OBJECT, 200: RunResultSerializer, 409: ErrorSerializer},
+        responses={202: RunQueuedSerializer, 200: RunResultSerializer, 409: ErrorSerializer},
         description="Retry a failed run: a new run with the same input (`retry_of` links it).",
     )
     def post(self, request: Request, ctx: str, run_id: int) -> Response:
@@ -191,9 +193,14 @@ class RunRetryApi(APIView):
 
 class VocabularyApi(APIView):
     class Params(serializers.Serializer):
-        scope = serializers.CharField(max_length=300)
+        scope = ScopeField(help_text="the write scope")
         text = serializers.CharField(
-            required=False, allow_blank=True, default="", max_length=MAX_VOCABULARY_TEXT
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=MAX_VOCABULARY_TEXT,
+            help_text="a turn: with more than 500 entities, the ones it names or resembles "
+            "take places first",
         )
 
     class OutputSerializer(serializers.Serializer):
@@ -207,28 +214,17 @@ class VocabularyApi(APIView):
         prompt_section = serializers.CharField()
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("scope", str, required=True, description="the write scope"),
-            OpenApiParameter(
-                "text",
-                str,
-                description="a turn: with more than 500 entities, the ones it "
-                "names or resembles take places first",
-            ),
-        ],
+        parameters=[Params],
         responses=OutputSerializer,
         description="The four vocabulary lists exactly as the next extraction prompt for a "
         "write into `scope` would show them (`prompt_section` is that part of the prompt).",
     )
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        params = self.Params(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        scope = scope_validate(params.validated_data["scope"])
+        params = query_params(request, self.Params)
+        scope = scope_validate(params["scope"])
         access.require_read(scope)
-        return Response(
-            self.OutputSerializer(_vocabulary(access, scope, params.validated_data["text"])).data
-        )
+        return Response(self.OutputSerializer(_vocabulary(access, scope, params["text"])).data)
 
 
 def _vocabulary(access: ContextAccess, scope: str, text: str) -> dict[str, Any]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import EntityRefSerializer, access_for
+from memory.api.common import EntityRefSerializer, access_for, query_params
+from memory.api.fields import DistinctListField, JsonInput
 from memory.models import Role
 from memory.models.merge import Merge
 from memory.selectors.duplicates import duplicate_clusters
@@ -24,38 +25,38 @@ class ClusterSerializer(serializers.Serializer):
 
 
 class DuplicateListApi(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("min_score", float), OpenApiParameter("limit", int)],
-        responses=ClusterSerializer(many=True),
-    )
-    def get(self, request: Request, ctx: str) -> Response:
-        access = access_for(request, ctx)
-        params = self.Params(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        clusters = duplicate_clusters(access=access, **params.validated_data)
-        return Response(
-            {"count": len(clusters), "results": ClusterSerializer(clusters, many=True).data}
-        )
-
     class Params(serializers.Serializer):
         min_score = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.0)
         limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=200)
 
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        results = ClusterSerializer(many=True)
+
+    @extend_schema(parameters=[Params], responses=OutputSerializer)
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        clusters = duplicate_clusters(access=access, **query_params(request, self.Params))
+        return Response(self.OutputSerializer({"count": len(clusters), "results": clusters}).data)
+
 
 class DuplicateDismissApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        entities = serializers.ListField(
+    class InputSerializer(JsonInput):
+        entities = DistinctListField(
             child=serializers.IntegerField(min_value=1), min_length=2, max_length=50
         )
 
-    @extend_schema(request=InputSerializer, responses={200: dict})
+    class OutputSerializer(serializers.Serializer):
+        dismissed_pairs = serializers.IntegerField()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.CURATOR)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         pairs = duplicates_dismiss(access=access, entity_ids=data.validated_data["entities"])
-        return Response({"dismissed_pairs": pairs})
+        return Response(self.OutputSerializer({"dismissed_pairs": pairs}).data)
 
 
 class MergeOutputSerializer(serializers.ModelSerializer):
@@ -86,9 +87,9 @@ class MergePreviewSerializer(serializers.Serializer):
 
 
 class EntityMergeApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         survivor = serializers.IntegerField(min_value=1)
-        merged = serializers.ListField(
+        merged = DistinctListField(
             child=serializers.IntegerField(min_value=1), min_length=1, max_length=50
         )
         name = serializers.CharField(max_length=300, required=False)
@@ -126,7 +127,7 @@ class MergeUndoApi(APIView):
 
 
 class FsckApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         checks = serializers.ListField(
             child=serializers.ChoiceField(choices=CHECKS), min_length=1, default=list(CHECKS)
         )

@@ -9,8 +9,26 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import access_for, paginated
-from memory.models import EntityType, FactStatus, Predicate, PredicateKind, PredicateStatus, Role
+from memory.access import ContextAccess
+from memory.api.common import access_for, paginated, query_params
+from memory.api.fields import (
+    PREDICATE_TEXT_HELP,
+    JsonInput,
+    PatternField,
+    PositiveFloatField,
+    PredicateTextField,
+    predicate_path_check,
+    predicate_text_schema,
+)
+from memory.api.pagination import StandardPagination
+from memory.models import (
+    EntityType,
+    FactStatus,
+    Predicate,
+    PredicateKind,
+    PredicateStatus,
+    Role,
+)
 from memory.models.predicate import Lifecycle
 from memory.selectors.predicates import predicate_canonicalize, predicate_get, predicate_list
 from memory.services.predicates import (
@@ -23,7 +41,7 @@ from memory.services.predicates import (
 
 class PredicateOutputSerializer(serializers.ModelSerializer):
     aliases = serializers.SerializerMethodField()
-    fact_count = serializers.IntegerField(read_only=True, default=None)
+    fact_count = serializers.IntegerField(read_only=True, help_text="current facts")
 
     class Meta:
         model = Predicate
@@ -59,10 +77,15 @@ _TYPE_LIST = serializers.ListField(
 )
 
 
-class PredicateFieldsSerializer(serializers.Serializer):
+class PredicateFieldsSerializer(JsonInput):
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
     example = serializers.CharField(max_length=2000, required=False, allow_blank=True)
-    category = serializers.RegexField(r"^[a-z][a-z0-9_]{0,49}$", required=False)
+    category = PatternField(
+        r"^[a-z][a-z0-9_]*$",
+        max_length=50,
+        required=False,
+        message="use lowercase letters, digits and '_', starting with a letter",
+    )
     kind = serializers.ChoiceField(choices=PredicateKind.choices, required=False)
     subject_types = serializers.ListField(
         child=serializers.ChoiceField(choices=EntityType.choices), max_length=12, required=False
@@ -70,9 +93,9 @@ class PredicateFieldsSerializer(serializers.Serializer):
     object_types = serializers.ListField(
         child=serializers.ChoiceField(choices=EntityType.choices), max_length=12, required=False
     )
-    inverse = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    inverse = PredicateTextField(required=False, allow_blank=True)
     default_importance = serializers.FloatField(min_value=0, max_value=1, required=False)
-    ranking_weight = serializers.FloatField(min_value=0, max_value=10, required=False)
+    ranking_weight = PositiveFloatField(max_value=10, required=False)
     single_valued = serializers.BooleanField(required=False)
     is_aggregate = serializers.BooleanField(required=False)
     lifecycle = serializers.ChoiceField(choices=Lifecycle.choices, required=False)
@@ -82,34 +105,34 @@ class PredicateFieldsSerializer(serializers.Serializer):
     exclude_from_prompt = serializers.BooleanField(required=False)
 
 
-def _with_counts(predicates: Any) -> Any:
-    return predicates.annotate(
-        fact_count=Count("facts", filter=Q(facts__status=FactStatus.CURRENT))
-    )
+def _with_counts(predicates: Any, access: ContextAccess) -> Any:
+    """Current facts per predicate, counting only those the caller may read (a count of
+    every fact would reveal facts outside the caller's grants)."""
+    visible = access.grants.read_q("facts__scope") & Q(facts__status=FactStatus.CURRENT)
+    return predicates.annotate(fact_count=Count("facts", filter=visible))
 
 
 class PredicateListApi(APIView):
-    class InputSerializer(PredicateFieldsSerializer):
-        name = serializers.CharField(max_length=100)
-        aliases = serializers.ListField(
-            child=serializers.CharField(max_length=100), max_length=50, required=False
-        )
+    pagination_class = StandardPagination
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("status", str, enum=PredicateStatus.values),
-            OpenApiParameter("category", str),
-        ],
-        responses=PredicateOutputSerializer(many=True),
-    )
+    class Params(serializers.Serializer):
+        status = serializers.ChoiceField(choices=PredicateStatus.choices, required=False)
+        category = serializers.CharField(required=False, allow_blank=True, max_length=50)
+
+    class InputSerializer(PredicateFieldsSerializer):
+        name = PredicateTextField()
+        aliases = serializers.ListField(child=PredicateTextField(), max_length=50, required=False)
+
+    @extend_schema(parameters=[Params], responses=PredicateOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
+        params = query_params(request, self.Params)
         predicates = predicate_list(
             context=access.context,
-            status=request.query_params.get("status"),
-            category=request.query_params.get("category"),
+            status=params.get("status"),
+            category=params.get("category") or None,
         )
-        return paginated(request, _with_counts(predicates), PredicateOutputSerializer, self)
+        return paginated(request, _with_counts(predicates, access), PredicateOutputSerializer, self)
 
     @extend_schema(request=InputSerializer, responses={201: PredicateOutputSerializer})
     def post(self, request: Request, ctx: str) -> Response:
@@ -120,33 +143,46 @@ class PredicateListApi(APIView):
         fields = dict(data.validated_data)
         aliases = fields.pop("aliases", [])
         predicate = predicate_register(access=access, aliases=aliases, **fields)
-        fresh = predicate_get(context=access.context, name=predicate.name)
-        return Response(PredicateOutputSerializer(fresh).data, status=status.HTTP_201_CREATED)
+        return Response(
+            PredicateOutputSerializer(_counted(access, predicate)).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+# The predicate in the path, in any form; held to the documented text before any lookup.
+NAME_PARAMETER = OpenApiParameter(
+    "name", predicate_text_schema(), OpenApiParameter.PATH, description=PREDICATE_TEXT_HELP
+)
+
+
+def _counted(access: ContextAccess, predicate: Predicate) -> Predicate:
+    """``predicate`` as the list shows it: aliases prefetched, visible current facts counted."""
+    return _with_counts(predicate_list(context=access.context), access).get(pk=predicate.pk)
 
 
 class PredicateDetailApi(APIView):
-    @extend_schema(responses=PredicateOutputSerializer)
+    @extend_schema(parameters=[NAME_PARAMETER], responses=PredicateOutputSerializer)
     def get(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
-        return Response(
-            PredicateOutputSerializer(predicate_get(context=access.context, name=name)).data
-        )
+        predicate = predicate_get(context=access.context, name=predicate_path_check(name))
+        return Response(PredicateOutputSerializer(_counted(access, predicate)).data)
 
-    @extend_schema(request=PredicateFieldsSerializer, responses=PredicateOutputSerializer)
+    @extend_schema(
+        parameters=[NAME_PARAMETER],
+        request=PredicateFieldsSerializer,
+        responses=PredicateOutputSerializer,
+    )
     def patch(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.ADMIN)
-        predicate = predicate_get(context=access.context, name=name)
+        predicate = predicate_get(context=access.context, name=predicate_path_check(name))
         data = PredicateFieldsSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        predicate_update(access=access, predicate=predicate, **data.validated_data)
-        return Response(
-            PredicateOutputSerializer(
-                predicate_get(context=access.context, name=predicate.name)
-            ).data
-        )
+        predicate = predicate_update(access=access, predicate=predicate, **data.validated_data)
+        return Response(PredicateOutputSerializer(_counted(access, predicate)).data)
 
     @extend_schema(
+        parameters=[NAME_PARAMETER],
         responses={204: None},
         description="Unregister: deleted when no fact uses it, otherwise it becomes drift "
         "(status observed) and its facts stay.",
@@ -154,26 +190,31 @@ class PredicateDetailApi(APIView):
     def delete(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.ADMIN)
-        predicate_unregister(
-            access=access, predicate=predicate_get(context=access.context, name=name)
-        )
+        predicate = predicate_get(context=access.context, name=predicate_path_check(name))
+        predicate_unregister(access=access, predicate=predicate)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class PredicateAliasApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        alias = serializers.CharField(max_length=100)
+    class InputSerializer(JsonInput):
+        alias = PredicateTextField()
 
-    @extend_schema(request=InputSerializer, responses={201: PredicateOutputSerializer})
+    @extend_schema(
+        parameters=[NAME_PARAMETER],
+        request=InputSerializer,
+        responses={201: PredicateOutputSerializer},
+    )
     def post(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.CURATOR)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        predicate = predicate_get(context=access.context, name=name)
+        predicate = predicate_get(context=access.context, name=predicate_path_check(name))
         predicate_alias_add(access=access, predicate=predicate, alias=data.validated_data["alias"])
-        fresh = predicate_get(context=access.context, name=predicate.name)
-        return Response(PredicateOutputSerializer(fresh).data, status=status.HTTP_201_CREATED)
+        return Response(
+            PredicateOutputSerializer(_counted(access, predicate)).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class PredicateCanonicalizeApi(APIView):
@@ -183,15 +224,12 @@ class PredicateCanonicalizeApi(APIView):
         registered = serializers.BooleanField()
         via = serializers.ChoiceField(choices=["exact", "normalized", "alias", "fuzzy", "none"])
 
-    @extend_schema(
-        parameters=[OpenApiParameter("name", str, required=True)], responses=OutputSerializer
-    )
+    class Params(serializers.Serializer):
+        name = PredicateTextField()
+
+    @extend_schema(parameters=[Params], responses=OutputSerializer)
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        params = self.Params(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        result = predicate_canonicalize(context=access.context, name=params.validated_data["name"])
+        params = query_params(request, self.Params)
+        result = predicate_canonicalize(context=access.context, name=params["name"])
         return Response(self.OutputSerializer(result).data)
-
-    class Params(serializers.Serializer):
-        name = serializers.CharField(max_length=200)

@@ -10,7 +10,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import access_for, paginated
+from memory.api.common import ErrorSerializer, access_for, paginated, query_params
+from memory.api.fields import (
+    NOT_ONLY_WHITESPACE_PATTERN,
+    JsonInput,
+    ScopeField,
+    ScopeFilterField,
+)
+from memory.api.pagination import StandardPagination
 from memory.errors import ValidationFailed
 from memory.models import Role
 from memory.scopes import MAX_SCOPE_LENGTH
@@ -29,6 +36,7 @@ from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, search
 from memory.services.documents import MAX_SOURCE_CHARS, document_create, document_delete
 
 MAX_API_K = 100
+MAX_MIN_DOCUMENT_COUNT = 1_000_000
 MAX_SCOPE_FILTERS = 50
 
 
@@ -67,23 +75,29 @@ class KeywordOutputSerializer(serializers.Serializer):
 
 
 class DocumentListApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    pagination_class = StandardPagination
+
+    class Params(serializers.Serializer):
+        scope = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_SCOPE_LENGTH, help_text="exact scope"
+        )
+
+    class InputSerializer(JsonInput):
         title = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         text = serializers.CharField(trim_whitespace=False)
-        scope = serializers.CharField(max_length=MAX_SCOPE_LENGTH)
+        scope = ScopeField()
         source = serializers.CharField(  # type: ignore[assignment]
             max_length=MAX_SOURCE_CHARS, required=False, allow_blank=True, default=""
         )
         metadata = serializers.DictField(required=False, default=dict)
         wait = serializers.BooleanField(required=False, default=False)
 
-    @extend_schema(
-        parameters=[OpenApiParameter("scope", str, description="exact scope")],
-        responses=DocumentOutputSerializer(many=True),
-    )
+    @extend_schema(parameters=[Params], responses=DocumentOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        documents = document_list(access=access, scope=request.query_params.get("scope"))
+        documents = document_list(
+            access=access, scope=query_params(request, self.Params).get("scope")
+        )
         return paginated(request, documents, DocumentOutputSerializer, self)
 
     @extend_schema(
@@ -140,9 +154,15 @@ class DocumentKeywordsApi(APIView):
 
 
 class KeywordListApi(APIView):
+    pagination_class = StandardPagination
+
     @extend_schema(
         parameters=[
-            OpenApiParameter("min_document_count", int, description="default 1"),
+            OpenApiParameter(
+                "min_document_count",
+                {"type": "integer", "minimum": 0, "maximum": MAX_MIN_DOCUMENT_COUNT},
+                description="default 1",
+            ),
             OpenApiParameter("sort", str, enum=list(KEYWORD_SORTS)),
         ],
         responses=KeywordOutputSerializer(many=True),
@@ -153,24 +173,42 @@ class KeywordListApi(APIView):
         access = access_for(request, ctx)
         keywords = keyword_list(
             access=access,
-            min_document_count=_int_param(request, "min_document_count", 1, 0, 1_000_000),
+            min_document_count=_int_param(
+                request, "min_document_count", 1, 0, MAX_MIN_DOCUMENT_COUNT
+            ),
             sort=request.query_params.get("sort", "-document_count"),
         )
         return paginated(request, keywords, KeywordOutputSerializer, self)
 
 
+class KeywordMatchSerializer(serializers.Serializer):
+    text = serializers.CharField(source="keyword.text")
+    document_count = serializers.IntegerField(source="keyword.visible_count")
+    similarity = serializers.FloatField()
+
+
 class KeywordSearchApi(APIView):
     class OutputSerializer(serializers.Serializer):
-        text = serializers.CharField(source="keyword.text")
-        document_count = serializers.IntegerField(source="keyword.visible_count")
-        similarity = serializers.FloatField()
+        results = KeywordMatchSerializer(many=True)
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("q", str, required=True),
-            OpenApiParameter("k", int, description=f"1–{MAX_KEYWORD_SEARCH_K}, default 10"),
+            OpenApiParameter(
+                "q",
+                {
+                    "type": "string",
+                    "maxLength": 500,
+                    "pattern": NOT_ONLY_WHITESPACE_PATTERN,
+                },
+                required=True,
+            ),
+            OpenApiParameter(
+                "k",
+                {"type": "integer", "minimum": 1, "maximum": MAX_KEYWORD_SEARCH_K},
+                description="default 10",
+            ),
         ],
-        responses=OutputSerializer(many=True),
+        responses=OutputSerializer,
         description="Keywords nearest to `q` by embedding (cosine similarity).",
     )
     def get(self, request: Request, ctx: str) -> Response:
@@ -180,25 +218,31 @@ class KeywordSearchApi(APIView):
             q=request.query_params.get("q", ""),
             k=_int_param(request, "k", 10, 1, MAX_KEYWORD_SEARCH_K),
         )
-        return Response({"results": self.OutputSerializer(matches, many=True).data})
+        return Response(self.OutputSerializer({"results": matches}).data)
+
+
+class KeywordDocumentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    scope = serializers.CharField()
+    score = serializers.FloatField(source="keyword_score")
 
 
 class KeywordDetailApi(APIView):
     class OutputSerializer(KeywordOutputSerializer):
-        documents = serializers.SerializerMethodField()
-
-        def get_documents(self, keyword: object) -> list[dict[str, object]]:
-            return [
-                {"id": d.pk, "title": d.title, "scope": d.scope, "score": d.keyword_score}
-                for d in self.context["documents"]
-            ]
+        documents = KeywordDocumentSerializer(many=True)
 
     @extend_schema(responses=OutputSerializer)
     def get(self, request: Request, ctx: str, text: str) -> Response:
         access = access_for(request, ctx)
         keyword = keyword_get(access=access, text=text)
         documents = keyword_documents(access=access, keyword=keyword)[:100]
-        return Response(self.OutputSerializer(keyword, context={"documents": documents}).data)
+        body = {
+            "text": keyword.text,
+            "visible_count": keyword.visible_count,
+            "documents": documents,
+        }
+        return Response(self.OutputSerializer(body).data)
 
 
 class RankScoreSerializer(serializers.Serializer):
@@ -229,12 +273,12 @@ class SearchOutputSerializer(serializers.Serializer):
 
 
 class SearchApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         query = serializers.CharField(max_length=MAX_QUERY_CHARS)
         mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
         k = serializers.IntegerField(min_value=1, max_value=MAX_API_K, default=10)
         scope = serializers.ListField(
-            child=serializers.CharField(max_length=MAX_SCOPE_LENGTH + 2),
+            child=ScopeFilterField(),
             required=False,
             max_length=MAX_SCOPE_FILTERS,
         )
@@ -243,12 +287,13 @@ class SearchApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses=SearchOutputSerializer,
+        responses={200: SearchOutputSerializer, 503: ErrorSerializer},
         description="Search chunks, facts or entities. Modes: bm25, vector, hybrid "
         "(reciprocal rank fusion, k=60), hybrid_graph (hybrid plus a graph-density boost "
         "weighted by `graph_alpha`). `scope` narrows the caller's read grants with patterns "
         "(`P` or `P/*`). Each result's `explain` gives its BM25 and vector rank and score, "
-        "the fused score and the graph boost.",
+        "the fused score and the graph boost. 503 when the embedding model is unavailable (bm25 "
+        "mode still works).",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)

@@ -291,3 +291,24 @@ def test_audit_hides_events_about_entities_outside_the_grants(
     events = limited.get(f"{base}/audit").json()["results"]
     assert [e["target_id"] for e in events] == [str(inside.json()["id"])]
     assert api.get(f"{base}/audit").json()["count"] == 2
+
+
+def test_a_bad_conflict_status_filter_is_a_400(api: APIClient, base: str) -> None:
+    # "resolvd" filtered on a status no conflict has: an empty page instead of an error.
+    assert_error(api.get(f"{base}/conflicts", {"status": "resolvd"}), 400, "invalid")
+    assert api.get(f"{base}/conflicts", {"status": "all"}).status_code == 200
+
+
+def test_an_edit_with_a_null_value_gets_the_services_reason(api: APIClient, base: str) -> None:
+    # The serializer refused null with "may not be null" before the service could say what
+    # an edit needs.
+    alex = {"name": "Alex", "type": "person"}
+    _write(api, base, subject=alex, predicate="current_title", value="Engineer")
+    out = _write(api, base, subject=alex, predicate="current_title", value="CTO", confidence=0.4)
+    response = api.post(
+        f"{base}/conflicts/{out['conflict']}/resolve",
+        {"action": "edit", "value": None},
+        format="json",
+    )
+    assert_error(response, 400, "missing_value")
+    assert api.get(f"{base}/conflicts").json()["count"] == 1

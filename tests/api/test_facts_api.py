@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
 from memory.models import Context, Entity, Fact, Predicate, Role
-from tests.api.conftest import assert_error
+from tests.api.conftest import assert_error, operation, response_schema
 
 
 def _fact(api: APIClient, base: str, **body: object) -> dict:  # type: ignore[type-arg]
@@ -163,3 +164,23 @@ def test_fact_reads_respect_grants(
     limited = api_client_for(context, role=Role.VIEWER, grants=["read:org/acme"])
     assert limited.get(f"{base}/facts").json()["count"] == 1
     assert_error(limited.get(f"{base}/facts/{hidden['fact']['id']}"), 404)
+
+
+@pytest.mark.parametrize(
+    "query", ["object=0", "kind=opinion", "include_superseded=maybe"], ids=lambda q: q
+)
+def test_bad_list_filters_are_a_400(api: APIClient, base: str, query: str) -> None:
+    assert_error(api.get(f"{base}/facts?{query}"), 400, "invalid")
+
+
+def test_list_filters_are_documented_as_validated(openapi: dict[str, Any]) -> None:
+    parameters = {p["name"]: p["schema"] for p in operation(openapi, "GET", "/facts")["parameters"]}
+    assert parameters["object"]["minimum"] == 1
+    assert parameters["include_superseded"]["type"] == "boolean"
+
+
+def test_retraction_is_documented_as_answering_the_fact(openapi: dict[str, Any]) -> None:
+    # It answers 200 with the retracted fact; the document said 204 with no body.
+    responses = operation(openapi, "DELETE", "/facts/{fact_id}")["responses"]
+    assert "204" not in responses
+    assert response_schema(openapi, "DELETE", "/facts/{fact_id}", 200)["properties"]["status"]

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework.test import APIClient
 
 from memory.models import AuditEvent, Context, Entity, Fact, Role
 from memory.models.duplicate import DuplicateCandidate
-from tests.api.conftest import assert_error
+from tests.api.conftest import assert_error, response_schema
 
 
 def _entity(
@@ -229,3 +230,26 @@ def test_fsck_reports_orphans_and_vocabulary(api: APIClient, base: str) -> None:
     assert report["vocabulary"]["registered_share"] == 0.5
     assert report["vocabulary"]["observed_sample"] == ["works_for"]
     assert_error(api.post(f"{base}/fsck", {"checks": ["everything"]}, format="json"), 400)
+
+
+def test_duplicates_list_is_documented_as_answered(
+    api: APIClient, base: str, openapi: dict[str, Any]
+) -> None:
+    # An object with a count, documented as a bare array.
+    body = api.get(f"{base}/duplicates").json()
+    assert body == {"count": 0, "results": []}
+    schema = response_schema(openapi, "GET", "/duplicates", 200)
+    assert set(schema["properties"]) == {"count", "results"}
+
+
+def test_an_id_listed_twice_is_refused(api: APIClient, base: str, openapi: dict[str, Any]) -> None:
+    # [a, a] passed the 2-50 length check and then failed the service's count of distinct ids.
+    a, b = _entity(api, base, "Acme"), _entity(api, base, "Globex")
+    dismissed = api.post(f"{base}/duplicates/dismiss", {"entities": [a, a, b]}, format="json")
+    assert_error(dismissed, 400, "invalid")
+    merged = api.post(f"{base}/entities/merge", {"survivor": a, "merged": [b, b]}, format="json")
+    assert_error(merged, 400, "invalid")
+    assert Entity.objects.filter(merged_into__isnull=False).count() == 0
+    assert not DuplicateCandidate.objects.exists()
+    dismiss = openapi["components"]["schemas"]["DuplicateDismissInputRequest"]
+    assert dismiss["properties"]["entities"]["uniqueItems"] is True

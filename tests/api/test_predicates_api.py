@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from rest_framework.test import APIClient
 
 from memory.models import AuditEvent, Context, Predicate, Role
@@ -121,3 +123,44 @@ def test_viewer_cannot_add_aliases(
 
 def test_unknown_context(api: APIClient) -> None:
     assert_error(api.get("/api/v1/contexts/missing/predicates"), 404, "context_not_found")
+
+
+def test_every_predicate_answer_counts_its_current_facts(api: APIClient, base: str) -> None:
+    # Only the list counted: the detail, edit and alias answers said null for an integer.
+    api.post(
+        f"{base}/facts",
+        {
+            "subject": {"name": "Alex", "scope": "s"},
+            "predicate": "works_at",
+            "object": {"name": "Acme", "scope": "s"},
+        },
+        format="json",
+    )
+    assert api.get(f"{base}/predicates/works_at").json()["fact_count"] == 1
+    patched = api.patch(f"{base}/predicates/works_at", {"description": "x"}, format="json")
+    assert patched.json()["fact_count"] == 1
+    aliased = api.post(f"{base}/predicates/works_at/aliases", {"alias": "toils_at"}, format="json")
+    assert aliased.json()["fact_count"] == 1
+    created = api.post(f"{base}/predicates", {"name": "mentors"}, format="json")
+    assert created.json()["fact_count"] == 0
+
+
+def test_ranking_weight_must_be_above_zero(
+    api: APIClient, base: str, openapi: dict[str, Any]
+) -> None:
+    assert_error(api.patch(f"{base}/predicates/knows", {"ranking_weight": 0}, format="json"), 400)
+    weight = openapi["components"]["schemas"]["PredicateFieldsRequest"]["properties"][
+        "ranking_weight"
+    ]
+    assert (weight["minimum"], weight["exclusiveMinimum"]) == (0, True)
+
+
+@pytest.mark.parametrize("name", ["works%40at", "%09works_at", "a" * 65], ids=["at", "tab", "long"])
+def test_a_predicate_in_the_path_is_held_to_the_documented_text(
+    api: APIClient, base: str, name: str
+) -> None:
+    # A tab around the name was stripped and the predicate found, although the document
+    # (letters, digits, spaces, '_' and '-') calls that name invalid.
+    assert_error(api.get(f"{base}/predicates/{name}"), 400, "invalid_predicate")
+    assert_error(api.delete(f"{base}/predicates/{name}"), 400, "invalid_predicate")
+    assert Predicate.objects.count() == 44

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from memory.models import Context, Document, Keyword, Role
 from memory.search.models import SearchDoc
-from tests.api.conftest import assert_error
+from tests.api.conftest import assert_error, operation, response_schema
 
 TEXT = "Customers returning purchases within 30 days receive a full refund."
 
@@ -222,6 +222,10 @@ def test_keyword_list_query_count(
     assert response.json()["count"] == 4
 
 
+def test_the_embedder_503_is_documented(openapi: dict[str, Any]) -> None:
+    assert response_schema(openapi, "POST", "/search", 503)["properties"]["error"]
+
+
 def test_an_unreachable_embedder_is_a_503_and_bm25_still_works(
     api: APIClient, base: str, settings: Any
 ) -> None:
@@ -234,3 +238,26 @@ def test_an_unreachable_embedder_is_a_503_and_bm25_still_works(
     assert_error(response, 503, "embedder_unavailable")
     bm25 = api.post(f"{base}/search", {"query": "refund", "mode": "bm25"}, format="json")
     assert bm25.status_code == 200 and len(bm25.json()["results"]) == 1
+
+
+def test_keyword_answers_are_documented_as_answered(openapi: dict[str, Any]) -> None:
+    # The detail's documents were typed as a string; the search's {results} as an array.
+    detail = response_schema(openapi, "GET", "/keywords/{text}", 200)
+    documents = detail["properties"]["documents"]
+    assert documents["type"] == "array" and "$ref" in documents["items"]
+    search = response_schema(openapi, "GET", "/keywords/search", 200)
+    assert search["properties"]["results"]["type"] == "array"
+    q = next(
+        p for p in operation(openapi, "GET", "/keywords/search")["parameters"] if p["name"] == "q"
+    )
+    assert q["schema"]["maxLength"] == 500 and q["schema"]["pattern"]
+
+
+def test_a_blank_keyword_query_is_a_400(api: APIClient, base: str) -> None:
+    assert_error(api.get(f"{base}/keywords/search", {"q": "\t "}), 400, "invalid_query")
+
+
+def test_numbers_in_a_search_must_be_numbers(api: APIClient, base: str) -> None:
+    # false was read as 0.0 for graph_alpha.
+    body = {"query": "refund", "graph_alpha": False}
+    assert_error(api.post(f"{base}/search", body, format="json"), 400, "invalid")

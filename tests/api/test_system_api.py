@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from memory.models import Context, Role
-from tests.api.conftest import assert_error
+from memory.models import Context, Entity, Role
+from tests.api.conftest import assert_error, operation, response_schema
 
 
 def test_health_reports_each_part(db: None) -> None:
@@ -73,3 +76,75 @@ def test_unknown_api_path_is_a_json_404(db: None) -> None:
     response = APIClient().get("/api/v1/nothing-here")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_schema_generation_has_no_warnings() -> None:
+    # A warning means a part of the document is a guess (it once typed keyword documents
+    # as a string).
+    call_command("spectacular", "--validate", "--fail-on-warn", stdout=io.StringIO())
+
+
+def test_list_answers_are_documented_as_pages(openapi: dict[str, Any]) -> None:
+    page = response_schema(openapi, "GET", "/entities", 200)
+    assert set(page["required"]) >= {"count", "results"}
+    assert page["properties"]["results"]["items"]["$ref"].endswith("/EntityOutput")
+    parameters = {p["name"]: p for p in operation(openapi, "GET", "/entities")["parameters"]}
+    assert parameters["limit"]["schema"]["minimum"] == 1
+    assert parameters["offset"]["schema"]["minimum"] == 0
+
+
+def test_every_operation_documents_its_errors_in_the_error_shape(
+    openapi: dict[str, Any],
+) -> None:
+    for path, methods in openapi["paths"].items():
+        for method, op in methods.items():
+            statuses = set(op["responses"])
+            assert "429" in statuses, (method, path)
+            if "{ctx}" in path:
+                assert {"401", "403", "404"} <= statuses, (method, path)
+            if "requestBody" in op:
+                assert {"400", "415"} <= statuses, (method, path)
+            for status in statuses - {"200", "201", "202", "204"}:
+                schema = op["responses"][status]["content"]["application/json"]["schema"]
+                if path != "/api/v1/health":
+                    assert schema == {"$ref": "#/components/schemas/Error"}, (method, path)
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=abc", "limit=0", "offset=-1", "offset=x"], ids=lambda q: q
+)
+def test_bad_pagination_parameters_are_a_400(api: APIClient, base: str, query: str) -> None:
+    # They were replaced by the defaults, so a typo silently returned the first page.
+    response = api.get(f"{base}/entities?{query}")
+    assert_error(response, 400, f"invalid_{query.split('=')[0]}")
+
+
+def test_a_limit_above_the_cap_is_capped(api: APIClient, base: str) -> None:
+    response = api.get(f"{base}/entities?limit=100000")
+    assert response.status_code == 200 and response.json()["count"] == 0
+
+
+def test_bodies_are_json_only(api: APIClient, base: str) -> None:
+    # Form encodings read every value as text ("false" is a string, JSON fields cannot be
+    # empty): the API documented and accepted them, with other meanings than JSON's.
+    response = api.post(f"{base}/entities", {"name": "Acme", "scope": "s"})  # multipart
+    assert_error(response, 415, "unsupported_media_type")
+    assert not Entity.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": 5, "scope": "s"},
+        {"name": "Acme", "scope": "s", "identifiers": [{"kind": "email", "value": 7}]},
+        {"name": "Acme", "scope": "s", "aliases": [1]},
+    ],
+    ids=["number-for-text", "number-for-identifier", "number-in-list"],
+)
+def test_json_values_must_have_their_documented_types(
+    api: APIClient, base: str, body: dict[str, Any]
+) -> None:
+    # DRF turned 5 into "5" (and 0 into false for booleans) although the schema says string.
+    response = api.post(f"{base}/entities", body, format="json")
+    assert_error(response, 400, "invalid")
+    assert not Entity.objects.exists()
