@@ -318,8 +318,8 @@ def entity_timeline(
     facts; their successors)."""
     facts = list(
         facts_visible(access=access)
-        .filter(subject=entity)
-        .exclude(status=FactStatus.CURRENT)
+        # Listed rather than "not current", so fact_subject_recent finds them directly.
+        .filter(subject=entity, status__in=[s for s in FactStatus if s != FactStatus.CURRENT])
         .select_related("predicate", "object")
         .order_by("-recorded_at", "-id")[:limit]
     )

@@ -89,3 +89,28 @@ def ingest_run_task(run_id: int) -> str:
 
     runs_recover_stale()
     return str(run_execute(run_id=run_id).outcome)
+
+
+@task()
+def duplicates_scan_task(context_id: int) -> dict[str, object]:
+    """Scan a context for duplicate entities (``duplicates_scan``) off the request path:
+    at 100k entities the embedding neighbours alone take minutes. One scan per context
+    at a time; a second request while one runs is answered by that one."""
+    from memory.locks import DUPLICATE_SCAN_LOCK, executor_lock
+    from memory.models import Context
+    from memory.services.duplicates import duplicates_scan
+
+    with executor_lock(DUPLICATE_SCAN_LOCK, context_id) as held:
+        if not held:
+            return {"skipped": "a scan of this context is already running"}
+        report = duplicates_scan(context=Context.objects.get(pk=context_id))
+    logger.info(
+        "duplicates scan of context %s: %s entities, %s pairs (%s new) in %s s",
+        context_id, report.entities, report.pairs, report.new, report.seconds,
+    )  # fmt: skip
+    return {"entities": report.entities, "pairs": report.pairs, "new": report.new,
+            "seconds": report.seconds}  # fmt: skip
+
+
+def duplicates_scan_enqueue(context_id: int) -> None:
+    transaction.on_commit(lambda: duplicates_scan_task.enqueue(context_id))

@@ -26,8 +26,10 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Role
 from memory.selectors.duplicates import DuplicateCluster, duplicate_cluster_page
-from memory.services.duplicates import duplicates_dismiss_recorded, duplicates_scan
+from memory.selectors.entities import entities_visible
+from memory.services.duplicates import duplicates_dismiss_recorded
 from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
+from memory.tasks import duplicates_scan_enqueue
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25
@@ -206,12 +208,14 @@ def duplicates_dismiss_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
 @require_POST
 @dashboard_view
 def duplicates_scan_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Queue a scan of the whole context (minutes at 100k entities: never in a request)."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
-    report = duplicates_scan(context=access.context)
+    count = entities_visible(access=access).filter(merged_into__isnull=True).count()
+    duplicates_scan_enqueue(access.context.pk)
     messages.success(
         request,
-        f"Scanned {report.entities} entities in {report.seconds:g} s: "
-        f"{report.pairs} candidate pairs, {report.new} new.",
+        f"Scanning {count:,} entities in the background; new candidates appear here when "
+        "it finishes (about a minute per 10,000 entities).",
     )
     return _done(request, access)
 

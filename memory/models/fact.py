@@ -31,10 +31,14 @@ class SourceKind(models.TextChoices):
 
 
 class Fact(models.Model):
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="facts")
+    # No single-column indexes on context, subject and object: the composite indexes in
+    # Meta lead with them, and every index is paid for on each of the millions of writes.
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="facts", db_index=False
+    )
     scope = models.CharField(max_length=300)
     subject = models.ForeignKey(
-        "memory.Entity", on_delete=models.PROTECT, related_name="facts_as_subject"
+        "memory.Entity", on_delete=models.PROTECT, related_name="facts_as_subject", db_index=False
     )
     predicate = models.ForeignKey(
         "memory.Predicate", on_delete=models.PROTECT, related_name="facts"
@@ -47,6 +51,7 @@ class Fact(models.Model):
         null=True,
         blank=True,
         related_name="facts_as_object",
+        db_index=False,
     )
     value = models.JSONField(null=True, blank=True)
     # ``value`` as text: the identity of attribute facts and what search and the
@@ -102,8 +107,11 @@ class Fact(models.Model):
         indexes = [
             # An entity's facts (detail page, ranking, supersession, re-observation).
             models.Index(fields=["subject", "predicate", "status"], name="fact_subject_predicate"),
-            # Incoming edges for graph expansion and merges.
-            models.Index(fields=["object"], name="fact_object"),
+            # An entity's newest facts by status (entity page: out-edges, timeline).
+            models.Index(fields=["subject", "status", "-recorded_at"], name="fact_subject_recent"),
+            # Incoming edges for graph expansion and merges; the entity page's newest
+            # current in-edges.
+            models.Index(fields=["object", "status", "-recorded_at"], name="fact_object_recent"),
             # Facts by predicate (alias rewrites, vocabulary); with raw_predicate last, the
             # distinct forms a predicate was written in are a skip scan of this index
             # (overview: concepts written the most ways) instead of 1M rows counted.

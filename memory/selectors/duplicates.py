@@ -24,7 +24,6 @@ class _Component:
     ids: set[int] = field(default_factory=set)
     pair_ids: list[int] = field(default_factory=list)
     score: float = 0.0
-    methods: set[str] = field(default_factory=set)
 
 
 def duplicate_clusters(
@@ -37,20 +36,24 @@ def duplicate_cluster_page(
     *, access: ContextAccess, min_score: float = 0.0, offset: int = 0, limit: int = 200
 ) -> tuple[list[DuplicateCluster], int]:
     """Clusters ``offset`` to ``offset + limit`` of the ranking, and how many there are
-    (queries: every open pair as plain ids; the shown clusters' entities; their pairs).
+    (queries: every open pair as plain numbers; the shown clusters' entities; their
+    pairs, with the methods that found them).
 
     Clustering needs every open pair, but only as numbers: entities and pair rows are
     loaded for the clusters shown, not for the tens of thousands a scan can leave open.
     """
     readable = access.grants.read_q("entity_a__scope") & access.grants.read_q("entity_b__scope")
-    pairs = DuplicateCandidate.objects.filter(
-        readable,
-        context=access.context,
-        status=DuplicateStatus.OPEN,
-        score__gte=min_score,
-        entity_a__merged_into__isnull=True,
-        entity_b__merged_into__isnull=True,
-    ).values_list("pk", "entity_a_id", "entity_b_id", "score", "methods")
+    # Merged entities are few: excluding them by id (an anti-join on a short list) beats
+    # joining both entities of every open pair to read merged_into.
+    merged = Entity.objects.filter(context=access.context, merged_into__isnull=False).values("pk")
+    pairs = (
+        DuplicateCandidate.objects.filter(
+            readable, context=access.context, status=DuplicateStatus.OPEN, score__gte=min_score
+        )
+        .exclude(entity_a_id__in=merged)
+        .exclude(entity_b_id__in=merged)
+        .values_list("pk", "entity_a_id", "entity_b_id", "score")
+    )
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -60,15 +63,14 @@ def duplicate_cluster_page(
         return x
 
     rows = list(pairs)
-    for _, a, b, _, _ in rows:
+    for _, a, b, _ in rows:
         parent[find(a)] = find(b)
     components: dict[int, _Component] = defaultdict(_Component)
-    for pk, a, b, score, methods in rows:
+    for pk, a, b, score in rows:
         component = components[find(a)]
         component.ids.update((a, b))
         component.pair_ids.append(pk)
         component.score = max(component.score, score)
-        component.methods.update(methods)
     ranked = sorted(components.values(), key=lambda c: (-c.score, min(c.ids)))
     shown = ranked[offset : offset + limit]
     return _load(shown), len(ranked)
@@ -93,7 +95,7 @@ def _load(components: list[_Component]) -> list[DuplicateCluster]:
             DuplicateCluster(
                 members=members,
                 score=component.score,
-                methods=sorted(component.methods),
+                methods=sorted({m for pair in pairs for m in pair.methods}),
                 pairs=pairs,
             )
         )

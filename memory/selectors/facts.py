@@ -98,8 +98,10 @@ def entity_facts_ranked(
     # The same score in SQL picks the best ``limit`` rows, so an entity with thousands of
     # facts does not load them all; Python scores and orders the few it gets.
     rank = RawSQL(
-        "memory_fact.confidence * (0.3 + 1.4 * memory_fact.importance) * power(0.5, "
-        "greatest(extract(epoch from (%s - memory_fact.last_seen_at)) / 86400.0, 0) / %s)",
+        # float8 throughout: extract() answers numeric, whose power() is slow.
+        "memory_fact.confidence * (0.3 + 1.4 * memory_fact.importance) * power(0.5::float8, "
+        "greatest(extract(epoch from (%s - memory_fact.last_seen_at))::float8 / 86400.0, 0) "
+        "/ %s)",
         (now, RANK_HALF_LIFE_DAYS),
         output_field=FloatField(),
     )

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from memory.access import system_access
-from memory.models import Context, Entity, Fact, Role
+from memory.models import Context, Entity, Fact, Predicate, Role
 from memory.services.contexts import context_create
 from memory.services.entities import IdentifierInput, entity_upsert
 from memory.services.facts import fact_write
@@ -177,3 +177,27 @@ def test_an_alias_that_collides_shows_the_error_inline(
     expect(page.locator("#p-works_at .field-error")).to_be_visible()
     page.evaluate("document.getElementById('p-works_at').scrollIntoView({block: 'center'})")
     screenshot(page, "registry", full_page=False)
+
+
+def test_promote_a_drift_item_with_the_form_it_loads_when_opened(
+    page: Page, acme: Context, member: Callable[..., Any]
+) -> None:
+    member("casey", acme, Role.CURATOR)
+    log_in(page, "casey")
+
+    page.goto("/c/acme/drift/", timeout=SLOW)
+    item = page.locator("#drift-likes_food")
+    expect(item).to_be_visible(timeout=SLOW)
+    expect(item.locator("input[name=category]")).to_have_count(0)  # not rendered yet
+    item.locator("details.promote summary").click()
+    category = item.locator("input[name=category]")
+    expect(category).to_be_visible(timeout=SLOW)
+    expect(item.locator("select[name=kind]")).to_have_value("attribute")  # from its examples
+    category.fill("preferences")
+    screenshot(page, "drift-promote")
+    item.locator("button:has-text('Register likes_food')").click()
+
+    expect(page.locator("#flash")).to_contain_text("likes_food")
+    expect(page.locator("#drift-likes_food")).to_have_count(0)
+    promoted = Predicate.objects.get(context=acme, name="likes_food")
+    assert (promoted.status, promoted.category) == ("registered", "preferences")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from memory.access import ContextAccess
@@ -204,15 +205,45 @@ def test_clusters_are_paginated(access: ContextAccess, viewer: Client, base: str
     assert len(viewer.get(f"{base}/duplicates/?page=9").context["rows"]) == 5
 
 
-def test_scan_finds_near_identical_names(access: ContextAccess, curator: Client, base: str) -> None:
+def test_scan_runs_as_a_task_and_finds_near_identical_names(
+    access: ContextAccess,
+    curator: Client,
+    base: str,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
     person(access, "Jonathan Miller")
     person(access, "Jonathon Miller")
 
-    response = curator.post(f"{base}/duplicates/scan", follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = curator.post(f"{base}/duplicates/scan")
 
-    html = page(response)
-    assert "Scanned 2 entities" in html
+    assert response["Location"] == f"{base}/duplicates/"
+    html = page(curator.get(response["Location"]))
+    assert "Scanning 2 entities in the background" in html
     assert "Jonathon Miller" in html and DuplicateCandidate.objects.count() == 1
+
+
+def test_a_second_scan_of_a_context_waits_for_the_running_one(
+    access: ContextAccess, settings: Any
+) -> None:
+    from memory.locks import DUPLICATE_SCAN_LOCK
+    from memory.tasks import duplicates_scan_task
+
+    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    person(access, "Jonathan Miller")
+    person(access, "Jonathon Miller")
+    other = connection.get_new_connection(connection.get_connection_params())
+    try:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [DUPLICATE_SCAN_LOCK, access.context.pk])
+        skipped = duplicates_scan_task.call(access.context.pk)
+    finally:
+        other.close()
+
+    assert "already running" in str(skipped["skipped"])
+    assert not DuplicateCandidate.objects.exists()
+    assert duplicates_scan_task.call(access.context.pk)["pairs"] == 1
 
 
 @pytest.mark.parametrize(
