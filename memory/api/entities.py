@@ -108,9 +108,18 @@ class EntityListApi(APIView):
         ).prefetch_related("identifiers")
         return paginated(request, entities, EntityOutputSerializer, self)
 
+    class OutputSerializer(EntityOutputSerializer):
+        matched_by = serializers.ChoiceField(
+            choices=["created", "identifier", "key", "alias"], source="upsert.matched_by"
+        )
+        warnings = serializers.ListField(child=serializers.CharField(), source="upsert.warnings")
+
+        class Meta(EntityOutputSerializer.Meta):
+            fields = [*EntityOutputSerializer.Meta.fields, "matched_by", "warnings"]
+
     @extend_schema(
         request=InputSerializer,
-        responses={201: EntityOutputSerializer, 200: EntityOutputSerializer},
+        responses={201: OutputSerializer, 200: OutputSerializer},
         description="Upsert by identifier, then normalized key, then alias: 201 when created, "
         "200 when an existing entity matched (it gains the new spelling as an alias).",
     )
@@ -119,13 +128,10 @@ class EntityListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = entity_upsert(access=access, **data.validated_data)
-        body = {
-            **EntityOutputSerializer(result.entity).data,
-            "matched_by": result.matched_by,
-            "warnings": result.warnings,
-        }
+        result.entity.upsert = result  # type: ignore[attr-defined]
         return Response(
-            body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+            self.OutputSerializer(result.entity).data,
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
         )
 
 
@@ -201,6 +207,11 @@ def _format_from_type(content_type: str) -> str | None:
     return None
 
 
+class RankedFactSerializer(serializers.Serializer):
+    score = serializers.FloatField()
+    fact = FactOutputSerializer()
+
+
 class EntityDetailApi(APIView):
     class InputSerializer(JsonInput):
         name = serializers.CharField(max_length=MAX_NAME_LENGTH, required=False)
@@ -212,24 +223,21 @@ class EntityDetailApi(APIView):
         identifiers_add = IdentifierSerializer(many=True, required=False)
 
     class OutputSerializer(EntityOutputSerializer):
+        facts = RankedFactSerializer(many=True, source="ranked_facts", read_only=True)
+
         class Meta(EntityOutputSerializer.Meta):
-            fields = [*EntityOutputSerializer.Meta.fields]
+            fields = [*EntityOutputSerializer.Meta.fields, "facts"]
 
-    class RankedFactSerializer(serializers.Serializer):
-        score = serializers.FloatField()
-        fact = FactOutputSerializer()
-
-    @extend_schema(responses=EntityOutputSerializer)
+    @extend_schema(
+        responses=OutputSerializer,
+        description="The entity with its current facts, best ranked first (at most 50).",
+    )
     def get(self, request: Request, ctx: str, entity_id: int) -> Response:
         access = access_for(request, ctx)
         entity = entity_get(access=access, entity_id=entity_id)
         ranked = entity_facts_ranked(access=access, entity=entity, limit=50)
-        return Response(
-            {
-                **EntityOutputSerializer(entity).data,
-                "facts": self.RankedFactSerializer(ranked, many=True).data,
-            }
-        )
+        entity.ranked_facts = ranked  # type: ignore[attr-defined]
+        return Response(self.OutputSerializer(entity).data)
 
     @extend_schema(request=InputSerializer, responses=EntityOutputSerializer)
     def patch(self, request: Request, ctx: str, entity_id: int) -> Response:

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory.models import Context, Entity, Role
-from tests.api.conftest import assert_error, operation
+from tests.api.conftest import assert_error, operation, response_schema
 
 
 def test_post_creates_then_matches(api: APIClient, base: str) -> None:
@@ -214,3 +214,11 @@ def test_bulk_body_is_documented_as_required(
     # Documented as optional, and refused when left out.
     assert_error(api.post(f"{base}/entities/bulk"), 400, "missing_file")
     assert operation(openapi, "POST", "/entities/bulk")["requestBody"]["required"] is True
+
+
+def test_detail_and_upsert_answers_are_documented(openapi: dict[str, Any]) -> None:
+    # The detail's ranked facts and the upsert's matched_by/warnings were left out.
+    detail = response_schema(openapi, "GET", "/entities/{entity_id}", 200)
+    assert detail["properties"]["facts"]["type"] == "array"
+    upsert = response_schema(openapi, "POST", "/entities", 201)
+    assert {"matched_by", "warnings"} <= set(upsert["required"])
