@@ -351,10 +351,10 @@ def _curation(cursor: Any, context_id: int, n: int) -> None:
         """
         INSERT INTO curation_importjob (context_id, filename, format, scope_default, content,
             size_bytes, status, total, done, created_count, matched_count, failed_count,
-            report, error, task_id, created_at, started_at, finished_at)
+            report, error, task_id, worker, created_at, started_at, finished_at)
         SELECT %s, 'seed-' || i || '.csv', 'csv', 'bench/org',
                'name,type' || repeat(E'\\nx,y', 2000),
-               8000, 'succeeded', 2000, 2000, 1950, 0, 50, %s::jsonb, '', '',
+               8000, 'succeeded', 2000, 2000, 1950, 0, 50, %s::jsonb, '', '', '',
                now() - make_interval(hours => i), now() - make_interval(hours => i),
                now() - make_interval(hours => i) + interval '1 minute'
         FROM generate_series(1, 20) AS i

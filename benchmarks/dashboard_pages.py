@@ -186,7 +186,9 @@ def main() -> None:
         "repeat": args.repeat,
         "only": args.only,
     }
-    with bench_database(DATABASE, keep=args.keep or args.reuse, reuse=args.reuse):
+    # A smoke test never drops a full-size database kept for --reuse.
+    database = f"{DATABASE}_tiny" if args.tiny else DATABASE
+    with bench_database(database, keep=args.keep or args.reuse, reuse=args.reuse):
         report = run(reuse=args.reuse, **options)
     print(json.dumps(report, indent=1, default=float))
     if args.json:

@@ -60,6 +60,7 @@ class ScanReport:
     new: int = 0
     seconds: float = 0.0
     by_method: dict[str, int] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def _fingerprint(key: str) -> str:
@@ -167,8 +168,9 @@ def _attributes_agree(a: _Row, b: _Row) -> bool:
 
 @transaction.atomic
 def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanReport:
-    """Find candidate pairs across the context and store them (dismissed pairs stay)."""
-    started = time.perf_counter()
+    """Find candidate pairs across the context and store them (dismissed pairs stay).
+    ``report.phases`` says where the time went (seconds per phase)."""
+    clock = _PhaseClock()
     rows = [
         _Row(pk, type_, scope, name, key, tuple(alias_keys), attributes)
         for pk, type_, scope, name, key, alias_keys, attributes in Entity.objects.filter(
@@ -176,22 +178,40 @@ def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanRep
         ).values_list("pk", "type", "scope", "name", "normalized_key", "alias_keys", "attributes")
     ]
     by_id = {row.id: row for row in rows}
+    clock.lap("read")
     scores: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
     for method, pairs in _hash_methods(rows).items():
         for pair in pairs:
             scores[pair][method] = METHOD_SCORES[method]
+    clock.lap("keys")
     for pair in _identifier_pairs(context):
         if pair[0] in by_id and pair[1] in by_id:
             scores[pair]["identifier"] = METHOD_SCORES["identifier"]
+    clock.lap("identifiers")
     for pair, score in _edit_distance_pairs(rows).items():
         scores[pair]["edit_distance"] = score
+    clock.lap("edit_distance")
     if use_embeddings:
         for pair, score in _embedding_pairs(context, context.review_threshold).items():
             scores[pair]["embedding"] = score
+        clock.lap("embeddings")
     report = ScanReport(entities=len(rows), pairs=len(scores))
     report.new = _store(context, scores, by_id, report)
-    report.seconds = round(time.perf_counter() - started, 3)
+    clock.lap("store")
+    report.phases = clock.phases
+    report.seconds = round(sum(clock.phases.values()), 3)
     return report
+
+
+class _PhaseClock:
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self._last, 3)
+        self._last = now
 
 
 def _combined(methods: dict[str, float], agree: bool) -> float:
