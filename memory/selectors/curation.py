@@ -34,7 +34,9 @@ def audit_list(
     *, access: ContextAccess, action: str | None = None, target_type: str | None = None
 ) -> QuerySet[AuditEvent]:
     """The context's change log, newest first. Registry and context events are visible to
-    every member; events about an entity or a conflict only while the caller may read it."""
+    every member; events about an entity or a conflict only while the caller may read it,
+    and a document's deletion (the document is gone: its scope is in the event) only to
+    those who could read the document."""
     readable_entities = (
         Entity.objects.filter(access.grants.read_q(), context=access.context)
         .annotate(key=Cast("pk", CharField()))
@@ -46,9 +48,10 @@ def audit_list(
         .values("key")
     )
     events = AuditEvent.objects.filter(context=access.context).filter(
-        ~Q(target_type__in=["entity", "conflict"])
+        ~Q(target_type__in=["entity", "conflict", "document"])
         | Q(target_type="entity", target_id__in=readable_entities)
         | Q(target_type="conflict", target_id__in=readable_conflicts)
+        | Q(access.grants.read_q("before__scope"), target_type="document")
     )
     if action:
         events = events.filter(action=action)
