@@ -30,7 +30,10 @@ PRODUCTION = {
 
 
 def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    # DJANGO_ALLOW_ASYNC_UNSAFE is set by the browser tests' fixture (Playwright runs an
+    # event loop in the test thread); production never sets it, and check --deploy says so.
+    dropped = {"SECRET_KEY", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=settings.BASE_DIR,

@@ -174,6 +174,13 @@ class EntityBulkApi(APIView):
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
+        unknown = sorted(set(request.query_params) - {"format", "scope"})
+        if unknown:
+            # A typo (``?fromat=csv``) must not import with the wrong reading of the file.
+            raise ValidationFailed(
+                f"unknown query parameter(s): {', '.join(unknown)}; use format and scope",
+                code="unknown_parameter",
+            )
         content = _upload_content(request)
         fmt = request.query_params.get("format") or _format_from_type(request.content_type)
         report = entities_import(

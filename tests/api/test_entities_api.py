@@ -222,3 +222,14 @@ def test_detail_and_upsert_answers_are_documented(openapi: dict[str, Any]) -> No
     assert detail["properties"]["facts"]["type"] == "array"
     upsert = response_schema(openapi, "POST", "/entities", 201)
     assert {"matched_by", "warnings"} <= set(upsert["required"])
+
+
+def test_bulk_refuses_an_unknown_query_parameter_and_writes_nothing(
+    api: APIClient, base: str
+) -> None:
+    body = '{"name": "Typo Corp", "type": "organisation"}\n'
+    response = api.post(
+        f"{base}/entities/bulk?fromat=csv", body, content_type="application/x-ndjson"
+    )
+    assert_error(response, 400, "unknown_parameter")
+    assert not Entity.objects.filter(name="Typo Corp").exists()
