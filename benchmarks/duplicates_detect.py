@@ -241,7 +241,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.tiny:
         args.entities, args.sample = 3_000, 200
-    with bench_database(DATABASE):
+    # A smoke test never drops the database of a full run going on next to it.
+    with bench_database(f"{DATABASE}_tiny" if args.tiny else DATABASE):
         report = run(total=args.entities, sample=args.sample)
     print(json.dumps(report, indent=1, default=float))
     if args.json:

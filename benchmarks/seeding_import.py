@@ -120,7 +120,8 @@ def main() -> None:
     if args.tiny:
         args.rows, args.repeat = 100, 1
     os.environ.setdefault("MEMORY_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
-    with bench_database(DATABASE):
+    # A smoke test never drops the database of a full run going on next to it.
+    with bench_database(f"{DATABASE}_tiny" if args.tiny else DATABASE):
         from memory.embeddings import embed_texts
 
         global BATCHED

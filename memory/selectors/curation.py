@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import CharField, Q, QuerySet
+from django.db.models import BigIntegerField, Case, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.functions import Cast
 
 from memory.access import ContextAccess
@@ -37,21 +37,36 @@ def audit_list(
     every member; events about an entity or a conflict only while the caller may read it,
     and a document's deletion (the document is gone: its scope is in the event) only to
     those who could read the document."""
-    readable_entities = (
-        Entity.objects.filter(access.grants.read_q(), context=access.context)
-        .annotate(key=Cast("pk", CharField()))
-        .values("key")
+    # The target as a number when it is one, so each event checks its own entity (or
+    # conflict) by primary key — instead of hashing every entity of the context, cast to
+    # text, for every count and page (0.4 s at 100k entities).
+    target_pk = Case(
+        When(target_id__regex=r"^[0-9]{1,18}$", then=Cast("target_id", BigIntegerField())),
+        default=None,
+        output_field=BigIntegerField(),
     )
-    readable_conflicts = (
-        ConflictRecord.objects.filter(access.grants.read_q(), context=access.context)
-        .annotate(key=Cast("pk", CharField()))
-        .values("key")
+    # Scalar subqueries with LIMIT 1, not EXISTS: PostgreSQL would turn an EXISTS into one
+    # hash of every entity id, built before the first row even for a page of 50.
+    readable_entity = Subquery(
+        Entity.objects.filter(
+            access.grants.read_q(), context=access.context, pk=OuterRef("target_pk")
+        ).values("pk")[:1]
     )
-    events = AuditEvent.objects.filter(context=access.context).filter(
-        ~Q(target_type__in=["entity", "conflict", "document"])
-        | Q(target_type="entity", target_id__in=readable_entities)
-        | Q(target_type="conflict", target_id__in=readable_conflicts)
-        | Q(access.grants.read_q("before__scope"), target_type="document")
+    readable_conflict = Subquery(
+        ConflictRecord.objects.filter(
+            access.grants.read_q(), context=access.context, pk=OuterRef("target_pk")
+        ).values("pk")[:1]
+    )
+    events = (
+        AuditEvent.objects.filter(context=access.context)
+        .alias(target_pk=target_pk)
+        .alias(readable_entity=readable_entity, readable_conflict=readable_conflict)
+        .filter(
+            ~Q(target_type__in=["entity", "conflict", "document"])
+            | Q(target_type="entity", readable_entity__isnull=False)
+            | Q(target_type="conflict", readable_conflict__isnull=False)
+            | Q(access.grants.read_q("before__scope"), target_type="document")
+        )
     )
     if action:
         events = events.filter(action=action)

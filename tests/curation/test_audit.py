@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 
 from memory.access import ContextAccess
-from memory.models import AuditEvent, Predicate, PredicateAlias
+from memory.models import AuditEvent, Predicate, PredicateAlias, Role
 from memory.selectors.predicates import predicate_get
 from memory.services.predicates import predicate_alias_add
-from tests.curation.conftest import Memory, page
+from tests.curation.conftest import Memory, page, person
 
 pytestmark = pytest.mark.django_db
 
@@ -91,3 +91,47 @@ def test_audit_page_query_count_does_not_grow(
         # session, user, context, membership, contexts (switcher); count; one page of events
         with django_assert_num_queries(7):
             viewer.get(f"{base}/audit/")
+
+
+def test_a_long_log_is_counted_up_to_a_cap(
+    access: ContextAccess, viewer: Client, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from curation.views.audit import CappedPaginator
+
+    monkeypatch.setattr(CappedPaginator, "cap", 60)
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            context=access.context, actor_label="x", action="predicate_update",
+            target_type="predicate", target_id="works_at", summary=f"change {i}",
+        )
+        for i in range(70)
+    )  # fmt: skip
+
+    first = page(viewer.get(f"{base}/audit/"))
+    last = page(viewer.get(f"{base}/audit/?page=2"))
+
+    assert "Page 1 of more than 1 · more than 60 in all" in first
+    assert "change 69" in first and "change 20" in first and "change 19" not in first
+    assert "change 19" in last and "change 9" in last  # the 61st event: still reachable
+    assert "change 8" not in last
+
+
+def test_events_about_entities_follow_the_entities_grants(
+    access: ContextAccess, client_for: Any, base: str, memory: Memory
+) -> None:
+    hidden = person(access, "Hidden", scope="org/globex")
+    for entity in (memory.alex, hidden):
+        AuditEvent.objects.create(
+            context=access.context, actor_label="x", action="entity_update",
+            target_type="entity", target_id=str(entity.pk), summary=f"edited {entity.name}",
+        )  # fmt: skip
+    AuditEvent.objects.create(
+        context=access.context, actor_label="x", action="entity_update",
+        target_type="entity", target_id="not-a-number", summary="edited nobody",
+    )  # fmt: skip
+    limited = client_for(Role.VIEWER, grants=["read:org/acme/*"])
+
+    html = page(limited.get(f"{base}/audit/"))
+
+    assert "edited Alex" in html and "edited Hidden" not in html
+    assert "edited nobody" not in html
