@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils.html import format_html_join
@@ -26,10 +27,11 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import AuditEvent, FactKind, Role
-from memory.selectors.drift import DriftItem, drift_list
+from memory.selectors.drift import DriftItem, drift_list, drift_suggestions_attach
 from memory.services.drift import drift_resolve
 
 TEMPLATE = "curation/drift.html"
+PAGE_SIZE = 20
 
 
 @dataclass
@@ -68,15 +70,25 @@ def _page(
     bulk_errors: list[str] | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """The drift list (queries: observed predicates with counts; examples; registered
-    predicates and their aliases for suggestions; registered names for the target list)."""
+    """One page of the drift list (queries: observed predicates with their example ids;
+    their usage; the examples; registered predicates and their aliases for the page's
+    suggestions; registered names for the target list)."""
     errors = errors or {}
+    items = drift_list(access=access, with_suggestions=False)
+    focus = promote[0] if promote is not None else next(iter(errors), None)
+    page = Paginator(items, PAGE_SIZE).get_page(_page_number(request, items, focus))
+    shown: list[DriftItem] = list(page.object_list)
+    drift_suggestions_attach(access=access, items=shown)
     rows = []
-    for item in drift_list(access=access):
+    for item in shown:
         form = promote[1] if promote is not None and promote[0] == item.predicate.name else None
         rows.append(DriftRow(item, form, errors.get(item.predicate.name, "")))
     context: dict[str, Any] = {
         "rows": rows,
+        "page": page,
+        "total": len(items),
+        # Actions come back to the page they were sent from.
+        "here": f"?page={page.number}" if page.number > 1 else "",
         # The same options under every item: rendered once, not once per item.
         "registered_options": format_html_join(
             "",
@@ -88,6 +100,15 @@ def _page(
     return render_screen(
         request, TEMPLATE, access, context, section="drift", partial="rows", status=status
     )
+
+
+def _page_number(request: HtmxHttpRequest, items: list[DriftItem], focus: str | None) -> int:
+    """The page asked for; else the page of the item an error or a form is about."""
+    asked = request.GET.get("page", "")
+    if asked.isdigit():
+        return int(asked)
+    names = [item.predicate.name for item in items]
+    return names.index(focus) // PAGE_SIZE + 1 if focus in names else 1
 
 
 def _done(request: HtmxHttpRequest, access: ContextAccess, event: AuditEvent) -> HttpResponse:

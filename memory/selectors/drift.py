@@ -81,16 +81,24 @@ def drift_list(*, access: ContextAccess, with_suggestions: bool = True) -> list[
     ]
     items.sort(key=lambda item: -item.fact_count)  # stable: by name within a count
     _attach_examples(items)
-    if with_suggestions and items:
-        registered = list(
-            Predicate.objects.filter(context=access.context, status=PredicateStatus.REGISTERED)
-            .prefetch_related("alias_set")
-            .order_by("name")
-        )
-        candidates = _candidates(registered)
-        for item in items:
-            item.suggestions = _suggest(item.predicate.name, candidates)
+    if with_suggestions:
+        drift_suggestions_attach(access=access, items=items)
     return items
+
+
+def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -> None:
+    """Rank registered predicates for each item (queries: registered predicates; their
+    aliases) — for one page of a long drift list, not all of it."""
+    if not items:
+        return
+    registered = list(
+        Predicate.objects.filter(context=access.context, status=PredicateStatus.REGISTERED)
+        .prefetch_related("alias_set")
+        .order_by("name")
+    )
+    candidates = _candidates(registered)
+    for item in items:
+        item.suggestions = _suggest(item.predicate.name, candidates)
 
 
 def _attach_examples(items: list[DriftItem]) -> None:

@@ -309,3 +309,23 @@ def test_promote_form_is_for_curators_and_open_drift_only(
     assert viewer.get(f"{base}/drift/works_for/definition").status_code == 403
     assert curator.get(f"{base}/drift/works_at/definition").status_code == 404
     assert curator.post(f"{base}/drift/works_for/definition").status_code == 405
+
+
+def test_drift_is_paged_and_an_item_s_error_shows_on_its_page(
+    access: ContextAccess, curator: Client, base: str, memory: Memory
+) -> None:
+    _drift(access, memory, 24)  # 25 items with works_for; works_for (2 facts) comes first
+
+    first = curator.get(f"{base}/drift/")
+    second = curator.get(f"{base}/drift/?page=2")
+    refused = curator.post(f"{base}/drift/odd_fact_9/resolve", {"action": "alias", "target": ""})
+
+    assert len(first.context["rows"]) == 20 and len(second.context["rows"]) == 5
+    assert "25 open items" in page(first) and "Page 2 of 2" in page(second)
+    assert first.context["rows"][0].name == "works_for"
+    assert first.context["rows"][0].item.suggestions  # ranked for the shown page
+    # odd_fact_9 is on page 2 (equal counts go by name): its error is shown there.
+    assert refused.status_code == 400
+    assert any(row.name == "odd_fact_9" and row.error for row in refused.context["rows"])
+    assert refused.context["page"].number == 2
+    assert f'action="{base}/drift/odd_fact_9/resolve?page=2"' in page(refused)
