@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -22,7 +23,7 @@ from curation.views.access import (
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict
-from memory.models import Role
+from memory.models import AuditEvent, Role
 from memory.selectors.curation import audit_list
 from memory.services.undo import audit_undo
 
@@ -51,9 +52,13 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]
 
     cap = 5_000
 
+    def __init__(self, events: QuerySet[AuditEvent], per_page: int) -> None:
+        super().__init__(events, per_page)
+        self.events = events
+
     @cached_property
     def count(self) -> int:
-        return int(self.object_list[: self.cap + 1].count())
+        return self.events[: self.cap + 1].count()
 
     @property
     def capped(self) -> bool:
