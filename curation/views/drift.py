@@ -27,7 +27,12 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import AuditEvent, FactKind, Role
-from memory.selectors.drift import DriftItem, drift_list, drift_suggestions_attach
+from memory.selectors.drift import (
+    DriftItem,
+    drift_examples_attach,
+    drift_list,
+    drift_suggestions_attach,
+)
 from memory.services.drift import drift_resolve
 
 TEMPLATE = "curation/drift.html"
@@ -74,10 +79,11 @@ def _page(
     their usage; the examples; registered predicates and their aliases for the page's
     suggestions; registered names for the target list)."""
     errors = errors or {}
-    items = drift_list(access=access, with_suggestions=False)
+    items = drift_list(access=access, with_suggestions=False, with_examples=False)
     focus = promote[0] if promote is not None else next(iter(errors), None)
     page = Paginator(items, PAGE_SIZE).get_page(_page_number(request, items, focus))
     shown: list[DriftItem] = list(page.object_list)
+    drift_examples_attach(items=shown)
     drift_suggestions_attach(access=access, items=shown)
     rows = []
     for item in shown:

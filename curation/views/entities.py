@@ -37,8 +37,8 @@ from memory.services.entities import entity_delete, entity_update
 
 PAGE_SIZE = 50
 TIMELINE = 100
-OUTGOING = 100
-INCOMING = 50
+OUTGOING = 50  # the picture shows 16 neighbours; more edges only tell "50+"
+INCOMING = 25
 
 
 @require_safe
@@ -76,7 +76,7 @@ def _detail_page(
     status: int = 200,
 ) -> HttpResponse:
     """Queries: ranked facts (the best 50, picked in SQL); timeline (newest 100) and their
-    successors; out- and in-edges (newest 100 and 50); audit events (+ the entity and its
+    successors; out- and in-edges (newest 50 and 25); audit events (+ the entity and its
     identifiers, loaded by the caller). Bounded however many facts an entity has."""
     ranked = entity_facts_ranked(access=access, entity=entity)
     timeline = entity_timeline(access=access, entity=entity, limit=TIMELINE)

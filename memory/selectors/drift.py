@@ -45,7 +45,9 @@ class DriftItem:
     suggestions: list[Suggestion] = field(default_factory=list)
 
 
-def drift_list(*, access: ContextAccess, with_suggestions: bool = True) -> list[DriftItem]:
+def drift_list(
+    *, access: ContextAccess, with_suggestions: bool = True, with_examples: bool = True
+) -> list[DriftItem]:
     """Observed predicates with the caller's visible use, most used first (queries:
     observed predicates with their example ids; usage; the examples; registered
     predicates with their aliases).
@@ -80,7 +82,8 @@ def drift_list(*, access: ContextAccess, with_suggestions: bool = True) -> list[
         if drift_is_visible(usage.get(p.pk))
     ]
     items.sort(key=lambda item: -item.fact_count)  # stable: by name within a count
-    _attach_examples(items)
+    if with_examples:
+        drift_examples_attach(items=items)
     if with_suggestions:
         drift_suggestions_attach(access=access, items=items)
     return items
@@ -101,9 +104,10 @@ def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -
         item.suggestions = _suggest(item.predicate.name, candidates)
 
 
-def _attach_examples(items: list[DriftItem]) -> None:
+def drift_examples_attach(*, items: list[DriftItem]) -> None:
     """The newest few visible facts of each observed predicate: their ids came with the
-    predicates (a correlated LIMIT walking fact_predicate_recent), loaded in one query."""
+    predicates (a correlated LIMIT walking fact_predicate_recent), loaded in one query —
+    for the items given (one page of a long list)."""
     ids = {item.predicate.pk: list(item.predicate.example_ids) for item in items}  # type: ignore[attr-defined]
     wanted = [pk for pks in ids.values() for pk in pks]
     facts = Fact.objects.filter(pk__in=wanted).select_related("subject", "object", "predicate")

@@ -3,8 +3,10 @@ caller may read, joined into clusters (connected components), best first."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from memory.access import ContextAccess
 from memory.models import Entity
@@ -54,26 +56,49 @@ def duplicate_cluster_page(
         .exclude(entity_b_id__in=merged)
         .values_list("pk", "entity_a_id", "entity_b_id", "score")
     )
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
     rows = list(pairs)
-    for _, a, b, _ in rows:
-        parent[find(a)] = find(b)
-    components: dict[int, _Component] = defaultdict(_Component)
-    for pk, a, b, score in rows:
-        component = components[find(a)]
-        component.ids.update((a, b))
-        component.pair_ids.append(pk)
-        component.score = max(component.score, score)
-    ranked = sorted(components.values(), key=lambda c: (-c.score, min(c.ids)))
-    shown = ranked[offset : offset + limit]
-    return _load(shown), len(ranked)
+    if not rows:
+        return [], 0
+    table = np.array(rows, dtype=np.float64)  # ids stay exact below 2**53
+    pair_ids, scores = table[:, 0].astype(np.int64), table[:, 3]
+    ids, ends = np.unique(table[:, 1:3].astype(np.int64), return_inverse=True)
+    ends = ends.reshape(-1, 2)
+    label = _components(ends[:, 0], ends[:, 1], len(ids))
+    # Each cluster (a root label): its best pair score and its smallest entity id.
+    roots, cluster_of_entity = np.unique(label, return_inverse=True)
+    cluster_of_pair = cluster_of_entity[ends[:, 0]]
+    best = np.zeros(len(roots))
+    np.maximum.at(best, cluster_of_pair, scores)
+    first_id = np.full(len(roots), np.iinfo(np.int64).max)
+    np.minimum.at(first_id, cluster_of_entity, ids)
+    ranked = np.lexsort((first_id, -best))
+    shown = [
+        _Component(
+            ids=set(ids[cluster_of_entity == c].tolist()),
+            pair_ids=pair_ids[cluster_of_pair == c].tolist(),
+            score=float(best[c]),
+        )
+        for c in ranked[offset : offset + limit]
+    ]
+    return _load(shown), len(roots)
+
+
+def _components(
+    a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], n: int
+) -> npt.NDArray[np.int64]:
+    """Connected components of the graph with edges a[i]–b[i] over nodes 0..n-1: the
+    smallest node of each component as its label (min-label hooking with pointer jumping,
+    vectorized; rounds grow with the log of a cluster's diameter, not the edge count)."""
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[a], label[b])
+        hooked = label.copy()
+        np.minimum.at(hooked, a, low)
+        np.minimum.at(hooked, b, low)
+        hooked = hooked[hooked]
+        if np.array_equal(hooked, label):
+            return label
+        label = hooked
 
 
 def _load(components: list[_Component]) -> list[DuplicateCluster]:

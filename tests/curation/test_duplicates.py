@@ -346,3 +346,19 @@ def test_duplicates_page_query_count_does_not_grow(
         with django_assert_num_queries(9 if round_ else 6):
             response = viewer.get(f"{base}/duplicates/")
         assert len(response.context["rows"]) == 5 * round_
+
+
+def test_pairs_chain_into_one_cluster(access: ContextAccess, viewer: Client, base: str) -> None:
+    a, b, c, d = (person(access, f"Robin Vale {i}") for i in range(4))
+    x, y = person(access, "Kim Park"), person(access, "Kim Parke")
+    candidate(c, d, 0.95)  # a chain: a–b, b–c, c–d (found in any order) ...
+    candidate(a, b, 0.85)
+    candidate(b, c, 0.9)
+    candidate(x, y, 0.97)  # ... and a pair on its own
+
+    rows = viewer.get(f"{base}/duplicates/").context["rows"]
+
+    assert [len(row.cluster.members) for row in rows] == [2, 4]
+    assert {m.pk for m in rows[1].cluster.members} == {a.pk, b.pk, c.pk, d.pk}
+    assert rows[1].cluster.score == pytest.approx(0.95)
+    assert [p.score for p in rows[1].cluster.pairs] == [0.95, 0.9, 0.85]
