@@ -10,6 +10,7 @@ The model id is stored beside every vector so ``manage.py reembed`` can rebuild 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from functools import lru_cache
@@ -18,6 +19,8 @@ from typing import Protocol
 from django.conf import settings
 
 from memory.errors import ServiceUnavailable
+
+logger = logging.getLogger(__name__)
 
 DIMENSIONS = 384
 _load_lock = threading.Lock()
@@ -126,6 +129,27 @@ def embedder_get() -> Embedder:
 
 def embed_texts(texts: list[str]) -> list[list[float]]:
     return embedder_get().embed(texts)
+
+
+def embedder_unavailable(exc: BaseException, *, hint: str = "") -> ServiceUnavailable:
+    """The 503 (``embedder_unavailable``) of a request that needs a vector now and could
+    not get one: the embedder is down, hangs past its timeout or is misconfigured.
+    ``hint`` says what still works. The full reason (it names the endpoint) goes to the
+    log, not to the caller."""
+    logger.warning("the embedder failed: %s: %s", type(exc).__name__, exc)
+    message = f"the embedding model is unavailable ({type(exc).__name__})"
+    return ServiceUnavailable(
+        f"{message}; {hint}" if hint else message, code="embedder_unavailable"
+    )
+
+
+def embed_for_request(texts: list[str], *, hint: str = "") -> list[list[float]]:
+    """``embed_texts`` for a read that cannot answer without the vectors: any failure
+    becomes ``embedder_unavailable`` (a 503), never a 500."""
+    try:
+        return embed_texts(texts)
+    except Exception as exc:
+        raise embedder_unavailable(exc, hint=hint) from exc
 
 
 def embedding_model_id() -> str:

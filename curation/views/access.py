@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
 from memory.access import ContextAccess, context_access_resolve
-from memory.errors import Conflict, MemoryError_, NotFound, ValidationFailed
+from memory.errors import Conflict, MemoryError_, NotFound, ServiceUnavailable, ValidationFailed
 from memory.errors import PermissionDenied as AccessDenied
 from memory.models import Role
 from memory.scopes import ScopeError
@@ -51,8 +51,9 @@ def _get_context_for_user(
 
 
 def dashboard_view(view: View[P]) -> View[P]:
-    """Login required; refusals from the access helper or a service become a 4xx page
-    (or, for htmx, a message swapped into the page's flash area)."""
+    """Login required; refusals from the access helper or a service become a 4xx page,
+    a dependency that is down a 503 page (or, for htmx, a message swapped into the
+    page's flash area)."""
 
     @login_required
     @wraps(view)
@@ -67,6 +68,8 @@ def dashboard_view(view: View[P]) -> View[P]:
             return error_response(request, 409, exc.message)
         except (ValidationFailed, ScopeError) as exc:
             return error_response(request, 400, _message(exc, "The request was not valid."))
+        except ServiceUnavailable as exc:  # a dependency (the embedder) is down: say so
+            return error_response(request, 503, exc.message)
 
     return wrapped  # type: ignore[return-value]
 
@@ -77,7 +80,13 @@ def _message(exc: Exception, default: str) -> str:
     return str(exc) or default
 
 
-TITLES = {400: "Not valid", 403: "Not allowed", 404: "Not found", 409: "Changed meanwhile"}
+TITLES = {
+    400: "Not valid",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Changed meanwhile",
+    503: "Unavailable",
+}
 
 
 def error_response(request: HtmxHttpRequest, status: int, message: str) -> HttpResponse:

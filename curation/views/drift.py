@@ -25,7 +25,7 @@ from curation.views.access import (
     wants_partial,
 )
 from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from memory.models import AuditEvent, FactKind, Role
 from memory.selectors.drift import (
     DriftItem,
@@ -77,14 +77,19 @@ def _page(
 ) -> HttpResponse:
     """One page of the drift list (queries: observed predicates with their example ids;
     their usage; the examples; registered predicates and their aliases for the page's
-    suggestions; registered names for the target list)."""
+    suggestions; registered names for the target list). With the embedder down the page
+    is shown without suggestions, and says why."""
     errors = errors or {}
     items = drift_list(access=access, with_suggestions=False, with_examples=False)
     focus = promote[0] if promote is not None else next(iter(errors), None)
     page = Paginator(items, PAGE_SIZE).get_page(_page_number(request, items, focus))
     shown: list[DriftItem] = list(page.object_list)
     drift_examples_attach(items=shown)
-    drift_suggestions_attach(access=access, items=shown)
+    suggestions_problem = ""
+    try:
+        drift_suggestions_attach(access=access, items=shown)
+    except ServiceUnavailable as exc:  # the list and every action work without them
+        suggestions_problem = exc.message
     rows = []
     for item in shown:
         form = promote[1] if promote is not None and promote[0] == item.predicate.name else None
@@ -102,6 +107,7 @@ def _page(
             ((n, n) for n in registered_names(context=access.context)),
         ),
         "bulk_errors": bulk_errors or [],
+        "suggestions_problem": suggestions_problem,
     }
     return render_screen(
         request, TEMPLATE, access, context, section="drift", partial="rows", status=status

@@ -8,7 +8,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import EntityRefSerializer, access_for, paginated, query_params
+from memory.api.common import (
+    EntityRefSerializer,
+    ErrorSerializer,
+    access_for,
+    paginated,
+    query_params,
+)
 from memory.api.entities import AuditEventOutputSerializer
 from memory.api.facts import FactOutputSerializer
 from memory.api.fields import JsonInput, PredicateTextField, predicate_path_check
@@ -43,7 +49,12 @@ class DriftItemSerializer(serializers.Serializer):
 class DriftListApi(APIView):
     pagination_class = StandardPagination
 
-    @extend_schema(responses=DriftItemSerializer(many=True))
+    @extend_schema(
+        responses={200: DriftItemSerializer(many=True), 503: ErrorSerializer},
+        description="Observed predicates with their visible use, examples and registered "
+        "predicates ranked as suggestions (string, word and embedding similarity). 503 "
+        "`embedder_unavailable` when the embedding model is unavailable.",
+    )
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         return paginated(request, drift_list(access=access), DriftItemSerializer, self)

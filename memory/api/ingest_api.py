@@ -15,7 +15,7 @@ from memory.access import ContextAccess
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import JsonInput, ScopeField
 from memory.api.pagination import StandardPagination
-from memory.embeddings import embed_texts
+from memory.embeddings import embed_for_request
 from memory.llm.prompt import vocabulary_render
 from memory.models import Run, RunOutcome
 from memory.scopes import scope_validate
@@ -30,6 +30,7 @@ from memory.services.ingest import (
 )
 
 MAX_VOCABULARY_TEXT = 10_000
+VOCABULARY_HINT = "the vocabulary without `text` still works"
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -215,9 +216,11 @@ class VocabularyApi(APIView):
 
     @extend_schema(
         parameters=[Params],
-        responses=OutputSerializer,
+        responses={200: OutputSerializer, 503: ErrorSerializer},
         description="The four vocabulary lists exactly as the next extraction prompt for a "
-        "write into `scope` would show them (`prompt_section` is that part of the prompt).",
+        "write into `scope` would show them (`prompt_section` is that part of the prompt). "
+        "503 `embedder_unavailable` when `text` needs embedding (more than 500 entities "
+        "visible) and the embedding model is unavailable; without `text` it still works.",
     )
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
@@ -233,7 +236,7 @@ def _vocabulary(access: ContextAccess, scope: str, text: str) -> dict[str, Any]:
         scope=scope,
         grants=access.grants,
         text=text,
-        embed=lambda t: embed_texts([t])[0],
+        embed=lambda t: embed_for_request([t], hint=VOCABULARY_HINT)[0],
     )
     return {
         "scope": vocabulary.scope,

@@ -33,7 +33,12 @@ from memory.selectors.documents import (
     keyword_search,
 )
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, search
-from memory.services.documents import MAX_SOURCE_CHARS, document_create, document_delete
+from memory.services.documents import (
+    MAX_SOURCE_CHARS,
+    document_create,
+    document_delete,
+    document_embed_now,
+)
 
 MAX_API_K = 100
 MAX_MIN_DOCUMENT_COUNT = 1_000_000
@@ -69,6 +74,17 @@ class DocumentDetailOutputSerializer(DocumentBaseSerializer):
         return len(document.chunks.all())  # type: ignore[attr-defined]
 
 
+class DocumentCreateOutputSerializer(DocumentDetailOutputSerializer):
+    """The detail and what became of the vectors (the view adds the two fields)."""
+
+    embeddings = serializers.ChoiceField(
+        choices=["computed", "queued"],
+        help_text="`computed`: the chunk and keyword vectors are in (`wait: true`); "
+        "`queued`: the task worker computes them (meanwhile BM25 finds the document)",
+    )
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
 class KeywordOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
     document_count = serializers.IntegerField(source="visible_count")
@@ -102,21 +118,34 @@ class DocumentListApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: DocumentDetailOutputSerializer},
+        responses={
+            201: DocumentCreateOutputSerializer,
+            202: DocumentCreateOutputSerializer,
+            413: ErrorSerializer,
+        },
         description="Store a document: chunks, BM25 postings and RAKE keywords in one "
         "transaction. Chunk and keyword vectors follow from the task worker, or before the "
         "response with `wait: true`. Needs a write grant on `scope`; text over "
-        "MEMORY_MAX_TEXT_BYTES answers 413.",
+        "MEMORY_MAX_TEXT_BYTES answers 413. With `wait: true` and the embedding model "
+        "unavailable the document is still stored: 202 with `embeddings: queued` and the "
+        "reason in `warnings` (the task worker computes the vectors later; do not send the "
+        "document again).",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        document = document_create(access=access, **data.validated_data)
+        wait = data.validated_data.pop("wait")
+        document = document_create(access=access, **data.validated_data, embed_later=wait)
+        problem = document_embed_now(document=document) if wait else ""
         document = document_get(access=access, document_id=document.pk)
-        return Response(
-            DocumentDetailOutputSerializer(document).data, status=status.HTTP_201_CREATED
-        )
+        body = {
+            **DocumentDetailOutputSerializer(document).data,  # the fields of the detail
+            "embeddings": "computed" if wait and not problem else "queued",
+            "warnings": [problem] if problem else [],
+        }
+        code = status.HTTP_202_ACCEPTED if problem else status.HTTP_201_CREATED
+        return Response(body, status=code)
 
 
 class DocumentDetailApi(APIView):
@@ -208,8 +237,9 @@ class KeywordSearchApi(APIView):
                 description="default 10",
             ),
         ],
-        responses=OutputSerializer,
-        description="Keywords nearest to `q` by embedding (cosine similarity).",
+        responses={200: OutputSerializer, 503: ErrorSerializer},
+        description="Keywords nearest to `q` by embedding (cosine similarity). 503 "
+        "`embedder_unavailable` when the embedding model is unavailable.",
     )
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)

@@ -15,7 +15,7 @@ from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from pgvector.django import CosineDistance
 
 from memory.access import ContextAccess
-from memory.embeddings import embed_texts
+from memory.embeddings import embed_for_request
 from memory.errors import NotFound, ValidationFailed
 from memory.models import Chunk, Document, Keyword, KeywordLink
 from memory.search.keywords import keyphrase_words
@@ -137,12 +137,16 @@ class KeywordMatch:
 
 
 def keyword_search(*, access: ContextAccess, q: str, k: int = 10) -> list[KeywordMatch]:
-    """Visible keywords nearest to ``q`` by embedding (cosine), nearest first."""
+    """Visible keywords nearest to ``q`` by embedding (cosine), nearest first.
+
+    Raises ServiceUnavailable (``embedder_unavailable``) when ``q`` cannot be embedded."""
     if not q.strip() or len(q) > 500:
         raise ValidationFailed("q must have 1 to 500 characters", code="invalid_query")
     if not 1 <= k <= MAX_KEYWORD_SEARCH_K:
         raise ValidationFailed(f"k must be between 1 and {MAX_KEYWORD_SEARCH_K}", code="invalid_k")
-    embedding = embed_texts([q.strip()])[0]
+    embedding = embed_for_request(
+        [q.strip()], hint="keywords can still be listed and read by their text"
+    )[0]
     visible = Q(pk__in=KeywordLink.objects.filter(access.grants.read_q()).values("keyword_id"))
     nearest = (
         Keyword.objects.filter(visible, context=access.context, embedding__isnull=False)

@@ -8,12 +8,13 @@ from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef
 from rapidfuzz import fuzz
 
 from memory.access import ContextAccess
-from memory.embeddings import embed_texts
+from memory.embeddings import embed_for_request
 from memory.models import Fact, FactStatus, Predicate, PredicateStatus
 from memory.selectors.usage import drift_is_visible, predicate_usage
 
@@ -24,6 +25,7 @@ EXAMPLES = 3
 WEIGHT_EMBEDDING = 0.5
 WEIGHT_STRING = 0.3
 WEIGHT_WORDS = 0.2
+SUGGESTIONS_HINT = "drift suggestions are ranked by meaning too, so they need it"
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ def drift_list(
 
 def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -> None:
     """Rank registered predicates for each item (queries: registered predicates; their
-    aliases) — for one page of a long drift list, not all of it."""
+    aliases) — for one page of a long drift list, not all of it. Raises
+    ServiceUnavailable (``embedder_unavailable``) when the names cannot be embedded."""
     if not items:
         return
     registered = list(
@@ -133,7 +136,7 @@ def _candidates(registered: list[Predicate]) -> _Candidates:
         ]
         for p in registered
     ]
-    vectors = _vectors(tuple(_describe(p) for p in registered))
+    vectors = _vectors(settings.MEMORY_EMBED_MODEL, tuple(_describe(p) for p in registered))
     return _Candidates([p.name for p in registered], forms, vectors)
 
 
@@ -146,7 +149,8 @@ def drift_suggestions(observed: Predicate, registered: list[Predicate]) -> list[
 
 def _suggest(name: str, candidates: _Candidates) -> list[Suggestion]:
     # One matrix product instead of a Python loop over 384 dimensions per predicate.
-    similarities = (candidates.vectors @ _vector(_words(name))).tolist()
+    query = _vector(settings.MEMORY_EMBED_MODEL, _words(name))
+    similarities = (candidates.vectors @ query).tolist()
     words_of_name = frozenset(name.split("_"))
     ranked = []
     for target, forms, similarity in zip(
@@ -183,14 +187,15 @@ def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
     return len(left & right) / union if union else 0.0
 
 
+# The registry changes rarely; its embeddings are cached per distinct registry text, and
+# per model: vectors of two models are not comparable. A failure is not cached.
 @lru_cache(maxsize=64)
-def _vectors(texts: tuple[str, ...]) -> npt.NDArray[np.float64]:
-    # The registry changes rarely; its embeddings are cached per distinct registry text.
-    return np.asarray(embed_texts(list(texts)), dtype=np.float64)
+def _vectors(model: str, texts: tuple[str, ...]) -> npt.NDArray[np.float64]:
+    return np.asarray(embed_for_request(list(texts), hint=SUGGESTIONS_HINT), dtype=np.float64)
 
 
 @lru_cache(maxsize=4096)
-def _vector(text: str) -> npt.NDArray[np.float64]:
-    vector = np.asarray(embed_texts([text])[0], dtype=np.float64)
+def _vector(model: str, text: str) -> npt.NDArray[np.float64]:
+    vector = np.asarray(embed_for_request([text], hint=SUGGESTIONS_HINT)[0], dtype=np.float64)
     norm = float(np.linalg.norm(vector)) or 1.0
     return vector / norm

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from django.db.models import Q
 
 from memory.access import ContextAccess
-from memory.embeddings import embed_texts
-from memory.errors import ServiceUnavailable, ValidationFailed
+from memory.embeddings import embed_texts, embedder_unavailable
+from memory.errors import ValidationFailed
 from memory.models import Chunk, Entity, Fact
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.fusion import rrf_fuse
@@ -166,10 +166,7 @@ def _query_vector(pending: Future[list[list[float]]]) -> list[float]:
     try:
         return pending.result()[0]
     except Exception as exc:  # an API embedder down or misconfigured: a 503, not a 500
-        raise ServiceUnavailable(
-            f"the embedding model is unavailable ({type(exc).__name__}); bm25 mode still works",
-            code="embedder_unavailable",
-        ) from exc
+        raise embedder_unavailable(exc, hint="bm25 mode still works") from exc
 
 
 def _scores(explains: dict[int, Explain], *, mode: str) -> dict[int, float]:

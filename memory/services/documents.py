@@ -4,7 +4,8 @@ A document is split into chunks (``memory.search.chunking``), each chunk's posti
 written with it, and its RAKE keyphrases become ``Keyword`` nodes (one per context and
 text, with a document count) linked to the document and to the chunks that contain
 them. Vectors for the chunks and for new keywords are computed after commit: by the
-task worker, or inline with ``wait=True``.
+task worker, or by the writer itself (``embed_later`` then ``document_embed_now``,
+``documents_embed``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from memory.access import ContextAccess
+from memory.embeddings import embedder_unavailable
 from memory.errors import ValidationFailed
 from memory.models import Chunk, Document, Keyword, KeywordLink
 from memory.scopes import scope_validate
@@ -84,15 +86,13 @@ def document_create(
     scope: str,
     source: str = "",
     metadata: dict[str, Any] | None = None,
-    wait: bool = False,
     embed_later: bool = False,
 ) -> Document:
     """Store a document with its chunks, postings and keyphrases.
 
     Needs a write grant on ``scope``. Chunk and keyword vectors: by the task worker; with
-    ``wait``, when the transaction commits (before this returns, unless the caller holds
-    an outer transaction); with ``embed_later``, not at all — the caller batches many
-    documents into one ``documents_embed`` call (bulk imports).
+    ``embed_later``, not queued — the caller computes them once this has committed
+    (``document_embed_now`` for one, ``documents_embed`` for a bulk import's many).
     """
     scope = scope_validate(scope)
     access.require_write(scope)
@@ -132,19 +132,46 @@ def document_create(
         ],
     )
     keywords = _keywords_link(document=document, chunks=chunks)
-    chunk_ids = [chunk.pk for chunk in chunks]
-    keyword_ids = [k.keyword_id for k in keywords if k.needs_embedding]
-    if wait:
-        transaction.on_commit(lambda: _embed_now(chunk_ids, keyword_ids))
-    elif not embed_later:
-        chunk_embeddings_enqueue(chunk_ids)
-        keyword_embeddings_enqueue(keyword_ids)
+    if not embed_later:
+        chunk_embeddings_enqueue([chunk.pk for chunk in chunks])
+        keyword_embeddings_enqueue([k.keyword_id for k in keywords if k.needs_embedding])
     return document
 
 
-def _embed_now(chunk_ids: list[int], keyword_ids: list[int]) -> None:
-    chunk_embeddings_compute(chunk_ids)
-    keyword_embeddings_compute(keyword_ids)
+def document_embed_now(*, document: Document) -> str:
+    """Compute the vectors of a document written with ``embed_later`` (after its commit:
+    an embedder call never holds a transaction open): its chunks' and those of its
+    keywords still without one.
+
+    Returns "" when they are in. When the embedder fails (down, hanging past its
+    timeout), the missing ones are queued for the task worker instead — the document
+    stays stored and searchable by BM25 — and the reason is returned.
+    """
+    try:
+        documents_embed(document_ids=[document.pk])
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        problem = embedder_unavailable(
+            exc, hint="the document is stored and its vectors are queued for the task worker"
+        )
+        chunk_embeddings_enqueue(
+            list(
+                Chunk.objects.filter(document=document, embedding__isnull=True)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+        )
+        keyword_embeddings_enqueue(
+            list(
+                Keyword.objects.filter(links__document=document, embedding__isnull=True)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+                .distinct()
+            )
+        )
+        return problem.message
+    return ""
 
 
 def documents_embed(

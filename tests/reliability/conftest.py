@@ -9,15 +9,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlparse
 
 import psycopg
 import pytest
 from django.db import connection, connections, transaction
 
 from tests.api.conftest import api, base  # noqa: F401  (fixtures shared with the API tests)
+from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import fake_llm, fake_llm_server  # noqa: F401
+from tests.reliability.endpoint import FlakyEndpoint
 
 T = TypeVar("T")
+# The model clients' timeout against the flaky endpoint (one retry): a hang fails fast.
+ENDPOINT_TIMEOUT = 0.3
 
 
 def wait_until(predicate: Callable[[], T], what: str, timeout: float = 20.0) -> T:
@@ -77,6 +82,21 @@ def side(transactional_db: None) -> Iterator[SideSession]:
     session = SideSession()
     yield session
     session.close()
+
+
+@pytest.fixture
+def flaky(fake_llm: FakeLLM, settings: Any) -> Iterator[FlakyEndpoint]:  # noqa: F811
+    """The scripted model server behind an endpoint a test takes down (``down``: connections
+    refused) or makes hang (``hang``: accepted, never answered); it starts ``down``."""
+    endpoint = FlakyEndpoint(target_port=int(urlparse(fake_llm.base_url).port or 0))
+    settings.OPENAI_BASE_URL = endpoint.base_url
+    # The process keeps one embedder per model name, bound to the URL it was built with:
+    # a name of its own, so this endpoint's outage stays in this test.
+    settings.MEMORY_EMBED_MODEL = f"openai:flaky-embed-{endpoint.port}"
+    settings.MEMORY_LLM_TIMEOUT_SECONDS = ENDPOINT_TIMEOUT
+    settings.MEMORY_LLM_MAX_RETRIES = 1
+    yield endpoint
+    endpoint.stop()
 
 
 @dataclass

@@ -6,9 +6,7 @@ embedder (a ``triples`` run whose entity resolution compares embeddings) are cov
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
@@ -17,7 +15,7 @@ from memory.models import Entity, Fact, Run, RunOutcome
 from memory.services.ingest import run_create, run_execute, run_retry
 from tests.fake_llm import FakeLLM, fake_embedding
 from tests.ingest.conftest import extraction
-from tests.reliability.conftest import graph_footprint
+from tests.reliability.conftest import ENDPOINT_TIMEOUT, graph_footprint
 from tests.reliability.endpoint import FlakyEndpoint
 
 TURN = "Maria Chen joined Globex as CFO."
@@ -30,20 +28,7 @@ ANSWER = extraction(
     relations=[{"subject": "Maria Chen", "predicate": "works_at", "object": "Globex"}],
     attributes=[{"subject": "Maria Chen", "key": "current_title", "value": "CFO"}],
 )  # fmt: skip
-TIMEOUT = 0.3
-
-
-@pytest.fixture
-def flaky(fake_llm: FakeLLM, settings: Any) -> Iterator[FlakyEndpoint]:
-    endpoint = FlakyEndpoint(target_port=int(urlparse(fake_llm.base_url).port or 0))
-    settings.OPENAI_BASE_URL = endpoint.base_url
-    # The process keeps one embedder per model name, bound to the URL it was built with:
-    # a name of its own, so this endpoint's outage stays in this test.
-    settings.MEMORY_EMBED_MODEL = f"openai:flaky-embed-{endpoint.port}"
-    settings.MEMORY_LLM_TIMEOUT_SECONDS = TIMEOUT
-    settings.MEMORY_LLM_MAX_RETRIES = 1
-    yield endpoint
-    endpoint.stop()
+TIMEOUT = ENDPOINT_TIMEOUT
 
 
 def _execute(run: Run) -> tuple[Run, float]:
