@@ -28,6 +28,7 @@ from memory.services.predicates import (
     predicate_register,
     predicate_update,
 )
+from memory.tasks import task_results_fail_lost
 
 logger = logging.getLogger(__name__)
 
@@ -300,8 +301,9 @@ def import_jobs_recover_stale(
 
     A running job whose advisory lock we can take has no executor. Its file stays on the
     job for a retry; the batches it committed stay too (retrying matches those rows
-    instead of duplicating them). Called when a worker picks up an import task, when a
-    job or the seeding page is looked at, and before a retry.
+    instead of duplicating them). The dead worker's task result is failed too. Called
+    when a worker picks up an import task, when a job or the seeding page is looked at,
+    and before a retry.
     """
     running = ImportJob.objects.filter(status=ImportJobStatus.RUNNING)
     if context is not None:
@@ -313,14 +315,18 @@ def import_jobs_recover_stale(
         with executor_lock(IMPORT_JOB_LOCK, job_id) as held:
             if not held:
                 continue  # alive: its executor holds the lock
-            recovered += ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.RUNNING).update(
-                status=ImportJobStatus.FAILED,
-                finished_at=timezone.now(),
-                error=f"the worker importing this file ({worker or 'unknown'}) stopped after "
+            error = (
+                f"the worker importing this file ({worker or 'unknown'}) stopped after "
                 f"{done:,} of {total:,} rows; those rows are stored, the rest are not. "
                 "Retry to import the file again: rows already stored are matched, not "
-                "duplicated.",
+                "duplicated."
             )
+            failed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.RUNNING).update(
+                status=ImportJobStatus.FAILED, finished_at=timezone.now(), error=error
+            )
+            if failed:  # and its task result, instead of "running" for ever
+                task_results_fail_lost(task=import_job_task, args=[job_id], reason=error)
+            recovered += failed
     return recovered
 
 

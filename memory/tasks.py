@@ -6,9 +6,11 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from django.db import transaction
-from django_tasks import task
+from django_tasks import TaskResultStatus, task
+from django_tasks.base import Task
 
 from memory.embeddings import embed_texts, embedding_model_id
 from memory.models import Entity
@@ -18,6 +20,30 @@ logger = logging.getLogger(__name__)
 EMBED_BATCH = 256
 # Set inside ``entity_embeddings_collect``: the ids enqueue calls would have queued.
 _collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collecting", default=None)
+
+
+class WorkerLost(Exception):
+    """Recorded on a task result whose worker died while running it (SIGKILL, a lost
+    machine): django-tasks-db leaves such a result ``RUNNING`` for ever."""
+
+
+def task_results_fail_lost(*, task: Task[Any, Any], args: list[Any], reason: str) -> int:
+    """Mark failed the ``RUNNING`` results of ``task`` called with ``args`` — for a caller
+    that has just proved their executor dead (its advisory lock was free) — through the
+    library's own ``set_failed``: status, finish time, exception path and text. Returns
+    how many."""
+    from django_tasks_db.models import DBTaskResult
+
+    lost = DBTaskResult.objects.filter(
+        task_path=task.module_path,
+        status=TaskResultStatus.RUNNING,
+        args_kwargs__args=args,
+    )
+    count = 0
+    for result in lost:
+        result.set_failed(WorkerLost(reason))
+        count += 1
+    return count
 
 
 def entity_embedding_text(entity: Entity) -> str:

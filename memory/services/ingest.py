@@ -283,8 +283,10 @@ def runs_recover_stale(*, context: Context | None = None, run_ids: list[int] | N
     The executor holds a session advisory lock on its run; PostgreSQL releases it when the
     process or its connection dies. A running run whose lock we can take has no executor.
     Called when a worker picks up an ingest task, before a retry, and by ``manage.py
-    ingest``.
+    ingest``. The dead worker's task result is failed too (``task_results_fail_lost``).
     """
+    from memory.tasks import ingest_run_task, task_results_fail_lost
+
     running = Run.objects.filter(outcome=RunOutcome.RUNNING)
     if context is not None:
         running = running.filter(context=context)
@@ -295,14 +297,21 @@ def runs_recover_stale(*, context: Context | None = None, run_ids: list[int] | N
         with _run_lock(run_id) as held:
             if not held:
                 continue  # alive: its executor holds the lock
-            recovered += Run.objects.filter(pk=run_id, outcome=RunOutcome.RUNNING).update(
+            error = (
+                f"the process executing this run ({worker or 'unknown'}) stopped before it "
+                "finished; its writes were rolled back, so nothing of it was stored. "
+                "Retry the run."
+            )
+            failed = Run.objects.filter(pk=run_id, outcome=RunOutcome.RUNNING).update(
                 outcome=RunOutcome.FAILED,
                 finished_at=timezone.now(),
-                error=f"the process executing this run ({worker or 'unknown'}) stopped before "
-                "it finished; its writes were rolled back, so nothing of it was stored. "
-                "Retry the run.",
+                error=error,
                 summary={"error_code": "worker_lost"},
             )
+            if failed:
+                # The dead worker's task result says so too, instead of "running" for ever.
+                task_results_fail_lost(task=ingest_run_task, args=[run_id], reason=error)
+            recovered += failed
     return recovered
 
 

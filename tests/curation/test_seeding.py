@@ -11,9 +11,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
+from django_tasks import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 
 from curation.models import ImportJob
 from curation.services import import_job_execute, import_jobs_recover_stale
+from curation.tasks import import_job_task
 from memory.locks import IMPORT_JOB_LOCK
 from memory.models import AuditEvent, Context, Entity, Role
 
@@ -294,11 +297,19 @@ def _stuck_job(context: Context, user: Any) -> ImportJob:
     )
 
 
+def _claimed_task(job: ImportJob) -> DBTaskResult:
+    """The job's task result as a worker left it: claimed, ``RUNNING``."""
+    result = DBTaskResult.objects.get(pk=import_job_task.enqueue(job.pk).id)
+    result.claim("host-a-worker")
+    return result
+
+
 def test_a_job_left_running_by_a_dead_worker_is_failed_with_its_reason(
     context: Context, make_user: Callable[..., Any]
 ) -> None:
     job = _stuck_job(context, make_user(context=context, role=Role.ADMIN))
     alive = _stuck_job(context, job.created_by)
+    job_task, alive_task = _claimed_task(job), _claimed_task(alive)
 
     with worker_importing(alive):
         assert import_jobs_recover_stale() == 1
@@ -308,6 +319,13 @@ def test_a_job_left_running_by_a_dead_worker_is_failed_with_its_reason(
     assert "(host-a:4242) stopped after 2 of 3 rows" in job.error
     assert "Retry" in job.error and job.content == CSV  # the file stays for a retry
     assert ImportJob.objects.get(pk=alive.pk).status == "running"  # its worker holds it
+    # The dead worker's task result is failed with the job's reason; the live one runs on.
+    lost = DBTaskResult.objects.get(pk=job_task.pk).task_result
+    assert lost.status == TaskResultStatus.FAILED and lost.finished_at is not None
+    [error] = lost.errors
+    assert error.exception_class_path == "memory.tasks.WorkerLost"
+    assert "(host-a:4242) stopped after 2 of 3 rows" in error.traceback
+    assert DBTaskResult.objects.get(pk=alive_task.pk).status == TaskResultStatus.RUNNING
 
 
 def test_the_job_page_notices_a_dead_worker_and_retry_imports_the_same_file(

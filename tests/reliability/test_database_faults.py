@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django_tasks import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 from rest_framework.test import APIClient
 
 from memory.access import ContextAccess
@@ -116,6 +118,8 @@ def test_a_worker_killed_mid_write_stores_nothing_and_the_retry_works(
     # Its session finishes the INSERT, finds no client to answer and ends, rolling back.
     wait_until(lambda: not side.alive(pid), "the dead worker's session to end")
 
+    task = DBTaskResult.objects.get(task_path="memory.tasks.ingest_run_task")
+    assert task.status == TaskResultStatus.RUNNING  # django-tasks-db leaves it so
     assert runs_recover_stale(run_ids=[run_id]) == 1
     dead = Run.objects.get(pk=run_id)
     assert dead.outcome == RunOutcome.FAILED
@@ -123,6 +127,12 @@ def test_a_worker_killed_mid_write_stores_nothing_and_the_retry_works(
     assert "stopped before it finished" in dead.error and "nothing of it was stored" in dead.error
     assert dead.input_text == TURN
     assert graph_footprint() == before
+    # Recovery failed the dead worker's task result too, with the run's reason.
+    result = DBTaskResult.objects.get(pk=task.pk).task_result
+    assert result.status == TaskResultStatus.FAILED and result.finished_at is not None
+    [error] = result.errors
+    assert error.exception_class_path == "memory.tasks.WorkerLost"
+    assert dead.error in error.traceback
 
     fake_llm.reply_json(ANSWER)
     retried = api.post(f"{base}/runs/{run_id}/retry", {"wait": True}, format="json")
