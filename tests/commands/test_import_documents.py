@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -56,6 +57,20 @@ def test_wait_computes_chunk_and_keyword_vectors(context: Context, tmp_path: Pat
     assert not Chunk.objects.filter(embedding__isnull=True).exists()
     assert Keyword.objects.exists()
     assert not Keyword.objects.filter(embedding__isnull=True).exists()
+
+
+def test_wait_with_the_embedder_down_keeps_the_documents_and_says_how_to_embed_them(
+    context: Context, tmp_path: Path, settings: Any
+) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("Refunds are fast. Shipping is free.")
+    settings.MEMORY_EMBED_MODEL = "openai:unreachable-import-model"
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+    settings.MEMORY_LLM_MAX_RETRIES = 0
+
+    with pytest.raises(CommandError, match=r"run: manage\.py reembed --context acme-test"):
+        _import(str(path), "--context", context.slug, "--scope", "s", "--wait")
+    assert Chunk.objects.filter(embedding__isnull=True).count() == 1  # stored, not embedded
 
 
 def test_bad_rows_are_reported_and_fail_the_command(context: Context, tmp_path: Path) -> None:

@@ -113,7 +113,14 @@ class Command(BaseCommand):
                     bar.total = total
                     bar.update(done - bar.n)
 
-                documents_embed(document_ids=created, on_progress=progress)
+                try:
+                    documents_embed(document_ids=created, on_progress=progress)
+                except MemoryError_ as exc:  # the embedder is down; the documents are stored
+                    raise CommandError(
+                        f"{len(created)} documents imported into {context.slug}, but their "
+                        f"vectors could not be computed ({exc.message}); once the embedder "
+                        f"is back, run: manage.py reembed --context {context.slug}"
+                    ) from exc
         self.stdout.write(
             f"{len(created)} documents imported into {context.slug}, {len(failed)} failed"
         )
