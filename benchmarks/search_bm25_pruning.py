@@ -91,7 +91,8 @@ def main() -> None:
     name = "md_bench_bm25_tiny" if args.tiny else "md_bench_search_scale"
     if args.tiny:
         args.chunks, args.queries = 2000, 20
-    with bench_database(name, keep=args.reuse, reuse=args.reuse) as url:
+    # A generated full corpus is kept (as search_scale --keep leaves it) for later --reuse.
+    with bench_database(name, keep=not args.tiny, reuse=args.reuse) as url:
         from memory.scopes import Grants
         from memory.search.bm25 import corpus_visible_sql
 

@@ -254,9 +254,9 @@ def main() -> None:
     if args.tiny:
         args.chunks, args.entities, args.facts, args.queries = 2000, 2000, 20_000, 20
 
-    with bench_database(
-        "md_bench_search_scale", keep=args.keep or args.reuse, reuse=args.reuse
-    ) as url:
+    # --tiny has a database of its own, so a smoke run never drops a kept full corpus.
+    name = "md_bench_search_scale_tiny" if args.tiny else "md_bench_search_scale"
+    with bench_database(name, keep=args.keep or args.reuse, reuse=args.reuse) as url:
         from memory.access import ContextAccess, system_access
         from memory.embeddings import embed_texts
         from memory.models import Context, Role

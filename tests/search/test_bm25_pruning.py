@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import bm25s
 import pytest
@@ -44,20 +46,33 @@ def corpus(access: ContextAccess) -> list[Chunk]:
     return list(Chunk.objects.filter(context=access.context).select_related("document"))
 
 
-def _ranked(access: ContextAccess, query: str, *, prune: bool, grants: str = "*") -> list:
+def _ranked(
+    access: ContextAccess, query: str, *, prune: bool, grants: str = "*", limit: int = 10
+) -> list:
     visible = corpus_visible_sql(Grants.from_strings([f"read:{grants}"]).read_q())
-    saved = bm25.MAXSCORE_MIN_POSTINGS, bm25.PROBE_COST
-    bm25.MAXSCORE_MIN_POSTINGS, bm25.PROBE_COST = (0, 0) if prune else (10**12, 20)
-    try:
+    with _pruning(forced=prune):
         return bm25_rank(
             context_id=access.context.pk,
             target=Target.CHUNK,
             query=query,
             visible_sql=visible,
-            limit=10,
+            limit=limit,
         )
+
+
+@contextmanager
+def _pruning(*, forced: bool) -> Iterator[None]:
+    """Prune whenever a list can be skipped (``forced``), or never: this corpus is far
+    below the sizes at which pruning is chosen on its own."""
+    knobs = ("MAXSCORE_MIN_POSTINGS", "PROBE_MIN_DF", "PROBE_COST")
+    saved = [getattr(bm25, knob) for knob in knobs]
+    for knob, value in zip(knobs, (0, 0, 0) if forced else (10**12, 10**12, 10), strict=True):
+        setattr(bm25, knob, value)
+    try:
+        yield
     finally:
-        bm25.MAXSCORE_MIN_POSTINGS, bm25.PROBE_COST = saved
+        for knob, value in zip(knobs, saved, strict=True):
+            setattr(bm25, knob, value)
 
 
 @pytest.mark.parametrize("query", QUERIES)
@@ -80,14 +95,10 @@ def test_pruning_skips_common_terms_and_matches_bm25s(
     terms, avgdl = bm25._query_terms(
         context_id=access.context.pk, target=Target.CHUNK, bag=bm25.Counter(analyze(query))
     )
-    saved = bm25.PROBE_COST
-    bm25.PROBE_COST = 0
-    try:
+    with _pruning(forced=True):
         pruned = bm25._maxscore_ranked(
             target=Target.CHUNK, terms=terms, avgdl=avgdl, visible_sql=("TRUE", []), limit=5
         )
-    finally:
-        bm25.PROBE_COST = saved
     assert pruned is not None, "the rare term's documents outscore the common terms' bounds"
     model = bm25s.BM25(method="lucene", k1=1.2, b=0.75, dtype="float64")
     model.index(
@@ -113,3 +124,55 @@ def test_term_bounds_cover_every_posting(access: ContextAccess, corpus: list[Chu
     for term in terms:
         assert term.max_tf == actual[term.pk]["tf"]
         assert term.min_dl == actual[term.pk]["dl"]
+
+
+def test_probed_terms_are_priced_against_reading_every_list() -> None:
+    def term(term_id: int, df: int, bound: float) -> bm25._QueryTerm:
+        return bm25._QueryTerm(
+            term_id=term_id, weight=bound, df=df, bound=bound, frequency=df / 100_000
+        )
+
+    rare, mid = term(1, 40, 6.0), term(4, 5_000, 3.0)
+    common, commoner = term(2, 20_000, 1.5), term(3, 30_000, 1.0)
+    terms = [rare, common, commoner, mid]
+    # θ = 5. Probing both common lists (bounds 2.5 < 5) leaves a floor of 2.5 that half
+    # of `mid`'s list reaches alone: ~3,000 candidates × 2 probes cost more than the
+    # 50k postings saved. Probing only the commonest leaves a floor of 4, which only
+    # `rare` or a document holding two of the read terms reaches: ~1,000 candidates.
+    assert bm25._probed_terms(terms, 5.0) == [commoner]
+    # A bound that does not fit under θ is never probed, whatever its list costs.
+    assert bm25._probed_terms(terms, 0.9) == []
+    # A list shorter than PROBE_MIN_DF is read even when its bound would fit.
+    assert bm25._probed_terms([rare, term(5, 10, 0.1)], 5.0) == []
+
+
+def test_probes_are_not_chosen_when_they_cost_more_than_the_lists() -> None:
+    terms = [
+        bm25._QueryTerm(term_id=i, weight=2.0, df=20_000, bound=2.0, frequency=0.2)
+        for i in range(3)
+    ]
+    # θ = 3: one list may be probed, but a typical posting of each list read reaches
+    # the floor of 1 alone: 40k candidates × a probe cost more than reading 20k.
+    assert bm25._probed_terms(terms, 3.0) == []
+
+
+@pytest.mark.parametrize("limit", [3, 10, 40])
+def test_equal_scores_rank_by_id_however_the_sum_was_ordered(
+    access: ContextAccess, corpus: list[Chunk], limit: int
+) -> None:
+    """Documents with the same terms and length tie exactly; pruned and unpruned plans
+    add their contributions in different orders and must still order them by id."""
+    for _ in range(6):
+        document_create(
+            access=access,
+            title="Twin",
+            text="zebrafish patients study cells filler1 filler2.",
+            scope="org/a",
+        )
+    query = "zebrafish patients study cells"
+    pruned = _ranked(access, query, prune=True, limit=limit)
+    full = _ranked(access, query, prune=False, limit=limit)
+    assert [h.ref_id for h in pruned] == [h.ref_id for h in full]
+    twins = [h for h in full if math.isclose(h.score, full[0].score, rel_tol=1e-12)]
+    assert len(twins) >= min(limit, 6)
+    assert [h.ref_id for h in twins] == sorted(h.ref_id for h in twins)
