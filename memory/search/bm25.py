@@ -35,12 +35,16 @@ MAXSCORE_MIN_POSTINGS = 5_000
 # A list shorter than this is read, never probed: reading it costs less than probing
 # it for the candidates of the other lists.
 PROBE_MIN_DF = 1_000
-PROBE_COST = 10  # a primary-key probe costs about as much as reading this many postings
+# What a probe is charged, in postings read. A probe costs about ten postings read,
+# merged and summed, but the estimate charges every candidate for every probed term
+# while the staged probes drop most candidates after the first: 3 is the charge that
+# minimised the 100k-chunk benchmark's total (1–10 swept, docs/BENCHMARKS.md).
+PROBE_COST = 3
 MAX_PROBED = 6  # the longest lists considered for probing
-# The share of a list's postings taken to score above a typical posting (tf 1 in a
-# document of average length) when estimating candidates: 0.5–0.65 measured on the
-# 100k-chunk benchmark corpus, where half the documents are shorter than average.
-RARE_POSTING_SHARE = 0.6
+# The share of a list's postings taken to reach a floor above what a typical posting
+# (tf 1 in a document of average length) scores: 0.5–0.65 of the postings score above
+# a typical one on the 100k-chunk benchmark corpus, fewer the higher the floor.
+RARE_POSTING_SHARE = 0.3
 # Scores are sums of doubles added in different orders by different plans: bounds are
 # compared with this much slack so that rounding can never prune a true top-k document.
 _SLACK = 1e-9

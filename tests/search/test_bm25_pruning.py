@@ -126,7 +126,9 @@ def test_term_bounds_cover_every_posting(access: ContextAccess, corpus: list[Chu
         assert term.min_dl == actual[term.pk]["dl"]
 
 
-def test_probed_terms_are_priced_against_reading_every_list() -> None:
+def test_probed_terms_are_priced_against_reading_every_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def term(term_id: int, df: int, bound: float) -> bm25._QueryTerm:
         return bm25._QueryTerm(
             term_id=term_id, weight=bound, df=df, bound=bound, frequency=df / 100_000
@@ -135,11 +137,16 @@ def test_probed_terms_are_priced_against_reading_every_list() -> None:
     rare, mid = term(1, 40, 6.0), term(4, 5_000, 3.0)
     common, commoner = term(2, 20_000, 1.5), term(3, 30_000, 1.0)
     terms = [rare, common, commoner, mid]
-    # θ = 5. Probing both common lists (bounds 2.5 < 5) leaves a floor of 2.5 that half
-    # of `mid`'s list reaches alone: ~3,000 candidates × 2 probes cost more than the
-    # 50k postings saved. Probing only the commonest leaves a floor of 4, which only
-    # `rare` or a document holding two of the read terms reaches: ~1,000 candidates.
-    assert bm25._probed_terms(terms, 5.0) == [commoner]
+    # θ = 5. Probing both common lists (bounds 2.5 < 5) leaves a floor of 2.5 that some
+    # of `mid`'s list reaches alone: 40 + 5,000 · share candidates, two probes each,
+    # against 50k postings saved. Probing only the commonest leaves a floor of 4, which
+    # only `rare` or a document holding two of the read terms reaches: ~1,000.
+    monkeypatch.setattr(bm25, "PROBE_COST", 3)
+    monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.3)
+    assert bm25._probed_terms(terms, 5.0) == [common, commoner]  # strongest first
+    monkeypatch.setattr(bm25, "PROBE_COST", 10)
+    monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.6)
+    assert bm25._probed_terms(terms, 5.0) == [commoner]  # dearer probes: fewer of them
     # A bound that does not fit under θ is never probed, whatever its list costs.
     assert bm25._probed_terms(terms, 0.9) == []
     # A list shorter than PROBE_MIN_DF is read even when its bound would fit.
@@ -151,8 +158,9 @@ def test_probes_are_not_chosen_when_they_cost_more_than_the_lists() -> None:
         bm25._QueryTerm(term_id=i, weight=2.0, df=20_000, bound=2.0, frequency=0.2)
         for i in range(3)
     ]
-    # θ = 3: one list may be probed, but a typical posting of each list read reaches
-    # the floor of 1 alone: 40k candidates × a probe cost more than reading 20k.
+    # θ = 3: one list may be probed (2 < 3), leaving a floor of 1 that each list read
+    # reaches alone with its better postings: 12k candidates whose probes cost more
+    # than the 20k postings skipped.
     assert bm25._probed_terms(terms, 3.0) == []
 
 
