@@ -224,20 +224,17 @@ def _hydrate(
 ) -> list[SearchResult]:
     """The result records in ``ids`` order, with their text (one query)."""
     rows: dict[int, tuple[str, str, dict[str, Any]]] = {}
+    # Plain values for chunks and entities: instantiating models (with a related
+    # document) cost more than the query itself on every search.
     if kind == Target.CHUNK:
-        for chunk in (
-            Chunk.objects.filter(pk__in=ids)
-            .select_related("document")
-            .defer("embedding", "document__text")
-        ):
-            rows[chunk.pk] = (
-                chunk.text,
-                chunk.scope,
-                {
-                    "document_id": chunk.document_id,
-                    "document_title": chunk.document.title,
-                    "ordinal": chunk.ordinal,
-                },
+        chunk_rows = Chunk.objects.filter(pk__in=ids).values_list(
+            "pk", "text", "scope", "document_id", "document__title", "ordinal"
+        )
+        for pk, text, scope, document_id, title, ordinal in chunk_rows:
+            rows[pk] = (
+                text,
+                scope,
+                {"document_id": document_id, "document_title": title, "ordinal": ordinal},
             )
     elif kind == Target.FACT:
         for fact in Fact.objects.filter(pk__in=ids).select_related(
@@ -254,8 +251,9 @@ def _hydrate(
                 },
             )
     else:
-        for entity in Entity.objects.filter(pk__in=ids).defer("embedding"):
-            rows[entity.pk] = (entity.name, entity.scope, {"entity_type": entity.type})
+        entity_rows = Entity.objects.filter(pk__in=ids).values_list("pk", "name", "scope", "type")
+        for pk, name, scope, entity_type in entity_rows:
+            rows[pk] = (name, scope, {"entity_type": entity_type})
     results: list[SearchResult] = []
     for ref in ids:
         if ref not in rows:  # deleted between ranking and reading: skip it
