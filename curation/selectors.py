@@ -311,17 +311,17 @@ def _current_facts(access: ContextAccess) -> QuerySet[Fact]:
 
 
 def entity_timeline(
-    *, access: ContextAccess, entity: Entity, limit: int = 100
+    *, access: ContextAccess, entity: Entity, limit: int = 100, offset: int = 0
 ) -> list[tuple[Fact, Fact | None]]:
     """The entity's facts that stopped being current (superseded, expired, retracted,
-    contested), newest first, each with the fact that replaced it if any (queries: the
-    facts; their successors)."""
+    contested), newest first from the ``offset``-th, each with the fact that replaced it
+    if any (queries: the facts; their successors)."""
     facts = list(
         facts_visible(access=access)
         # Listed rather than "not current", so fact_subject_recent finds them directly.
         .filter(subject=entity, status__in=[s for s in FactStatus if s != FactStatus.CURRENT])
         .select_related("predicate", "object")
-        .order_by("-recorded_at", "-id")[:limit]
+        .order_by("-recorded_at", "-id")[offset : offset + limit]
     )
     successors = {
         f.supersedes_id: f
@@ -332,23 +332,42 @@ def entity_timeline(
     return [(fact, successors.get(fact.pk)) for fact in facts]
 
 
-def entity_outgoing(*, access: ContextAccess, entity: Entity, limit: int = 100) -> list[Fact]:
-    """Current relation facts from ``entity`` (its out-edges), newest first."""
-    return list(
-        _current_facts(access)
-        .filter(subject=entity, kind=FactKind.RELATION)
-        .select_related("object", "predicate")
-        .order_by("-recorded_at", "-id")[:limit]
+# (other entity's id, name, type, canonical predicate): one edge of the neighbourhood.
+Edge = tuple[int, str, str, str]
+
+
+def entity_edges(
+    *, access: ContextAccess, entity: Entity, outgoing: int, incoming: int
+) -> tuple[list[Edge], list[Edge]]:
+    """The newest ``outgoing`` current relations from ``entity`` and ``incoming`` to it,
+    as plain tuples (one query: both newest-first index reads in a UNION ALL)."""
+    relations = (
+        _current_facts(access).filter(kind=FactKind.RELATION).order_by("-recorded_at", "-id")
     )
+    # The subject column tells the halves apart: an out-edge's is the entity, an in-edge's
+    # the other end (a self-loop looks like an out-edge and is no neighbour anyway).
+    out = relations.filter(subject=entity).values_list(
+        "subject_id", "object_id", "object__name", "object__type", "predicate__name"
+    )[:outgoing]
+    into = relations.filter(object=entity).values_list(
+        "subject_id", "subject_id", "subject__name", "subject__type", "predicate__name"
+    )[:incoming]
+    edges: tuple[list[Edge], list[Edge]] = ([], [])
+    for subject_id, other_id, name, type_, predicate in out.union(into, all=True):
+        edges[0 if subject_id == entity.pk else 1].append((other_id, name, type_, predicate))
+    return edges
 
 
-def entity_incoming(*, access: ContextAccess, entity: Entity, limit: int = 50) -> list[Fact]:
-    """Current relation facts pointing at ``entity`` (its in-edges), newest first."""
+def entity_incoming(
+    *, access: ContextAccess, entity: Entity, limit: int = 50, offset: int = 0
+) -> list[tuple[int, int, str, str]]:
+    """Current relation facts pointing at ``entity``, newest first from the
+    ``offset``-th, as (fact id, subject id, subject name, predicate as written)."""
     return list(
         _current_facts(access)
         .filter(object=entity, kind=FactKind.RELATION)
-        .select_related("subject", "object", "predicate")
-        .order_by("-recorded_at", "-id")[:limit]
+        .order_by("-recorded_at", "-id")
+        .values_list("pk", "subject_id", "subject__name", "raw_predicate")[offset : offset + limit]
     )
 
 

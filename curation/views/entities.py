@@ -4,7 +4,9 @@ current facts, the timeline of what was superseded, and its neighbourhood as a p
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
@@ -16,9 +18,9 @@ from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import EntityEditForm, EntityFilterForm
 from curation.selectors import (
+    entity_edges,
     entity_fact_counts,
     entity_incoming,
-    entity_outgoing,
     entity_timeline,
 )
 from curation.svg import neighbourhood_svg, neighbours_collect
@@ -27,6 +29,7 @@ from curation.views.access import (
     _get_context_for_user,
     dashboard_view,
     render_screen,
+    wants_partial,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
@@ -36,9 +39,16 @@ from memory.selectors.facts import entity_facts_ranked
 from memory.services.entities import entity_delete, entity_update
 
 PAGE_SIZE = 50
-TIMELINE = 100
-OUTGOING = 50  # the picture shows 16 neighbours; more edges only tell "50+"
-INCOMING = 25
+# Rows per page of each section of an entity's page: a hub's 170 rendered facts were most
+# of its time (docs/BENCHMARKS.md); the rest are a pager click away.
+RANKED = 20
+TIMELINE = 20
+INCOMING = 10
+OUT_EDGES = 50  # the picture shows 16 neighbours; more edges only tell "50+"
+IN_EDGES = 25
+MAX_PAGE = 10_000
+# The id a section's pager targets → the partial of entity.html that answers it.
+SECTIONS = {"entity-facts": "ranked", "entity-timeline": "timeline", "entity-incoming": "incoming"}
 
 
 @require_safe
@@ -67,6 +77,49 @@ def entities(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     )
 
 
+@dataclass(frozen=True)
+class Section:
+    """One page of a section of the entity page: its rows, where they start, and the
+    links to the pages around it (None at either end)."""
+
+    rows: list[Any]
+    start: int  # 1-based position of the first row
+    previous_url: str | None
+    next_url: str | None
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.rows) - 1
+
+
+def _section(
+    request: HtmxHttpRequest,
+    here: str,
+    param: str,
+    size: int,
+    read: Callable[[int, int], list[Any]],
+) -> Section:
+    """The page ``?<param>=n`` of a section of the page at ``here``, read as
+    ``read(offset, limit)``; one row more than shown tells whether a next page exists, so
+    nothing is counted. Links keep the other sections' pages."""
+    asked = request.GET.get(param, "")
+    # Anything but a page number is page 1; the cap keeps OFFSET a small bigint.
+    number = min(int(asked), MAX_PAGE) if asked.isdigit() and int(asked) > 0 else 1
+    rows = read((number - 1) * size, size + 1)
+
+    def url(n: int) -> str:
+        query = request.GET.copy()
+        query[param] = str(n)
+        return f"{here}?{query.urlencode()}"
+
+    return Section(
+        rows=rows[:size],
+        start=(number - 1) * size + 1,
+        previous_url=url(number - 1) if number > 1 else None,
+        next_url=url(number + 1) if len(rows) > size else None,
+    )
+
+
 def _detail_page(
     request: HtmxHttpRequest,
     access: ContextAccess,
@@ -75,54 +128,87 @@ def _detail_page(
     form: EntityEditForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """Queries: ranked facts (the best 50, picked in SQL); timeline (newest 100) and their
-    successors; out- and in-edges (newest 50 and 25); audit events (+ the entity and its
-    identifiers, loaded by the caller). Bounded however many facts an entity has."""
-    ranked = entity_facts_ranked(access=access, entity=entity)
-    timeline = entity_timeline(access=access, entity=entity, limit=TIMELINE)
-    incoming = entity_incoming(access=access, entity=entity, limit=INCOMING)
-    outgoing = entity_outgoing(access=access, entity=entity, limit=OUTGOING)
-    neighbours = neighbours_collect(
-        centre_id=entity.pk,
-        outgoing=[
-            (f.object.pk, f.object.name, f.object.type, f.predicate.name)
-            for f in outgoing
-            if f.object is not None
-        ],
-        incoming=[
-            (f.subject_id, f.subject.name, f.subject.type, f.predicate.name) for f in incoming
-        ],
-    )
+    """Queries: one page of ranked facts (picked in SQL); one page of the timeline and its
+    successors; one page of in-edges; the newest out- and in-edges for the picture (one
+    query); audit events (+ the entity and its identifiers, loaded by the caller). Bounded
+    however many facts an entity has. A section's pager (htmx) gets only its partial."""
+    partial = SECTIONS.get(request.htmx.target or "") if wants_partial(request) else None
     slug = access.context.slug
-    svg = neighbourhood_svg(
-        name=entity.name,
-        type=entity.type,
-        neighbours=neighbours,
-        href=lambda pk: reverse("entity", args=[slug, pk]),
-    )
-    initial = {
-        "name": entity.name,
-        "type": entity.type,
-        "aliases": "\n".join(entity.aliases),
-        "attributes": json.dumps(entity.attributes, indent=1) if entity.attributes else "",
-    }
-    context = {
+    # Links are "<entities>/<id>/" and "<registry>/<name>/": one reverse() for every row.
+    entities_url = reverse("entities", args=[slug])
+    here = f"{entities_url}{entity.pk}/"  # also when an edit's errors are shown
+    context: dict[str, Any] = {
         "entity": entity,
-        "identifiers": list(entity.identifiers.all()),
-        "attributes": sorted(entity.attributes.items()),
-        "ranked": ranked,
-        "timeline": timeline,
-        "incoming": incoming,
+        "entities_url": entities_url,
+        "registry_url": reverse("registry", args=[slug]),
+    }
+    sections: dict[str, tuple[str, int, Callable[[int, int], list[Any]]]] = {
+        "ranked": (
+            "facts",
+            RANKED,
+            lambda offset, limit: entity_facts_ranked(
+                access=access, entity=entity, offset=offset, limit=limit
+            ),
+        ),
+        "timeline": (
+            "timeline",
+            TIMELINE,
+            lambda offset, limit: entity_timeline(
+                access=access, entity=entity, offset=offset, limit=limit
+            ),
+        ),
+        "incoming": (
+            "incoming",
+            INCOMING,
+            lambda offset, limit: entity_incoming(
+                access=access, entity=entity, offset=offset, limit=limit
+            ),
+        ),
+    }
+    for name, (param, size, read) in sections.items():
+        if partial in (None, name):
+            context[name] = _section(request, here, param, size, read)
+    if partial is None:
+        context |= _neighbourhood(access, entity, entities_url)
+        initial = {
+            "name": entity.name,
+            "type": entity.type,
+            "aliases": "\n".join(entity.aliases),
+            "attributes": json.dumps(entity.attributes, indent=1) if entity.attributes else "",
+        }
+        context |= {
+            "identifiers": list(entity.identifiers.all()),
+            "attributes": sorted(entity.attributes.items()),
+            "events": list(entity_audit_events(access=access, entity=entity)[:20]),
+            "form": form or EntityEditForm(initial=initial),
+        }
+    return render_screen(
+        request,
+        "curation/entity.html",
+        access,
+        context,
+        section="entities",
+        partial=partial,
+        status=status,
+    )
+
+
+def _neighbourhood(access: ContextAccess, entity: Entity, entities_url: str) -> dict[str, Any]:
+    outgoing, incoming = entity_edges(
+        access=access, entity=entity, outgoing=OUT_EDGES, incoming=IN_EDGES
+    )
+    neighbours = neighbours_collect(centre_id=entity.pk, outgoing=outgoing, incoming=incoming)
+    return {
         "neighbours": neighbours,
         # The edges were cut at their limits: "n+" connected entities, not n.
-        "neighbours_more": len(outgoing) == OUTGOING or len(incoming) == INCOMING,
-        "graph": svg,
-        "events": list(entity_audit_events(access=access, entity=entity)[:20]),
-        "form": form or EntityEditForm(initial=initial),
+        "neighbours_more": len(outgoing) == OUT_EDGES or len(incoming) == IN_EDGES,
+        "graph": neighbourhood_svg(
+            name=entity.name,
+            type=entity.type,
+            neighbours=neighbours,
+            href=lambda pk: f"{entities_url}{pk}/",
+        ),
     }
-    return render_screen(
-        request, "curation/entity.html", access, context, section="entities", status=status
-    )
 
 
 @require_safe

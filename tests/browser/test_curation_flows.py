@@ -201,3 +201,26 @@ def test_promote_a_drift_item_with_the_form_it_loads_when_opened(
     expect(page.locator("#drift-likes_food")).to_have_count(0)
     promoted = Predicate.objects.get(context=acme, name="likes_food")
     assert (promoted.status, promoted.category) == ("registered", "preferences")
+
+
+def test_page_through_an_entitys_facts_in_place(
+    page: Page, acme: Context, member: Callable[..., Any]
+) -> None:
+    access = system_access(acme)
+    alex = Entity.objects.get(name="Alex Kim")
+    for i in range(25):
+        fact_write(access=access, subject=alex, predicate="interested_in", value=f"topic {i}")
+    member("vic", acme, Role.VIEWER)
+    log_in(page, "vic")
+    page.goto(f"/c/acme/entities/{alex.pk}/")
+    facts = page.locator("#entity-facts")
+    expect(facts.locator("tbody tr")).to_have_count(20)
+
+    facts.locator("a:has-text('Lower ranked')").click()
+
+    expect(facts.locator(".pager")).to_contain_text("21–32")  # 25 + Alex's 7 of the fixture
+    expect(facts.locator("tbody tr")).to_have_count(12)
+    expect(page.locator("svg.graph a.node")).to_have_count(5)  # the rest stayed as it was
+    assert page.url.endswith(f"/entities/{alex.pk}/")  # swapped in place by htmx
+    facts.locator("a:has-text('Higher ranked')").click()
+    expect(facts.locator("tbody tr")).to_have_count(20)

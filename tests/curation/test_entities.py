@@ -3,14 +3,17 @@ the neighbourhood picture, and a curator's edits."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.test import Client
 
+from curation.views.entities import INCOMING, RANKED, TIMELINE
 from memory.access import ContextAccess
 from memory.models import AuditEvent, Entity, Fact, Role
+from memory.selectors.facts import entity_facts_ranked
 from memory.services.entities import IdentifierInput, entity_upsert
 from memory.services.facts import fact_write
 from tests.curation.conftest import Memory, page, person
@@ -92,9 +95,9 @@ def test_detail_shows_aliases_identifiers_ranked_facts_and_timeline(
 
     html = page(response)
     assert "Alexandra K." in html and "alex@acme.test" in html
-    ranked = [r.fact.value_text or r.fact.object.name for r in response.context["ranked"]]
+    ranked = [r.fact.value_text or r.fact.object.name for r in response.context["ranked"].rows]
     assert set(ranked) == {"CTO", "Acme", "Sam"}
-    timeline = [(fact.value_text, fact.status) for fact, _ in response.context["timeline"]]
+    timeline = [(fact.value_text, fact.status) for fact, _ in response.context["timeline"].rows]
     assert ("Engineer", "superseded") in timeline
     assert "replaced by CTO" in html
 
@@ -261,7 +264,132 @@ def test_entity_detail_query_count_does_not_grow(
             fact_write(access=access, subject=memory.alex, predicate="knows", object=other)
             fact_write(access=access, subject=other, predicate="reports_to", object=memory.alex)
         # session, user, context, membership, contexts (switcher); the entity; its
-        # identifiers; the best ranked facts; the timeline and its successors; incoming
-        # and outgoing relations; audit events
+        # identifiers; a page of ranked facts; a page of the timeline and its successors;
+        # a page of incoming relations; the picture's out- and in-edges; audit events
         with django_assert_num_queries(13):
             viewer.get(f"{base}/entities/{memory.alex.pk}/")
+
+
+def _links(html: str, param: str) -> list[str]:
+    """The pager hrefs of one section (``?<param>=n``), as they appear in the page."""
+    return re.findall(rf'href="([^"]*[?&]{param}=\d+[^"]*)"', html.replace("&amp;", "&"))
+
+
+def test_ranked_facts_are_paged_by_links_that_work_without_javascript(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    for i in range(RANKED + 5):
+        fact_write(access=access, subject=memory.sam, predicate="interested_in", value=f"t{i}")
+    everything = [r.fact.pk for r in entity_facts_ranked(access=access, entity=memory.sam)]
+    url = f"{base}/entities/{memory.sam.pk}/"
+
+    first = viewer.get(url)
+    (next_url,) = _links(page(first), "facts")
+    second = viewer.get(next_url)
+
+    assert next_url == f"{url}?facts=2"
+    shown = [r.fact.pk for r in first.context["ranked"].rows]
+    shown += [r.fact.pk for r in second.context["ranked"].rows]
+    assert shown == everything and len(everything) == RANKED + 6  # + works_for Acme
+    assert _links(page(second), "facts") == [f"{url}?facts=1"]  # only "Higher ranked"
+    assert f"{RANKED + 1}–{RANKED + 6}" in page(second)
+
+
+def test_a_section_pager_swaps_in_only_its_section(
+    access: ContextAccess,
+    viewer: Client,
+    base: str,
+    memory: Memory,
+    django_assert_num_queries: Any,
+) -> None:
+    for i in range(RANKED + 5):
+        fact_write(access=access, subject=memory.sam, predicate="interested_in", value=f"t{i}")
+
+    # session, user, context, membership; the entity; its identifiers; a page of facts
+    with django_assert_num_queries(7):
+        response = viewer.get(
+            f"{base}/entities/{memory.sam.pk}/?facts=2",
+            HTTP_HX_REQUEST="true",
+            HTTP_HX_TARGET="entity-facts",
+        )
+
+    html = page(response)
+    assert html.lstrip().startswith('<div id="entity-facts">')
+    assert "t0" in html and "Timeline" not in html and "<svg" not in html
+    assert 'hx-get="' in html and 'hx-target="#entity-facts"' in html
+
+
+def test_the_timeline_is_paged_newest_first(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    for i in range(TIMELINE + 2):  # each title supersedes the one before
+        fact_write(access=access, subject=memory.sam, predicate="current_title", value=f"v{i}")
+    url = f"{base}/entities/{memory.sam.pk}/"
+
+    first = viewer.get(url)
+    second = viewer.get(
+        f"{url}?timeline=2", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="entity-timeline"
+    )
+
+    assert [f.value_text for f, _ in first.context["timeline"].rows][:2] == ["v20", "v19"]
+    assert _links(page(first), "timeline") == [f"{url}?timeline=2"]
+    assert [f.value_text for f, _ in second.context["timeline"].rows] == ["v0"]
+    assert "replaced by v1" in page(second)
+    assert _links(page(second), "timeline") == [f"{url}?timeline=1"]
+
+
+def test_the_facts_pointing_here_are_paged(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    for i in range(INCOMING):  # with Alex's "knows", one more than a page
+        fact_write(
+            access=access, subject=person(access, f"Fan {i}"), predicate="knows", object=memory.sam
+        )
+    url = f"{base}/entities/{memory.sam.pk}/"
+
+    first = viewer.get(url)
+    second = viewer.get(f"{url}?incoming=2")
+
+    names = [name for _, _, name, _ in first.context["incoming"].rows]
+    assert names[0] == f"Fan {INCOMING - 1}" and len(names) == INCOMING
+    assert [name for _, _, name, _ in second.context["incoming"].rows] == ["Alex"]
+    assert f'href="{base}/entities/{memory.alex.pk}/">Alex</a>' in page(second)
+    assert _links(page(first), "incoming") == [f"{url}?incoming=2"]
+
+
+def test_a_pager_link_keeps_the_other_sections_pages(
+    access: ContextAccess, viewer: Client, base: str, memory: Memory
+) -> None:
+    for i in range(TIMELINE + 2):
+        fact_write(access=access, subject=memory.sam, predicate="current_title", value=f"v{i}")
+    url = f"{base}/entities/{memory.sam.pk}/"
+
+    html = page(viewer.get(f"{url}?timeline=2&facts=1"))
+
+    assert _links(html, "timeline") == [f"{url}?timeline=1&facts=1"]
+
+
+@pytest.mark.parametrize("number", ["0", "-1", "two", "", "99999999999999999999999"])
+def test_a_bad_page_number_shows_a_page_not_an_error(
+    viewer: Client, base: str, memory: Memory, number: str
+) -> None:
+    response = viewer.get(f"{base}/entities/{memory.alex.pk}/?facts={number}&timeline={number}")
+
+    assert response.status_code == 200
+    if number != "99999999999999999999999":
+        assert {
+            r.fact.value_text or r.fact.object.name for r in response.context["ranked"].rows
+        } == {"Acme", "Sam", "Engineer"}
+
+
+def test_an_edit_with_errors_pages_the_entity_page_not_the_edit_url(
+    access: ContextAccess, curator: Client, base: str, memory: Memory
+) -> None:
+    for i in range(RANKED + 1):
+        fact_write(access=access, subject=memory.sam, predicate="interested_in", value=f"t{i}")
+    url = f"{base}/entities/{memory.sam.pk}/"
+
+    response = curator.post(f"{url}edit", {"name": "", "type": "person"})
+
+    assert response.status_code == 400
+    assert _links(page(response), "facts") == [f"{url}?facts=2"]

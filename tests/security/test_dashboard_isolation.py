@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memory.models import FactStatus
+from memory.models import FactKind, FactStatus
 from memory.selectors.search import MODES, TARGETS
 from tests.security.conftest import PROPERTY_SETTINGS, rolled_back
 from tests.security.test_search_isolation import expected_results
@@ -87,14 +87,23 @@ def _check_entities(caller: Caller) -> None:
             _page(caller, f"entities/{entity_id}/", status=404)
             continue
         context = _page(caller, f"entities/{entity_id}/").context
-        ranked = {r.fact.pk for r in context["ranked"]}
-        timeline = {fact.pk for fact, _ in context["timeline"]}
-        successors = {later.pk for _, later in context["timeline"] if later is not None}
-        incoming = {fact.pk for fact in context["incoming"]}
+        ranked = {r.fact.pk for r in context["ranked"].rows}
+        timeline = {fact.pk for fact, _ in context["timeline"].rows}
+        successors = {later.pk for _, later in context["timeline"].rows if later is not None}
+        incoming = {fact_id for fact_id, *_ in context["incoming"].rows}
+        neighbours = {node.id for node in context["neighbours"]}
         assert ranked | incoming <= caller.current_facts, caller.grants
         assert timeline | successors <= caller.facts, caller.grants
         about = {pk for pk in caller.facts if caller.world.facts[pk].subject_id == entity_id}
         assert ranked | timeline <= about
+        # The picture draws only what visible current relations link the entity to.
+        linked = {
+            other
+            for f in (caller.world.facts[pk] for pk in caller.current_facts)
+            for one, other in ((f.subject_id, f.object_id), (f.object_id, f.subject_id))
+            if one == entity_id and f.kind == FactKind.RELATION
+        }
+        assert neighbours <= linked, caller.grants
 
 
 def _check_search(caller: Caller, mode: str, target: str, scopes: list[str] | None) -> None:
