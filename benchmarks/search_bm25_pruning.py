@@ -87,15 +87,26 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="measure a kept search_scale corpus")
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--probe-cost", type=int, help="override bm25.PROBE_COST (to sweep the pricing)"
+    )
+    parser.add_argument(
+        "--rare-share", type=float, help="override bm25.RARE_POSTING_SHARE (to sweep it)"
+    )
     args = parser.parse_args()
     name = "md_bench_bm25_tiny" if args.tiny else "md_bench_search_scale"
     if args.tiny:
         args.chunks, args.queries = 2000, 20
     # A generated full corpus is kept (as search_scale --keep leaves it) for later --reuse.
     with bench_database(name, keep=not args.tiny, reuse=args.reuse) as url:
+        import memory.search.bm25 as bm25
         from memory.scopes import Grants
         from memory.search.bm25 import corpus_visible_sql
 
+        if args.probe_cost is not None:
+            bm25.PROBE_COST = args.probe_cost
+        if args.rare_share is not None:
+            bm25.RARE_POSTING_SHARE = args.rare_share
         gen = (
             load_existing()
             if args.reuse
@@ -103,7 +114,11 @@ def main() -> None:
         )
         queries = _queries(gen, args.queries, np.random.default_rng(11))
         team = corpus_visible_sql(Grants.from_strings([f"read:{team_scope(3)}"]).read_q())
-        report: dict[str, Any] = {"machine": machine_line(), "chunks": len(gen.chunk_ids)}
+        report: dict[str, Any] = {
+            "machine": machine_line(),
+            "chunks": len(gen.chunk_ids),
+            "pricing": {"probe_cost": bm25.PROBE_COST, "rare_share": bm25.RARE_POSTING_SHARE},
+        }
         for label, visible, limit in [
             ("k=10", ("TRUE", []), 10),
             ("k=10, 10% scope filter", team, 10),
@@ -123,7 +138,7 @@ def main() -> None:
             r["rankings_differing"],
         ]
         for label, r in report.items()
-        if isinstance(r, dict)
+        if isinstance(r, dict) and "pruned" in r
     ]
     header = ["case", "pruned p50", "p95", "unpruned p50", "p95", "speed-up p50 / p95"]
     print(markdown_table([*header, "queries pruned", "rankings differing"], rows))
