@@ -222,7 +222,12 @@ def run(*, total: int, sample: int) -> dict[str, Any]:
         "planted_duplicates": sum(p.kind != "base" for p in ids.values()),
         "load_s": load_s,
         "scan_s": scan_s,
-        "scan_report": {"pairs": scan.pairs, "new": scan.new, "by_method": scan.by_method},
+        "scan_report": {
+            "pairs": scan.pairs,
+            "new": scan.new,
+            "unconfirmed": scan.unconfirmed,
+            "by_method": scan.by_method,
+        },
         "scan_phases_s": scan.phases,
         "precision_at_k": at_k,
         "quality": quality(found, true),
@@ -260,6 +265,8 @@ def main() -> None:
             *[[f"… {phase}, s", f"{seconds:.1f}"]
               for phase, seconds in report["scan_phases_s"].items()],
             ["candidate pairs", f"{q['candidates']:,}"],
+            ["… not stored: spelling or sound alone, no second signal",
+             f"{report['scan_report']['unconfirmed']:,}"],
             ["precision / recall", f"{q['precision']:.3f} / {q['recall']:.3f}"],
             *[[f"precision of the best {k:,} pairs by score", f"{p:.3f}"]
               for k, p in report["precision_at_k"].items()],

@@ -3,21 +3,24 @@
 Several cheap methods propose pairs inside small blocks, so 100k entities never need
 10^10 comparisons: exact keys and fingerprints group by hash; edit distance compares
 neighbours in key order (a sorted-neighbourhood window); embeddings ask the HNSW index
-for each entity's nearest same-type neighbours. Pairs are stored as DuplicateCandidate
-rows; a dismissed pair keeps its row and is never proposed again.
+for each entity's nearest same-type neighbours. A pair that only spelling or sound
+proposed (phonetic key, edit distance) is kept only when a second signal backs it
+(``_second_signals``). Pairs are stored as DuplicateCandidate rows; a dismissed pair keeps
+its row and is never proposed again.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import jellyfish
 from django.db import connection, transaction
 from rapidfuzz import fuzz
+from rapidfuzz.distance import OSA
 
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
@@ -32,9 +35,17 @@ METHOD_SCORES = {
     "alias": 0.92,
     "fingerprint": 0.9,
     "ngram": 0.85,
-    "phonetic": 0.8,
+    # Below every precise method, also with a second signal's bonus (docs/DECISIONS.md:
+    # "A duplicate pair found by spelling or sound needs a second signal").
+    "phonetic": 0.75,
 }
 EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100
+EDIT_DISTANCE_WEIGHT = 0.75  # its score: ratio × this, 0.66–0.75
+# Spelling and sound alone: names made of few sounds collide often (at 100k entities 98%
+# of these pairs were two different things), so such a pair needs a second signal.
+WEAK_METHODS = frozenset({"phonetic", "edit_distance"})
+LONG_WORD = 7  # one slip in a shorter word more often spells another name ("kamo"/"kama")
+RARE_WORD = 20  # a word that at most this many entities of a type have tells them apart
 WINDOW = 6  # sorted-neighbourhood window for edit distance
 MAX_BLOCK = 40  # a larger hash block is a common word, not a duplicate signal
 NEIGHBOURS = 5  # embedding neighbours asked per entity
@@ -59,6 +70,8 @@ class ScanReport:
     pairs: int = 0
     new: int = 0
     seconds: float = 0.0
+    unconfirmed: int = 0  # pairs only spelling or sound proposed, without a second signal
+    withdrawn: int = 0  # such open pairs an earlier scan had stored, deleted
     by_method: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -123,17 +136,40 @@ def _edit_distance_pairs(rows: list[_Row]) -> dict[tuple[int, int], float]:
                     ratio = fuzz.ratio(row.key, other.key)
                     if ratio >= EDIT_DISTANCE_MIN:
                         pair = (min(row.id, other.id), max(row.id, other.id))
-                        found[pair] = max(found.get(pair, 0.0), ratio / 100.0 * 0.9)
+                        score = ratio / 100.0 * EDIT_DISTANCE_WEIGHT
+                        found[pair] = max(found.get(pair, 0.0), score)
     return found
 
 
-def _identifier_pairs(context: Context) -> list[tuple[int, int]]:
+def _identifiers(context: Context) -> tuple[list[tuple[int, int]], dict[int, set[str]]]:
+    """Pairs that share an identifier; and each entity's identifier domains (of an e-mail
+    address, a url or a domain) that a few entities share (at most MAX_BLOCK: not a mail
+    provider's)."""
     shared: dict[tuple[str, str], list[int]] = defaultdict(list)
+    holders: dict[str, set[int]] = defaultdict(set)
     for kind, value, entity_id in EntityIdentifier.objects.filter(
         context=context, entity__merged_into__isnull=True
     ).values_list("kind", "value", "entity_id"):
         shared[(kind, value)].append(entity_id)
-    return list(_pairs_in_blocks(shared))
+        if domain := _domain(kind, value):
+            holders[domain].add(entity_id)
+    domains: dict[int, set[str]] = defaultdict(set)
+    for domain, ids in holders.items():
+        if 1 < len(ids) <= MAX_BLOCK:
+            for entity_id in ids:
+                domains[entity_id].add(domain)
+    return list(_pairs_in_blocks(shared)), domains
+
+
+def _domain(kind: str, value: str) -> str:
+    """The host of an identifier, as ``identifier_normalize`` leaves it; "" if none."""
+    if kind == "email":
+        return value.rpartition("@")[2]
+    if kind == "domain":
+        return value
+    if kind == "url":
+        return value.partition("://")[2].partition("/")[0]
+    return ""
 
 
 def _embedding_pairs(context: Context, threshold: float) -> dict[tuple[int, int], float]:
@@ -166,10 +202,55 @@ def _attributes_agree(a: _Row, b: _Row) -> bool:
     return bool(shared) and all(a.attributes[k] == b.attributes[k] for k in shared)
 
 
+def _second_signals(
+    scores: dict[tuple[int, int], dict[str, float]],
+    by_id: dict[int, _Row],
+    *,
+    domains: dict[int, set[str]],
+) -> int:
+    """Keep a pair that only spelling or sound proposed when a second signal backs it:
+    its attributes agree, its entities share an uncommon identifier domain ("domain"), or
+    its names are one word apart ("spelling", ``_one_word_apart``); drop the others and
+    return how many. Embeddings are no such signal: an entity's vector encodes its name,
+    and for two spellings of similar sounds it is about as close whether or not they are
+    one thing (docs/DECISIONS.md, "… needs a second signal")."""
+    words = Counter((row.type, word) for row in by_id.values() for word in set(row.key.split()))
+    weak = [pair for pair, methods in scores.items() if methods.keys() <= WEAK_METHODS]
+    dropped = 0
+    for pair in weak:
+        a, b = by_id[pair[0]], by_id[pair[1]]
+        if domains.get(a.id, set()) & domains.get(b.id, set()):
+            scores[pair]["domain"] = 0.0  # listed with the methods; adds the multi-method bonus
+        elif _one_word_apart(a, b, words):
+            scores[pair]["spelling"] = 0.0
+        elif not _attributes_agree(a, b):  # _store lists "attributes" when they do
+            del scores[pair]
+            dropped += 1
+    return dropped
+
+
+def _one_word_apart(a: _Row, b: _Row, words: Counter[tuple[str, str]]) -> bool:
+    """The keys differ in one word, spelled one slip apart (a letter inserted, dropped or
+    replaced, two swapped) or with the same sounds, and that word is not all there is to
+    tell them apart: it is long, or they share a word few entities of their type have.
+    "Jon Smith" / "John Smith" and "Kubernetes" / "Kubernets" are; "Kamo Freight" /
+    "Kama Freight" is not (a short word, and many companies are a "Freight")."""
+    mine, theirs = Counter(a.key.split()), Counter(b.key.split())
+    only_mine, only_theirs = list((mine - theirs).elements()), list((theirs - mine).elements())
+    if len(only_mine) != 1 or len(only_theirs) != 1:
+        return False
+    x, y = only_mine[0], only_theirs[0]
+    if OSA.distance(x, y, score_cutoff=1) > 1 and jellyfish.metaphone(x) != jellyfish.metaphone(y):
+        return False
+    shared = (mine & theirs).keys()
+    return min(len(x), len(y)) >= LONG_WORD or any(words[(a.type, w)] <= RARE_WORD for w in shared)
+
+
 @transaction.atomic
 def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanReport:
-    """Find candidate pairs across the context and store them (dismissed pairs stay).
-    ``report.phases`` says where the time went (seconds per phase)."""
+    """Find candidate pairs across the context and store them (dismissed pairs stay; open
+    pairs an earlier scan stored on spelling or sound alone go when no second signal backs
+    them now). ``report.phases`` says where the time went (seconds per phase)."""
     clock = _PhaseClock()
     rows = [
         _Row(pk, type_, scope, name, key, tuple(alias_keys), attributes)
@@ -184,7 +265,8 @@ def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanRep
         for pair in pairs:
             scores[pair][method] = METHOD_SCORES[method]
     clock.lap("keys")
-    for pair in _identifier_pairs(context):
+    identifier_pairs, domains = _identifiers(context)
+    for pair in identifier_pairs:
         if pair[0] in by_id and pair[1] in by_id:
             scores[pair]["identifier"] = METHOD_SCORES["identifier"]
     clock.lap("identifiers")
@@ -195,7 +277,9 @@ def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanRep
         for pair, score in _embedding_pairs(context, context.review_threshold).items():
             scores[pair]["embedding"] = score
         clock.lap("embeddings")
-    report = ScanReport(entities=len(rows), pairs=len(scores))
+    unconfirmed = _second_signals(scores, by_id, domains=domains)
+    clock.lap("second_signals")
+    report = ScanReport(entities=len(rows), pairs=len(scores), unconfirmed=unconfirmed)
     report.new = _store(context, scores, by_id, report)
     clock.lap("store")
     report.phases = clock.phases
@@ -226,10 +310,10 @@ def _store(
     report: ScanReport,
 ) -> int:
     existing = {
-        (a, b): (pk, status)
-        for pk, a, b, status in DuplicateCandidate.objects.filter(context=context).values_list(
-            "pk", "entity_a_id", "entity_b_id", "status"
-        )
+        (a, b): (pk, status, source, methods)
+        for pk, a, b, status, source, methods in DuplicateCandidate.objects.filter(
+            context=context
+        ).values_list("pk", "entity_a_id", "entity_b_id", "status", "source", "methods")
     }
     new_rows, updates = [], []
     for (a, b), methods in scores.items():
@@ -254,6 +338,19 @@ def _store(
             updates.append(DuplicateCandidate(pk=known[0], score=score, methods=names))
     DuplicateCandidate.objects.bulk_create(new_rows, batch_size=2000, ignore_conflicts=True)
     DuplicateCandidate.objects.bulk_update(updates, ["score", "methods"], batch_size=2000)
+    # Open pairs an earlier scan stored on spelling or sound alone that no second signal
+    # backs now (stored before that rule, or their names have changed) are withdrawn.
+    stale = [
+        pk
+        for pair, (pk, status, source, methods) in existing.items()
+        if status == DuplicateStatus.OPEN
+        and source == "scan"
+        and pair not in scores
+        and set(methods) <= WEAK_METHODS
+    ]
+    for start in range(0, len(stale), 10_000):
+        DuplicateCandidate.objects.filter(pk__in=stale[start : start + 10_000]).delete()
+    report.withdrawn = len(stale)
     return len(new_rows)
 
 
