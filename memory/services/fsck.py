@@ -9,7 +9,7 @@ from django.db.models import Count, Q
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
 from memory.models import Entity, Fact, FactStatus, Predicate, PredicateStatus, Role
-from memory.selectors.duplicates import duplicate_clusters
+from memory.selectors.duplicates import duplicate_cluster_page
 from memory.services.duplicates import duplicates_scan
 
 CHECKS = ("duplicates", "orphans", "vocabulary")
@@ -37,21 +37,22 @@ def fsck_run(*, access: ContextAccess, checks: list[str]) -> dict[str, Any]:
 
 def _duplicates(access: ContextAccess) -> dict[str, Any]:
     scan = duplicates_scan(context=access.context)
-    clusters = duplicate_clusters(access=access)
+    # Every open cluster is counted; only the best SAMPLE are loaded to be shown.
+    clusters, total = duplicate_cluster_page(access=access, limit=SAMPLE)
     return {
         "entities_scanned": scan.entities,
         "candidate_pairs": scan.pairs,
         "new_pairs": scan.new,
         "seconds": scan.seconds,
         "by_method": scan.by_method,
-        "clusters": len(clusters),
+        "clusters": total,
         "top": [
             {
                 "members": [{"id": m.pk, "name": m.name, "type": m.type} for m in c.members],
                 "score": c.score,
                 "methods": c.methods,
             }
-            for c in clusters[:SAMPLE]
+            for c in clusters
         ],
     }
 

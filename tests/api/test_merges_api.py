@@ -53,6 +53,26 @@ def test_fsck_finds_duplicates_by_several_methods(api: APIClient, base: str) -> 
     )
 
 
+def test_fsck_counts_every_cluster_and_shows_the_best(api: APIClient, base: str) -> None:
+    """More clusters than the report samples: the count is all of them, not the sample."""
+    names = [
+        "Quillon", "Brastova", "Termidex", "Ogravia", "Pelluxa", "Virandol", "Castrimo",
+        "Deluvian", "Frondeka", "Gravilux", "Hestamor", "Ixtarion", "Jubrella", "Kolvinth",
+        "Lumbrosa", "Mextrava", "Norvalee", "Optiquar", "Prandolo", "Questrim", "Ruvalcan",
+        "Sestorio", "Tumbrali", "Ulvareth", "Wexomund",
+    ]  # fmt: skip
+    for name in names:  # in two scopes (one scope's writes resolve to one entity)
+        _entity(api, base, name)
+        _entity(api, base, f"{name.upper()} Ltd.", scope="org/globex")
+    report = api.post(f"{base}/fsck", {"checks": ["duplicates"]}, format="json").json()
+    duplicates = report["duplicates"]
+    # 24 or 25: two of the invented names may sound alike and join one cluster.
+    assert duplicates["clusters"] == api.get(f"{base}/duplicates").json()["count"] > 20
+    assert len(duplicates["top"]) == 20
+    scores = [c["score"] for c in duplicates["top"]]
+    assert scores == sorted(scores, reverse=True)
+
+
 def test_dismissed_pairs_are_not_proposed_again(api: APIClient, base: str) -> None:
     jon = _entity(api, base, "Jon Smith", "person")
     john = _entity(api, base, "John Smith", "person")
