@@ -40,11 +40,19 @@ PROBE_MIN_DF = 1_000
 # while the staged probes drop most candidates after the first: 3 is the charge that
 # minimised the 100k-chunk benchmark's total (1–10 swept, docs/BENCHMARKS.md).
 PROBE_COST = 3
+# What completing the candidates with a term by merging its whole list costs, per
+# posting of that list: a merge join reads a posting in about 0.4 of the time the
+# partial score's merge-and-sum takes (0.17 against 0.46 µs on the 100k-chunk
+# benchmark). Many candidates and a list of common words: merging is cheaper.
+MERGE_COST = 0.4
 MAX_PROBED = 6  # the longest lists considered for probing
 # The share of a list's postings taken to reach a floor above what a typical posting
 # (tf 1 in a document of average length) scores: 0.5–0.65 of the postings score above
 # a typical one on the 100k-chunk benchmark corpus, fewer the higher the floor.
 RARE_POSTING_SHARE = 0.3
+# θ is also seeded from the documents that hold the two strongest terms, when their
+# two lists come to at most this share of the query's postings.
+PAIR_SEED_SHARE = 0.4
 # Scores are sums of doubles added in different orders by different plans: bounds are
 # compared with this much slack so that rounding can never prune a true top-k document.
 _SLACK = 1e-9
@@ -52,11 +60,16 @@ _SLACK = 1e-9
 _REF_COLUMN = {Target.CHUNK: "chunk_id", Target.FACT: "fact_id", Target.ENTITY: "entity_id"}
 
 # Rows that may be returned besides the scope filter: live facts and entities only.
-_LIVE_JOIN = {
-    Target.CHUNK: "",
-    Target.FACT: "JOIN memory_fact f ON f.id = search_searchdoc.fact_id AND f.status = 'current'",
+# Scalar subqueries rather than joins, so that they stay one look-up per row when a
+# merged probe stage turns nested loops off (``_plan_for_posting_lists``).
+_LIVE = {
+    Target.CHUNK: "TRUE",
+    Target.FACT: (
+        "(SELECT f.status FROM memory_fact f WHERE f.id = search_searchdoc.fact_id) = 'current'"
+    ),
     Target.ENTITY: (
-        "JOIN memory_entity e ON e.id = search_searchdoc.entity_id AND e.merged_into_id IS NULL"
+        "(SELECT e.merged_into_id IS NULL FROM memory_entity e"
+        " WHERE e.id = search_searchdoc.entity_id)"
     ),
 }
 
@@ -233,10 +246,7 @@ def bm25_rank(
         )
         if pruned is not None:
             return pruned
-    # How many of the best documents to score before the scope filter: a filter that
-    # keeps a tenth of the corpus needs about ten times the limit.
-    filtered = visible_sql[0] != "TRUE"
-    depth: int | None = max(limit * 50, 1000) if filtered else max(limit * 4, 100)
+    depth: int | None = _ranking_depth(target=target, visible_sql=visible_sql, limit=limit)
     while True:
         rows, full = _ranked(
             target=target,
@@ -249,6 +259,18 @@ def bm25_rank(
         if len(rows) >= limit or not full:
             return rows
         depth = None  # too few of the best are visible: filter every match
+
+
+def _ranking_depth(*, target: Target, visible_sql: tuple[str, list[object]], limit: int) -> int:
+    """How many of the best documents to score before the scope filter.
+
+    A filter that keeps a tenth of the corpus needs about ten times the limit; live
+    facts and entities only need a margin for the superseded and merged ones. Every
+    indexed chunk is live, so without a filter the best ``limit`` are the answer (each
+    one more costs a look-up of its chunk id)."""
+    if visible_sql[0] != "TRUE":
+        return max(limit * 50, 1000)
+    return limit if target == Target.CHUNK else max(limit * 4, 100)
 
 
 def _ranked(
@@ -267,7 +289,6 @@ def _ranked(
     a posting list (see ``_plan_for_posting_lists``).
     """
     where, where_params = visible_sql
-    column = _REF_COLUMN[target]
     branch = (
         f"(SELECT doc_id, {_contribution()} AS s"  # noqa: S608 - a fixed expression
         " FROM search_searchposting WHERE term_id = %s ORDER BY doc_id)"
@@ -284,12 +305,10 @@ def _ranked(
         ),
         best AS (SELECT doc_id, score FROM scored ORDER BY {_tied("score")}, doc_id LIMIT %s),
         visible AS (
-            SELECT search_searchdoc.{column} AS ref, best.score
-            FROM best
-            JOIN search_searchdoc ON search_searchdoc.id = best.doc_id
-            {_LIVE_JOIN[target]}
-            WHERE {where}
-            ORDER BY {_tied("best.score")}, ref
+            SELECT ref, score
+            FROM (SELECT {_visible_ref(target, "best.doc_id", where)} AS ref, score FROM best) v
+            WHERE ref IS NOT NULL
+            ORDER BY {_tied("score")}, ref
             LIMIT %s
         )
         SELECT (SELECT count(*) FROM best),
@@ -304,6 +323,16 @@ def _ranked(
         kept, refs, scores = cursor.fetchone()
     hits = [Hit(ref_id=int(r), score=float(s)) for r, s in zip(refs, scores, strict=True)]
     return hits, depth is not None and kept >= depth
+
+
+def _visible_ref(target: Target, doc_id: str, where: str) -> str:
+    """The chunk, fact or entity id of the search document ``doc_id`` (a column of the
+    outer query) when it is live and ``where``, the caller's scope filter, lets it
+    through; else NULL."""
+    return (
+        f"(SELECT search_searchdoc.{_REF_COLUMN[target]} FROM search_searchdoc"  # noqa: S608
+        f" WHERE search_searchdoc.id = {doc_id} AND {_LIVE[target]} AND {where})"
+    )
 
 
 def _tied(score: str) -> str:
@@ -342,7 +371,10 @@ def _maxscore_ranked(
     plus the bounds of the terms still to probe falls below θ — most are gone before
     the first probe. Common words, with long lists and small weights, are what is
     probed; short lists are read even when they could be skipped, since reading a
-    posting costs less than probing one.
+    posting costs less than probing one. Many candidates are completed by merging the
+    probed lists with them instead of probing once per candidate: a merge join reads
+    a list in doc_id order for less than half of what the partial score's
+    merge-and-sum costs a posting.
     """
     if not any(t.df >= PROBE_MIN_DF for t in terms):
         return None
@@ -352,12 +384,12 @@ def _maxscore_ranked(
     )
     if theta <= 0:
         return None
-    probed = _probed_terms(terms, theta)
-    if not probed:
+    plan = _probe_plan(terms, theta)
+    if plan is None:
         return None
+    probed = plan.probed
     read = [t for t in terms if t not in probed]
     where, where_params = visible_sql
-    column = _REF_COLUMN[target]
     branch = (
         f"(SELECT doc_id, {_contribution()} AS s"  # noqa: S608 - a fixed expression
         " FROM search_searchposting WHERE term_id = %s ORDER BY doc_id)"
@@ -371,20 +403,29 @@ def _maxscore_ranked(
     stages = ["candidates_0 AS (SELECT doc_id, score FROM partial WHERE score >= %s)"]
     for i, term in enumerate(probed, start=1):
         still_to_probe -= term.bound
-        # An aggregate keeps the planner from turning the probe into a join that reads
-        # the whole list: it runs once per remaining candidate.
-        stages.append(
-            f"""candidates_{i} AS (
+        if plan.merged:
+            # With nested loops off: the list merged with the candidates, both in
+            # doc_id order, never probed once per candidate.
+            stage = f"""
+                SELECT c.doc_id, c.score + coalesce({_contribution(alias="p")}, 0) AS score
+                FROM candidates_{i - 1} c
+                LEFT JOIN search_searchposting p ON p.term_id = %s AND p.doc_id = c.doc_id
+            """  # noqa: S608 - a fixed expression
+        else:
+            # An aggregate keeps the planner from turning the probe into a join that
+            # reads the whole list: it runs once per remaining candidate.
+            stage = f"""
                 SELECT c.doc_id, c.score + coalesce(p.s, 0) AS score
                 FROM candidates_{i - 1} c
                 CROSS JOIN LATERAL (
                     SELECT sum({_contribution()}) AS s
                     FROM search_searchposting WHERE term_id = %s AND doc_id = c.doc_id
-                ) p
-                WHERE c.score + coalesce(p.s, 0) >= %s
-            )"""  # noqa: S608 - a fixed expression; values are parameters
+                ) p"""  # noqa: S608 - a fixed expression
+        params += [term.weight, k0, kdl, term.term_id]
+        stages.append(
+            f"candidates_{i} AS (SELECT doc_id, score FROM ({stage}) s WHERE score >= %s)"  # noqa: S608
         )
-        params += [term.weight, k0, kdl, term.term_id, floor - still_to_probe]
+        params.append(floor - still_to_probe)
     params += [*where_params, limit]
     sql = f"""
         WITH partial AS (
@@ -394,12 +435,16 @@ def _maxscore_ranked(
         ),
         {", ".join(stages)},
         visible AS (
-            SELECT search_searchdoc.{column} AS ref, scored.score
-            FROM candidates_{len(probed)} scored
-            JOIN search_searchdoc ON search_searchdoc.id = scored.doc_id
-            {_LIVE_JOIN[target]}
-            WHERE {where}
-            ORDER BY {_tied("scored.score")}, ref
+            SELECT ref, score
+            FROM (
+                -- OFFSET 0: looked up for the last stage's survivors only, never
+                -- pushed down to every candidate of the first.
+                SELECT {_visible_ref(target, "c.doc_id", where)} AS ref, c.score
+                FROM candidates_{len(probed)} c
+                OFFSET 0
+            ) v
+            WHERE ref IS NOT NULL
+            ORDER BY {_tied("score")}, ref
             LIMIT %s
         )
         SELECT coalesce(array_agg(ref ORDER BY {_tied("score")}, ref), '{{}}'),
@@ -407,26 +452,33 @@ def _maxscore_ranked(
         FROM visible
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
     with transaction.atomic(), connection.cursor() as cursor:
-        _plan_for_posting_lists(cursor)
+        _plan_for_posting_lists(cursor, merge_joins=plan.merged)
         cursor.execute(sql, params)
         refs, scores = cursor.fetchone()
     return [Hit(ref_id=int(r), score=float(s)) for r, s in zip(refs, scores, strict=True)]
 
 
-def _probed_terms(terms: list[_QueryTerm], theta: float) -> list[_QueryTerm]:
-    """The terms to probe rather than read, strongest first; empty when reading every
-    list is estimated to cost least.
+@dataclass(frozen=True)
+class _ProbePlan:
+    probed: list[_QueryTerm]  # strongest first
+    merged: bool  # completed by merging the probed lists, not by probing per candidate
+
+
+def _probe_plan(terms: list[_QueryTerm], theta: float) -> _ProbePlan | None:
+    """The terms to probe rather than read, and how; None when reading every list is
+    estimated to cost least.
 
     Any set of terms whose bounds sum below θ may be probed. Each choice is priced in
-    postings: the lists read, plus ``PROBE_COST`` per probe, and a probe runs for every
-    candidate — a document whose partial score from the lists read can still reach θ —
-    per probed term (fewer in truth: each probe drops some). The choices are the subsets
-    of the longest lists, so a query costs at most 2^``MAX_PROBED`` estimates.
+    postings: the lists read, plus the cheaper way to complete the candidates —
+    documents whose partial score from the lists read can still reach θ — with the
+    probed terms: ``PROBE_COST`` per candidate and term (fewer in truth: each stage
+    drops some), or ``MERGE_COST`` per posting of the probed lists. The choices are the
+    subsets of the longest lists, so a query costs at most 2^``MAX_PROBED`` estimates.
     """
     floor = theta * (1 - _SLACK)
     longest = sorted((t for t in terms if t.df >= PROBE_MIN_DF), key=lambda t: (-t.df, t.term_id))
     longest = longest[:MAX_PROBED]
-    best: list[_QueryTerm] = []
+    best: _ProbePlan | None = None
     best_cost = float(sum(t.df for t in terms))  # reading every list
     for mask in range(1, 1 << len(longest)):
         probed = [t for i, t in enumerate(longest) if mask >> i & 1]
@@ -434,11 +486,13 @@ def _probed_terms(terms: list[_QueryTerm], theta: float) -> list[_QueryTerm]:
         if ceiling >= floor:
             continue
         read = [t for t in terms if t not in probed]
-        candidates = _candidates_estimate(read, floor - ceiling)
-        cost = sum(t.df for t in read) + PROBE_COST * candidates * len(probed)
+        probing = PROBE_COST * _candidates_estimate(read, floor - ceiling) * len(probed)
+        merging = MERGE_COST * sum(t.df for t in probed)
+        cost = sum(t.df for t in read) + min(probing, merging)
         if cost < best_cost:
-            best, best_cost = probed, cost
-    return sorted(best, key=lambda t: (-t.bound, t.term_id))
+            strongest_first = sorted(probed, key=lambda t: (-t.bound, t.term_id))
+            best, best_cost = _ProbePlan(strongest_first, merged=merging < probing), cost
+    return best
 
 
 def _candidates_estimate(read: list[_QueryTerm], floor: float) -> float:
@@ -475,18 +529,42 @@ def _seed_threshold(
     visible_sql: tuple[str, list[object]],
     limit: int,
 ) -> float:
-    """The k-th best full score among the visible documents that hold the strongest
-    term most (0 when fewer than k of them are visible): a score the true k-th best
-    reaches, since these documents are real candidates with their real scores."""
-    seed = max(terms, key=lambda t: (t.bound, -t.df))
-    filtered = visible_sql[0] != "TRUE"
+    """The k-th best full score among the visible seed documents (0 when fewer than k
+    of them are visible): a score the true k-th best reaches, since the seeds are real
+    candidates with their real scores.
+
+    The seeds are the documents that hold the strongest term most and, when the two
+    strongest terms' lists are short next to the query's, the documents that hold both,
+    best by the two terms' contributions. The best documents of a query tend to hold
+    several of its rarer terms, so the pairs bring θ close to the true k-th best
+    (a median 0.86 of it from the single term alone, 0.998 with the pairs, on the
+    100k-chunk benchmark), and the closer θ is, the more lists can be probed instead of
+    read."""
+    strongest = sorted(terms, key=lambda t: (-t.bound, t.df))
+    pair = _seed_pair(strongest)
+    single_depth, pair_depth = _seed_depths(
+        limit=limit, filtered=visible_sql[0] != "TRUE", paired=pair is not None
+    )
+    seeds = [
+        f"""(SELECT doc_id FROM search_searchposting WHERE term_id = %s
+            ORDER BY {_contribution(weight="1.0::float8")} DESC, doc_id LIMIT %s)"""  # noqa: S608
+    ]
+    params: list[Any] = [strongest[0].term_id, k0, kdl, single_depth]
+    if pair is not None:
+        # Merged on doc_id: both lists are read in index order, one pass each.
+        seeds.append(
+            f"""(SELECT a.doc_id FROM search_searchposting a
+                JOIN search_searchposting b ON b.term_id = %s AND b.doc_id = a.doc_id
+                WHERE a.term_id = %s
+                ORDER BY {_contribution(alias="a")} + {_contribution(alias="b")} DESC, a.doc_id
+                LIMIT %s)"""  # noqa: S608 - a fixed expression; values are parameters
+        )
+        shorter, longer = sorted(pair, key=lambda t: (t.df, t.term_id))
+        params += [longer.term_id, shorter.term_id, shorter.weight, k0, kdl]
+        params += [longer.weight, k0, kdl, pair_depth]
     where, where_params = visible_sql
     sql = f"""
-        WITH seed AS (
-            SELECT doc_id FROM search_searchposting WHERE term_id = %s
-            ORDER BY tf::float8 / (tf + %s::float8 + %s::float8 * dl) DESC, doc_id
-            LIMIT %s
-        ),
+        WITH seed AS ({" UNION ".join(seeds)}),
         scored AS (
             -- LATERAL: a primary-key probe per (document, term), never a scan of a list.
             SELECT seed.doc_id, full_score.score
@@ -497,19 +575,13 @@ def _seed_threshold(
                 JOIN search_searchposting p ON p.term_id = q.term_id AND p.doc_id = seed.doc_id
             ) full_score
         )
-        SELECT scored.score
-        FROM scored
-        JOIN search_searchdoc ON search_searchdoc.id = scored.doc_id
-        {_LIVE_JOIN[target]}
-        WHERE {where}
-        ORDER BY scored.score DESC
+        SELECT score
+        FROM (SELECT {_visible_ref(target, "scored.doc_id", where)} AS ref, score FROM scored) v
+        WHERE ref IS NOT NULL
+        ORDER BY score DESC
         LIMIT 1 OFFSET %s
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
-    params: list[Any] = [
-        seed.term_id,
-        k0,
-        kdl,
-        _seed_depth(limit=limit, filtered=filtered),
+    params += [
         k0,
         kdl,
         int_array_literal(t.term_id for t in terms),
@@ -523,23 +595,42 @@ def _seed_threshold(
     return float(row[0]) if row else 0.0
 
 
-def _seed_depth(*, limit: int, filtered: bool) -> int:
-    """How many of the strongest term's best documents to score fully for θ.
+def _seed_pair(strongest: list[_QueryTerm]) -> tuple[_QueryTerm, _QueryTerm] | None:
+    """The two strongest terms, when merging their lists costs at most
+    ``PAIR_SEED_SHARE`` of the query's postings (else the seeding would cost about
+    what it could save: a two-word query's pair is the whole query)."""
+    if len(strongest) < 2:
+        return None
+    first, second = strongest[0], strongest[1]
+    if first.df + second.df > PAIR_SEED_SHARE * sum(t.df for t in strongest):
+        return None
+    return first, second
 
-    Each costs a probe per query term, so fewer is cheaper, and θ only has to be good
-    enough: on the 100k-chunk benchmark 20 seeds prune about as many queries as 100 did
-    and the seeding costs a third (docs/BENCHMARKS.md). A scope filter needs enough seeds
-    for k of them to be visible — a filter keeping a tenth of the corpus, ten times k."""
-    return max(limit * 20, 200) if filtered else max(limit * 2, 20)
+
+def _seed_depths(*, limit: int, filtered: bool, paired: bool) -> tuple[int, int]:
+    """How many seeds to take from the strongest term's list and from the pair's.
+
+    Each seed costs a probe per query term, so fewer is cheaper, and θ only has to be
+    good enough: on the 100k-chunk benchmark 20 single-term seeds prune about as many
+    queries as 100 did, and 10 + 40 with a pair came closest to the true k-th best of
+    the splits tried (docs/BENCHMARKS.md). A scope filter needs enough seeds for k of
+    them to be visible — a filter keeping a tenth of the corpus, ten times k."""
+    if filtered:
+        return max(limit * 20, 200), (max(limit * 10, 100) if paired else 0)
+    return (max(limit, 10), max(limit * 2, 40)) if paired else (max(limit * 2, 20), 0)
 
 
-def _plan_for_posting_lists(cursor: Any) -> None:
+def _plan_for_posting_lists(cursor: Any, *, merge_joins: bool = False) -> None:
     """The planner cannot estimate the size of a posting list, so it is told: no hash
     aggregate (it would guess a few hundred groups), no parallel workers (their start-up
-    costs more than the scan). Local to the caller's transaction."""
+    costs more than the scan) and, for merged probe stages, no nested loops (it would
+    guess a few candidates and probe the list once for each). Local to the caller's
+    transaction."""
     cursor.execute(
         "SELECT set_config('enable_hashagg', 'off', true),"
-        " set_config('max_parallel_workers_per_gather', '0', true)"
+        " set_config('max_parallel_workers_per_gather', '0', true),"
+        " set_config('enable_nestloop', %s, true)",
+        ["off" if merge_joins else "on"],
     )
 
 

@@ -14,12 +14,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from django.db import connection
 from django.db.models import Q
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
-from memory.models import Chunk, Entity, Fact
+from memory.models import Chunk, Document, Entity, Fact
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts
@@ -219,18 +220,32 @@ def _graph_scores(
     return scores
 
 
+def _chunk_rows(ids: list[int]) -> list[tuple[int, str, str, int, str, int]]:
+    """(id, text, scope, document id, document title, ordinal) of the chunks in ``ids``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT c.id, c.text, c.scope, c.document_id, d.title, c.ordinal
+            FROM {Chunk._meta.db_table} c
+            JOIN {Document._meta.db_table} d ON d.id = c.document_id
+            WHERE c.id = ANY(%s)
+            """,  # noqa: S608 - table names from the models, ids a parameter
+            [ids],
+        )
+        return cursor.fetchall()
+
+
 def _hydrate(
     kind: Target, ids: list[int], *, scores: dict[int, float], explains: dict[int, Explain]
 ) -> list[SearchResult]:
     """The result records in ``ids`` order, with their text (one query)."""
     rows: dict[int, tuple[str, str, dict[str, Any]]] = {}
     # Plain values for chunks and entities: instantiating models (with a related
-    # document) cost more than the query itself on every search.
+    # document) cost more than the query itself on every search. Chunks, the common
+    # target, are read with one fixed statement: building the ORM query took longer
+    # than running it (1.4 against 0.55 ms on the 100k-chunk benchmark).
     if kind == Target.CHUNK:
-        chunk_rows = Chunk.objects.filter(pk__in=ids).values_list(
-            "pk", "text", "scope", "document_id", "document__title", "ordinal"
-        )
-        for pk, text, scope, document_id, title, ordinal in chunk_rows:
+        for pk, text, scope, document_id, title, ordinal in _chunk_rows(ids):
             rows[pk] = (
                 text,
                 scope,

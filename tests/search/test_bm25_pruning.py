@@ -12,7 +12,7 @@ import pytest
 from django.db.models import Max, Min
 
 from memory.access import ContextAccess
-from memory.models import Chunk
+from memory.models import Chunk, Entity, Fact
 from memory.scopes import Grants
 from memory.search import bm25
 from memory.search.analyzer import analyze
@@ -20,6 +20,9 @@ from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import SearchPosting, SearchTerm, Target
 from memory.search.texts import chunk_index_text
 from memory.services.documents import document_create
+from memory.services.entities import entity_upsert
+from memory.services.facts import fact_write
+from memory.services.merges import entity_merge
 
 COMMON = ["patients", "study", "cells", "results", "protein"]
 RARE = ["zebrafish", "glaxosmithkline", "mononucleosomes", "carvedilol", "econometrica"]
@@ -47,26 +50,41 @@ def corpus(access: ContextAccess) -> list[Chunk]:
 
 
 def _ranked(
-    access: ContextAccess, query: str, *, prune: bool, grants: str = "*", limit: int = 10
+    access: ContextAccess,
+    query: str,
+    *,
+    prune: bool | str,
+    grants: str = "*",
+    limit: int = 10,
+    target: Target = Target.CHUNK,
 ) -> list:
     visible = corpus_visible_sql(Grants.from_strings([f"read:{grants}"]).read_q())
-    with _pruning(forced=prune):
+    mode = ("probe" if prune is True else prune) or "off"
+    with _pruning(mode):
         return bm25_rank(
             context_id=access.context.pk,
-            target=Target.CHUNK,
+            target=target,
             query=query,
             visible_sql=visible,
             limit=limit,
         )
 
 
+_PRUNING_KNOBS = {
+    # Never prune: this corpus is far below the sizes at which pruning pays on its own.
+    "off": (10**12, 10**12, 10, 10),
+    # Prune whenever a list can be skipped, completing the candidates by probes...
+    "probe": (0, 0, 0, 10**6),
+    # ...or by merging the probed lists with them.
+    "merge": (0, 0, 10**6, 0),
+}
+
+
 @contextmanager
-def _pruning(*, forced: bool) -> Iterator[None]:
-    """Prune whenever a list can be skipped (``forced``), or never: this corpus is far
-    below the sizes at which pruning is chosen on its own."""
-    knobs = ("MAXSCORE_MIN_POSTINGS", "PROBE_MIN_DF", "PROBE_COST")
+def _pruning(mode: str) -> Iterator[None]:
+    knobs = ("MAXSCORE_MIN_POSTINGS", "PROBE_MIN_DF", "PROBE_COST", "MERGE_COST")
     saved = [getattr(bm25, knob) for knob in knobs]
-    for knob, value in zip(knobs, (0, 0, 0) if forced else (10**12, 10**12, 10), strict=True):
+    for knob, value in zip(knobs, _PRUNING_KNOBS[mode], strict=True):
         setattr(bm25, knob, value)
     try:
         yield
@@ -77,10 +95,11 @@ def _pruning(*, forced: bool) -> Iterator[None]:
 
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.parametrize("grants", ["*", "org/b"])
+@pytest.mark.parametrize("completion", ["probe", "merge"])
 def test_pruned_top_k_equals_the_full_ranking(
-    access: ContextAccess, corpus: list[Chunk], query: str, grants: str
+    access: ContextAccess, corpus: list[Chunk], query: str, grants: str, completion: str
 ) -> None:
-    pruned = _ranked(access, query, prune=True, grants=grants)
+    pruned = _ranked(access, query, prune=completion, grants=grants)
     full = _ranked(access, query, prune=False, grants=grants)
     assert len(pruned) == 10
     assert [h.ref_id for h in pruned] == [h.ref_id for h in full]
@@ -95,7 +114,7 @@ def test_pruning_skips_common_terms_and_matches_bm25s(
     terms, avgdl = bm25._query_terms(
         context_id=access.context.pk, target=Target.CHUNK, bag=bm25.Counter(analyze(query))
     )
-    with _pruning(forced=True):
+    with _pruning("probe"):
         pruned = bm25._maxscore_ranked(
             target=Target.CHUNK, terms=terms, avgdl=avgdl, visible_sql=("TRUE", []), limit=5
         )
@@ -141,19 +160,31 @@ def test_probed_terms_are_priced_against_reading_every_list(
     # of `mid`'s list reaches alone: 40 + 5,000 · share candidates, two probes each,
     # against 50k postings saved. Probing only the commonest leaves a floor of 4, which
     # only `rare` or a document holding two of the read terms reaches: ~1,000.
+    monkeypatch.setattr(bm25, "MERGE_COST", 10)  # probes only, first
     monkeypatch.setattr(bm25, "PROBE_COST", 3)
     monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.3)
-    assert bm25._probed_terms(terms, 5.0) == [common, commoner]  # strongest first
+    assert _probed(terms, 5.0) == ([common, commoner], False)  # strongest first
     monkeypatch.setattr(bm25, "PROBE_COST", 10)
     monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.6)
-    assert bm25._probed_terms(terms, 5.0) == [commoner]  # dearer probes: fewer of them
+    assert _probed(terms, 5.0) == ([commoner], False)  # dearer probes: fewer of them
+    # Merging costs 0.4 of the 50k postings of both common lists: cheaper than reading
+    # them, and than probing the ~3,000 candidates twice at 10 postings a probe.
+    monkeypatch.setattr(bm25, "MERGE_COST", 0.4)
+    assert _probed(terms, 5.0) == ([common, commoner], True)
     # A bound that does not fit under θ is never probed, whatever its list costs.
-    assert bm25._probed_terms(terms, 0.9) == []
+    assert _probed(terms, 0.9) == ([], False)
     # A list shorter than PROBE_MIN_DF is read even when its bound would fit.
-    assert bm25._probed_terms([rare, term(5, 10, 0.1)], 5.0) == []
+    assert _probed([rare, term(5, 10, 0.1)], 5.0) == ([], False)
 
 
-def test_probes_are_not_chosen_when_they_cost_more_than_the_lists() -> None:
+def _probed(terms: list[bm25._QueryTerm], theta: float) -> tuple[list[bm25._QueryTerm], bool]:
+    plan = bm25._probe_plan(terms, theta)
+    return (plan.probed, plan.merged) if plan else ([], False)
+
+
+def test_a_list_is_skipped_only_when_completing_without_it_costs_less(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     terms = [
         bm25._QueryTerm(term_id=i, weight=2.0, df=20_000, bound=2.0, frequency=0.2)
         for i in range(3)
@@ -161,7 +192,12 @@ def test_probes_are_not_chosen_when_they_cost_more_than_the_lists() -> None:
     # θ = 3: one list may be probed (2 < 3), leaving a floor of 1 that each list read
     # reaches alone with its better postings: 12k candidates whose probes cost more
     # than the 20k postings skipped.
-    assert bm25._probed_terms(terms, 3.0) == []
+    monkeypatch.setattr(bm25, "MERGE_COST", 1.0)  # a merged posting costs a read one
+    assert _probed(terms, 3.0) == ([], False)
+    # A merge join that reads a posting for 0.4 of a read one pays: one list is merged.
+    monkeypatch.setattr(bm25, "MERGE_COST", 0.4)
+    probed, merged = _probed(terms, 3.0)
+    assert len(probed) == 1 and merged
 
 
 @pytest.mark.parametrize("limit", [3, 10, 40])
@@ -184,3 +220,79 @@ def test_equal_scores_rank_by_id_however_the_sum_was_ordered(
     twins = [h for h in full if math.isclose(h.score, full[0].score, rel_tol=1e-12)]
     assert len(twins) >= min(limit, 6)
     assert [h.ref_id for h in twins] == sorted(h.ref_id for h in twins)
+
+
+def _seed(access: ContextAccess, query: str, *, limit: int, grants: str = "*") -> float:
+    terms, avgdl = bm25._query_terms(
+        context_id=access.context.pk, target=Target.CHUNK, bag=bm25.Counter(analyze(query))
+    )
+    return bm25._seed_threshold(
+        target=Target.CHUNK,
+        terms=terms,
+        k0=bm25.K1 * (1 - bm25.B),
+        kdl=bm25.K1 * bm25.B / avgdl,
+        visible_sql=corpus_visible_sql(Grants.from_strings([f"read:{grants}"]).read_q()),
+        limit=limit,
+    )
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("grants", ["*", "org/b"])
+def test_the_seed_threshold_never_exceeds_the_true_kth_best_score(
+    access: ContextAccess, corpus: list[Chunk], query: str, grants: str
+) -> None:
+    theta = _seed(access, query, limit=5, grants=grants)
+    kth_best = _ranked(access, query, prune=False, grants=grants, limit=5)[-1].score
+    assert theta <= kth_best * (1 + 1e-12)
+    if grants == "*":  # with a filter fewer than k seeds may be visible: θ is then 0
+        assert theta > 0
+
+
+def test_documents_holding_both_strongest_terms_seed_the_threshold(
+    access: ContextAccess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents that hold the strongest term most are short ones with nothing
+    else; the best documents hold the two rare terms together. Seeding from the pair
+    finds the true k-th best score, the strongest term alone falls short of it."""
+    texts = [f"zebrafish zebrafish zebrafish filler{i}." for i in range(30)]  # alone, short
+    texts += [
+        f"zebrafish carvedilol patients {' '.join(f'pad{i}x{j}' for j in range(12))}."
+        for i in range(5)
+    ]
+    texts += [f"patients {' '.join(f'common{i}x{j}' for j in range(8))}." for i in range(100)]
+    for i, text in enumerate(texts):
+        document_create(access=access, title=f"T{i}", text=text, scope="org/a")
+    query = "zebrafish carvedilol patients"
+    third_best = _ranked(access, query, prune=False, limit=3)[-1].score
+    assert math.isclose(_seed(access, query, limit=3), third_best, rel_tol=1e-12)
+    monkeypatch.setattr(bm25, "PAIR_SEED_SHARE", 0.0)  # the strongest term's seeds only
+    assert _seed(access, query, limit=3) < third_best * 0.9
+
+
+@pytest.mark.parametrize("completion", ["probe", "merge"])
+def test_pruned_rankings_return_only_current_facts_and_live_entities(
+    access: ContextAccess, completion: str
+) -> None:
+    """Superseded facts and merged entities stay indexed (an undo brings them back) and
+    are filtered per row at the end of every plan, merged or probed."""
+    people = [
+        entity_upsert(access=access, name=f"Alex Kim {i}", type="person", scope="org/a").entity
+        for i in range(6)
+    ]
+    for person in people:
+        for title in ("Engineer", "Lead Engineer", "CTO"):  # each replaces the last
+            fact_write(access=access, subject=person, predicate="current_title", value=title)
+    entity_merge(access=access, survivor_id=people[0].pk, merged_ids=[people[1].pk, people[2].pk])
+    current = set(Fact.objects.filter(status="current").values_list("pk", flat=True))
+    live = set(Entity.objects.filter(merged_into=None).values_list("pk", flat=True))
+    assert len(live) == 4
+    for target, query, allowed in (
+        (Target.FACT, "Alex Kim title Engineer CTO", current),
+        (Target.ENTITY, "Alex Kim", live),
+    ):
+        pruned = _ranked(access, query, prune=completion, target=target, limit=20)
+        full = _ranked(access, query, prune=False, target=target, limit=20)
+        assert [h.ref_id for h in pruned] == [h.ref_id for h in full]
+        assert pruned and {h.ref_id for h in pruned} <= allowed
+    entities = _ranked(access, "Alex Kim", prune=completion, target=Target.ENTITY, limit=20)
+    assert {h.ref_id for h in entities} == live
