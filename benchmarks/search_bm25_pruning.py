@@ -7,8 +7,9 @@
 Each query runs through ``memory.search.bm25.bm25_rank`` twice, alternating: pruned (as
 served) and with pruning switched off (``MAXSCORE_MIN_POSTINGS`` out of reach), unfiltered
 and with a scope filter that leaves 10% of the chunks, k = 10 and k = 100. Reports
-p50/p95 of each, the speed-up, how many queries took the pruned path, and how many
-rankings differ (ids compared in order; scores must agree to 1e-9 relative).
+p50/p95 of each, the speed-up, how many queries took the pruned path (and how many of
+those merged their probed lists), and how many rankings differ (ids compared in order;
+scores must agree to 1e-9 relative).
 """
 
 from __future__ import annotations
@@ -30,13 +31,18 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
     from memory.search.models import Target
 
     served = bm25.MAXSCORE_MIN_POSTINGS
-    taken = {"pruned": 0}
-    original = bm25._maxscore_ranked
+    taken = {"pruned": 0, "merged": 0}
+    original, original_plan = bm25._maxscore_ranked, bm25._probe_plan
 
     def counting(**kwargs: Any) -> Any:
         hits = original(**kwargs)
         taken["pruned"] += hits is not None
         return hits
+
+    def planning(terms: Any, theta: float) -> Any:
+        plan = original_plan(terms, theta)
+        taken["merged"] += plan is not None and plan.merged
+        return plan
 
     def rank(query: str) -> tuple[float, list[Any]]:
         started = time.perf_counter()
@@ -51,6 +57,7 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
 
     pruned_ms, full_ms, differ = [], [], 0
     bm25._maxscore_ranked = counting  # type: ignore[assignment]
+    bm25._probe_plan = planning  # type: ignore[assignment]
     try:
         for query in queries:
             bm25.MAXSCORE_MIN_POSTINGS = served
@@ -68,6 +75,7 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
     finally:
         bm25.MAXSCORE_MIN_POSTINGS = served
         bm25._maxscore_ranked = original  # type: ignore[assignment]
+        bm25._probe_plan = original_plan  # type: ignore[assignment]
     pruned_stats, full_stats = latency_summary(pruned_ms), latency_summary(full_ms)
     return {
         "pruned": pruned_stats,
@@ -75,6 +83,7 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
         "speedup_p50": full_stats["p50"] / pruned_stats["p50"],
         "speedup_p95": full_stats["p95"] / pruned_stats["p95"],
         "queries_pruned": taken["pruned"],
+        "queries_merged": taken["merged"],
         "rankings_differing": differ,
     }
 
@@ -93,6 +102,7 @@ def main() -> None:
     parser.add_argument(
         "--rare-share", type=float, help="override bm25.RARE_POSTING_SHARE (to sweep it)"
     )
+    parser.add_argument("--merge-cost", type=float, help="override bm25.MERGE_COST (to sweep it)")
     args = parser.parse_args()
     name = "md_bench_bm25_tiny" if args.tiny else "md_bench_search_scale"
     if args.tiny:
@@ -107,6 +117,8 @@ def main() -> None:
             bm25.PROBE_COST = args.probe_cost
         if args.rare_share is not None:
             bm25.RARE_POSTING_SHARE = args.rare_share
+        if args.merge_cost is not None:
+            bm25.MERGE_COST = args.merge_cost
         gen = (
             load_existing()
             if args.reuse
@@ -117,7 +129,11 @@ def main() -> None:
         report: dict[str, Any] = {
             "machine": machine_line(),
             "chunks": len(gen.chunk_ids),
-            "pricing": {"probe_cost": bm25.PROBE_COST, "rare_share": bm25.RARE_POSTING_SHARE},
+            "pricing": {
+                "probe_cost": bm25.PROBE_COST,
+                "rare_share": bm25.RARE_POSTING_SHARE,
+                "merge_cost": bm25.MERGE_COST,
+            },
         }
         for label, visible, limit in [
             ("k=10", ("TRUE", []), 10),
@@ -134,7 +150,7 @@ def main() -> None:
             r["unpruned"]["p50"],
             r["unpruned"]["p95"],
             f"{r['speedup_p50']:.2f}× / {r['speedup_p95']:.2f}×",
-            r["queries_pruned"],
+            f"{r['queries_pruned']} ({r['queries_merged']} merged)",
             r["rankings_differing"],
         ]
         for label, r in report.items()

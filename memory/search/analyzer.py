@@ -83,26 +83,35 @@ def _stem_words(words: list[str]) -> list[str]:
     return stemmer.stemWords(words)  # type: ignore[no-any-return]
 
 
-def _raw_tokens(text: str) -> list[str]:
-    """Blank-pass and class-pass tokens, lowercased, before stop words and stemming."""
-    tokens: list[str] = []
-    for word in text.lower().split():
-        blank = _EDGE_PUNCTUATION.sub("", word)
-        if not blank:
-            continue
-        tokens.append(blank)
-        if blank.isalpha() or blank.isdigit():
-            continue  # a single character class: the class pass adds nothing
-        parts = _CLASS_RUN.findall(blank)
-        if len(parts) > 1 or (parts and parts[0] != blank):
-            tokens.extend(parts)
-    return tokens
+def _word_tokens(word: str) -> list[str]:
+    """One lowercased word's blank-pass token and class-pass parts."""
+    blank = _EDGE_PUNCTUATION.sub("", word)
+    if not blank:
+        return []
+    if blank.isalpha() or blank.isdigit():
+        return [blank]  # a single character class: the class pass adds nothing
+    parts = _CLASS_RUN.findall(blank)
+    return [blank, *parts] if len(parts) > 1 or (parts and parts[0] != blank) else [blank]
+
+
+def _kept(token: str) -> bool:
+    return token not in STOPWORDS and len(token) <= MAX_TERM_LENGTH
 
 
 def analyze(text: str) -> list[str]:
     """The terms of ``text`` in order (a bag: repeated terms repeat)."""
-    kept = [t for t in _raw_tokens(text) if t not in STOPWORDS and len(t) <= MAX_TERM_LENGTH]
+    kept = [t for word in text.lower().split() for t in _word_tokens(word) if _kept(t)]
     return _stem_words(kept) if kept else []
+
+
+def analyze_words(text: str) -> list[list[str]]:
+    """The terms of ``text`` grouped by the word they come from: a word's own term with
+    its class-pass parts (``cd4``, ``cd``, ``4``), which occur wherever the word does.
+    Flattened, the same terms as ``analyze``."""
+    words = [[t for t in _word_tokens(w) if _kept(t)] for w in text.lower().split()]
+    words = [word for word in words if word]
+    stems = iter(_stem_words([t for word in words for t in word]) if words else [])
+    return [[next(stems) for _ in word] for word in words]
 
 
 def term_frequencies(text: str) -> tuple[Counter[str], int]:

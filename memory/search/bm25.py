@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from memory.pg import array_literal, int_array_literal
-from memory.search.analyzer import analyze
+from memory.search.analyzer import analyze_words
 from memory.search.models import SearchDoc, Target
 from memory.search.sql import q_where_sql
 
@@ -185,6 +185,7 @@ class _QueryTerm:
     df: int
     bound: float  # no posting of the term adds more than this to a score
     frequency: float = 0.0  # df / N: the chance that a document holds the term
+    text: str = ""
 
 
 def _query_terms(
@@ -215,7 +216,12 @@ def _query_terms(
         share = max_tf / (max_tf + K1 * (1 - B + B * min_dl / avgdl)) if max_tf else 1.0
         terms.append(
             _QueryTerm(
-                term_id=term_id, weight=weight, df=df, bound=weight * share, frequency=df / n
+                term_id=term_id,
+                weight=weight,
+                df=df,
+                bound=weight * share,
+                frequency=df / n,
+                text=text,
             )
         )
     return terms, avgdl
@@ -236,13 +242,19 @@ def bm25_rank(
     the best-scored documents first and widened to all of them only if too few of the
     best are visible.
     """
-    bag = Counter(analyze(query))
+    words = analyze_words(query)
+    bag = Counter(term for word in words for term in word)
     terms, avgdl = _query_terms(context_id=context_id, target=target, bag=bag) if bag else ([], 0)
     if not terms or limit <= 0:
         return []
     if len(terms) > 1 and sum(t.df for t in terms) >= MAXSCORE_MIN_POSTINGS:
         pruned = _maxscore_ranked(
-            target=target, terms=terms, avgdl=avgdl, visible_sql=visible_sql, limit=limit
+            target=target,
+            terms=terms,
+            words=words,
+            avgdl=avgdl,
+            visible_sql=visible_sql,
+            limit=limit,
         )
         if pruned is not None:
             return pruned
@@ -355,6 +367,7 @@ def _maxscore_ranked(
     *,
     target: Target,
     terms: list[_QueryTerm],
+    words: list[list[str]],
     avgdl: float,
     visible_sql: tuple[str, list[object]],
     limit: int,
@@ -380,7 +393,13 @@ def _maxscore_ranked(
         return None
     k0, kdl = K1 * (1 - B), K1 * B / avgdl
     theta = _seed_threshold(
-        target=target, terms=terms, k0=k0, kdl=kdl, visible_sql=visible_sql, limit=limit
+        target=target,
+        terms=terms,
+        leads=_word_leads(terms, words),
+        k0=k0,
+        kdl=kdl,
+        visible_sql=visible_sql,
+        limit=limit,
     )
     if theta <= 0:
         return None
@@ -524,6 +543,7 @@ def _seed_threshold(
     *,
     target: Target,
     terms: list[_QueryTerm],
+    leads: list[_QueryTerm],
     k0: float,
     kdl: float,
     visible_sql: tuple[str, list[object]],
@@ -533,15 +553,15 @@ def _seed_threshold(
     of them are visible): a score the true k-th best reaches, since the seeds are real
     candidates with their real scores.
 
-    The seeds are the documents that hold the strongest term most and, when the two
-    strongest terms' lists are short next to the query's, the documents that hold both,
-    best by the two terms' contributions. The best documents of a query tend to hold
-    several of its rarer terms, so the pairs bring θ close to the true k-th best
-    (a median 0.86 of it from the single term alone, 0.998 with the pairs, on the
-    100k-chunk benchmark), and the closer θ is, the more lists can be probed instead of
-    read."""
-    strongest = sorted(terms, key=lambda t: (-t.bound, t.df))
-    pair = _seed_pair(strongest)
+    The seeds are the documents that hold the strongest query word most (``leads``: a
+    word stands for its parts, ``cd4`` for ``cd`` and ``4``) and, when the two strongest
+    words' lists are short next to the query's, the documents that hold both, best by
+    the two words' contributions. The best documents of a query tend to hold several of
+    its rarer words, so the pairs bring θ close to the true k-th best (a median 0.86 of
+    it from the single term alone, 0.998 with the pairs, on the 100k-chunk benchmark),
+    and the closer θ is, the more lists can be probed instead of read."""
+    strongest = leads
+    pair = _seed_pair(strongest, total_df=sum(t.df for t in terms))
     single_depth, pair_depth = _seed_depths(
         limit=limit, filtered=visible_sql[0] != "TRUE", paired=pair is not None
     )
@@ -595,14 +615,34 @@ def _seed_threshold(
     return float(row[0]) if row else 0.0
 
 
-def _seed_pair(strongest: list[_QueryTerm]) -> tuple[_QueryTerm, _QueryTerm] | None:
-    """The two strongest terms, when merging their lists costs at most
+def _word_leads(terms: list[_QueryTerm], words: list[list[str]]) -> list[_QueryTerm]:
+    """One term per query word, strongest word first: the word's rarest known term (the
+    whole word: its documents hold its parts too), ranked by the bounds of all the
+    word's terms together."""
+    known = {t.text: t for t in terms}
+    strength: dict[int, tuple[float, _QueryTerm]] = {}
+    for word in words:
+        present = [known[text] for text in dict.fromkeys(word) if text in known]
+        if not present:
+            continue
+        lead = min(present, key=lambda t: (t.df, t.term_id))
+        bound = sum(t.bound for t in present)
+        if bound > strength.get(lead.term_id, (0.0, lead))[0]:
+            strength[lead.term_id] = (bound, lead)
+    ranked = sorted(strength.values(), key=lambda item: (-item[0], item[1].df, item[1].term_id))
+    return [lead for _, lead in ranked]
+
+
+def _seed_pair(
+    strongest: list[_QueryTerm], *, total_df: int
+) -> tuple[_QueryTerm, _QueryTerm] | None:
+    """The two strongest words' terms, when merging their lists costs at most
     ``PAIR_SEED_SHARE`` of the query's postings (else the seeding would cost about
     what it could save: a two-word query's pair is the whole query)."""
     if len(strongest) < 2:
         return None
     first, second = strongest[0], strongest[1]
-    if first.df + second.df > PAIR_SEED_SHARE * sum(t.df for t in strongest):
+    if first.df + second.df > PAIR_SEED_SHARE * total_df:
         return None
     return first, second
 

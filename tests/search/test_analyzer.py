@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from memory.search.analyzer import analyze
+from memory.search.analyzer import analyze, analyze_words
 
 
 def test_part_number_stays_one_term_and_its_parts_are_terms_too() -> None:
@@ -34,3 +34,17 @@ def test_empty_and_punctuation_only_text_has_no_terms() -> None:
 
 def test_overlong_tokens_are_dropped() -> None:
     assert analyze("x" * 101 + " ok") == ["ok"]
+
+
+def test_terms_grouped_by_word_are_the_same_terms() -> None:
+    text = "Returning CD4+ cells, the MLWK3LL/A part; and purchases!"
+    assert analyze_words(text) == [
+        ["return"],
+        ["cd4", "cd", "4"],
+        ["cell"],
+        ["mlwk3ll/a", "mlwk", "3", "ll"],
+        ["part"],
+        ["purchas"],
+    ]
+    assert [t for word in analyze_words(text) for t in word] == analyze(text)
+    assert analyze_words("the and, of") == []

@@ -15,7 +15,7 @@ from memory.access import ContextAccess
 from memory.models import Chunk, Entity, Fact
 from memory.scopes import Grants
 from memory.search import bm25
-from memory.search.analyzer import analyze
+from memory.search.analyzer import analyze, analyze_words
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import SearchPosting, SearchTerm, Target
 from memory.search.texts import chunk_index_text
@@ -116,7 +116,12 @@ def test_pruning_skips_common_terms_and_matches_bm25s(
     )
     with _pruning("probe"):
         pruned = bm25._maxscore_ranked(
-            target=Target.CHUNK, terms=terms, avgdl=avgdl, visible_sql=("TRUE", []), limit=5
+            target=Target.CHUNK,
+            terms=terms,
+            words=analyze_words(query),
+            avgdl=avgdl,
+            visible_sql=("TRUE", []),
+            limit=5,
         )
     assert pruned is not None, "the rare term's documents outscore the common terms' bounds"
     model = bm25s.BM25(method="lucene", k1=1.2, b=0.75, dtype="float64")
@@ -229,6 +234,7 @@ def _seed(access: ContextAccess, query: str, *, limit: int, grants: str = "*") -
     return bm25._seed_threshold(
         target=Target.CHUNK,
         terms=terms,
+        leads=bm25._word_leads(terms, analyze_words(query)),
         k0=bm25.K1 * (1 - bm25.B),
         kdl=bm25.K1 * bm25.B / avgdl,
         visible_sql=corpus_visible_sql(Grants.from_strings([f"read:{grants}"]).read_q()),
@@ -296,3 +302,22 @@ def test_pruned_rankings_return_only_current_facts_and_live_entities(
         assert pruned and {h.ref_id for h in pruned} <= allowed
     entities = _ranked(access, "Alex Kim", prune=completion, target=Target.ENTITY, limit=20)
     assert {h.ref_id for h in entities} == live
+
+
+def test_a_word_leads_the_seeds_with_the_bounds_of_all_its_parts() -> None:
+    """``cd4`` (and its parts ``cd`` and ``4``, in every document that holds it) outweighs
+    ``birth``, the strongest single term: its documents seed θ first."""
+
+    def term(term_id: int, text: str, df: int, bound: float) -> bm25._QueryTerm:
+        return bm25._QueryTerm(term_id=term_id, weight=bound, df=df, bound=bound, text=text)
+
+    birth, median = term(1, "birth", 1_213, 4.18), term(2, "median", 10_020, 2.23)
+    cd4, cd, four = (
+        term(3, "cd4", 900, 3.81),
+        term(4, "cd", 1_527, 3.74),
+        term(5, "4", 15_632, 1.77),
+    )
+    words = [["birth"], ["median"], ["cd4", "cd", "4"], ["unknown"]]
+    assert bm25._word_leads([birth, median, cd4, cd, four], words) == [cd4, birth, median]
+    # A term that is also a word of its own keeps the stronger of its two rankings.
+    assert bm25._word_leads([cd4, cd, four], [["4"], ["cd4", "cd", "4"]]) == [cd4, four]
