@@ -347,6 +347,12 @@ def _visible_ref(target: Target, doc_id: str, where: str) -> str:
     )
 
 
+def ranking_key(score: float, ref_id: int) -> tuple[int, int]:
+    """``_tied`` in Python, for callers that rank scores again: best first, scores
+    equal to 1e-9 taken as ties, broken by id."""
+    return -round(score * 1e9), ref_id
+
+
 def _tied(score: str) -> str:
     """Best first, with scores equal to 1e-9 taken as ties (then broken by id).
 

@@ -21,7 +21,7 @@ from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
 from memory.models import Chunk, Document, Entity, Fact
-from memory.search.bm25 import bm25_rank, corpus_visible_sql
+from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
 from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts
 from memory.search.models import Target
@@ -158,9 +158,14 @@ def search(
             visible=visible,
             alpha=graph_alpha,
         )
-    best = sorted(scores, key=lambda ref: (-scores[ref], ref))[:k]
-    results = _hydrate(kind, best, scores=scores, explains=explains)
+    results = _hydrate(kind, best_refs(scores, k), scores=scores, explains=explains)
     return SearchResponse(results=results, took_ms=(time.perf_counter() - started) * 1000)
+
+
+def best_refs(scores: dict[int, float], k: int) -> list[int]:
+    """The ``k`` best ids, ranked as BM25 ranks them: sums of the same contributions
+    added in another order may differ in the last bit, and must still tie by id."""
+    return sorted(scores, key=lambda ref: ranking_key(scores[ref], ref))[:k]
 
 
 def _query_vector(pending: Future[list[list[float]]]) -> list[float]:

@@ -7,7 +7,7 @@ import pytest
 from memory.access import ContextAccess
 from memory.models import Chunk, Document, Keyword
 from memory.search.graph import keyword_seeds
-from memory.selectors.search import SearchResponse, search
+from memory.selectors.search import SearchResponse, best_refs, search
 
 ALL = ["Other company", "Refund policy", "Alex's notes", "Shipping times", "Laptop warranty"]
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
@@ -147,3 +147,12 @@ def test_graph_expansion_never_reaches_unreadable_records(
     response = search(access=limited, query="returned laptop", mode="hybrid_graph", k=10)
     assert alex_chunk.pk not in {r.id for r in response.results}
     assert _titles(response) == ["Laptop warranty", "Refund policy", "Shipping times"]
+
+
+def test_scores_a_last_bit_apart_rank_by_id() -> None:
+    """Two documents with the same terms and length score 10.303970091532555 or
+    ...557 depending on the order a plan added them up (seen on the 100k-chunk
+    benchmark): ranked again after fusion, they must keep BM25's order, by id."""
+    scores = {192020: 10.303970091532557, 1654: 10.303970091532555, 7: 10.3039701}
+    assert best_refs(scores, 3) == [7, 1654, 192020]
+    assert best_refs(scores, 1) == [7]
