@@ -317,9 +317,7 @@ def _ranked(
         ),
         best AS (SELECT doc_id, score FROM scored ORDER BY {_tied("score")}, doc_id LIMIT %s),
         visible AS (
-            SELECT ref, score
-            FROM (SELECT {_visible_ref(target, "best.doc_id", where)} AS ref, score FROM best) v
-            WHERE ref IS NOT NULL
+            SELECT ref, score FROM {_visible(target, "best", where)}
             ORDER BY {_tied("score")}, ref
             LIMIT %s
         )
@@ -337,14 +335,24 @@ def _ranked(
     return hits, depth is not None and kept >= depth
 
 
-def _visible_ref(target: Target, doc_id: str, where: str) -> str:
-    """The chunk, fact or entity id of the search document ``doc_id`` (a column of the
-    outer query) when it is live and ``where``, the caller's scope filter, lets it
-    through; else NULL."""
-    return (
-        f"(SELECT search_searchdoc.{_REF_COLUMN[target]} FROM search_searchdoc"  # noqa: S608
-        f" WHERE search_searchdoc.id = {doc_id} AND {_LIVE[target]} AND {where})"
-    )
+def _visible(target: Target, scored: str, where: str, *, last: bool = False) -> str:
+    """The rows (ref, score) of ``scored`` (a CTE of doc_id, score) whose search document
+    is live and passes ``where``, the caller's scope filter; ref is its chunk, fact or
+    entity id. One primary-key look-up per row. ``last``: only once ``scored`` is
+    complete — OFFSET 0 keeps the planner from pushing the look-up down to every
+    candidate of a probe plan's first stage (the seed wants it pushed down: it drops
+    invisible seeds before scoring them)."""
+    return f"""(
+        SELECT ref, score FROM (
+            SELECT (
+                SELECT search_searchdoc.{_REF_COLUMN[target]} FROM search_searchdoc
+                WHERE search_searchdoc.id = s.doc_id AND {_LIVE[target]} AND {where}
+            ) AS ref, s.score
+            FROM {scored} s
+            {"OFFSET 0" if last else ""}
+        ) looked_up
+        WHERE ref IS NOT NULL
+    ) visible_rows"""  # noqa: S608 - identifiers from fixed tables, values are parameters
 
 
 def ranking_key(score: float, ref_id: int) -> tuple[int, int]:
@@ -460,15 +468,7 @@ def _maxscore_ranked(
         ),
         {", ".join(stages)},
         visible AS (
-            SELECT ref, score
-            FROM (
-                -- OFFSET 0: looked up for the last stage's survivors only, never
-                -- pushed down to every candidate of the first.
-                SELECT {_visible_ref(target, "c.doc_id", where)} AS ref, c.score
-                FROM candidates_{len(probed)} c
-                OFFSET 0
-            ) v
-            WHERE ref IS NOT NULL
+            SELECT ref, score FROM {_visible(target, f"candidates_{len(probed)}", where, last=True)}
             ORDER BY {_tied("score")}, ref
             LIMIT %s
         )
@@ -601,9 +601,7 @@ def _seed_threshold(
                 JOIN search_searchposting p ON p.term_id = q.term_id AND p.doc_id = seed.doc_id
             ) full_score
         )
-        SELECT score
-        FROM (SELECT {_visible_ref(target, "scored.doc_id", where)} AS ref, score FROM scored) v
-        WHERE ref IS NOT NULL
+        SELECT score FROM {_visible(target, "scored", where)}
         ORDER BY score DESC
         LIMIT 1 OFFSET %s
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
