@@ -384,3 +384,28 @@ class DuplicateClusterForm(forms.Form):
 
 def cluster_key(ids: Any) -> str:
     return "-".join(str(i) for i in sorted({int(i) for i in ids if str(i).isdigit()}))
+
+
+class DocumentFilterForm(forms.Form):
+    q = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Title",
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Words in the title", "autocomplete": "off"}
+        ),
+    )
+    scope = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
+        help_text="Only documents in exactly this scope.",
+    )
+
+    def clean_scope(self) -> str:
+        scope: str = self.cleaned_data["scope"]
+        return _scope(scope) if scope.strip() else ""
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {"title": data.get("q") or None, "scope": data.get("scope") or None}

@@ -13,6 +13,7 @@ from curation import views
 from curation.views import (
     audit,
     conflicts,
+    documents,
     drift,
     duplicates,
     entities,
@@ -73,6 +74,13 @@ context_patterns = [
     path("entities/<int:entity_id>/", entities.entity_detail, name="entity"),
     path("entities/<int:entity_id>/edit", entities.entity_edit, name="entity-edit"),
     path("entities/<int:entity_id>/delete", entities.entity_delete_view, name="entity-delete"),
+    path("documents/", documents.documents, name="documents"),
+    path("documents/<int:document_id>/", documents.document_detail, name="document"),
+    path(
+        "documents/<int:document_id>/delete",
+        documents.document_delete_view,
+        name="document-delete",
+    ),
     path("search/", search.search_view, name="search"),
     path("runs/", runs.runs, name="runs"),
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
