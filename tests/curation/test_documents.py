@@ -24,7 +24,10 @@ HANDBOOK = (
 @pytest.fixture
 def handbook(access: ContextAccess) -> Document:
     return document_create(
-        access=access, title="Onboarding handbook", text=HANDBOOK, scope="org/acme/hr",
+        access=access,
+        title="Onboarding handbook",
+        text=HANDBOOK,
+        scope="org/acme/hr",
         embed_later=True,
     )
 
@@ -32,8 +35,11 @@ def handbook(access: ContextAccess) -> Document:
 @pytest.fixture
 def menu(access: ContextAccess) -> Document:
     return document_create(
-        access=access, title="Lunch menu", text="Soup of the day: tomato. Pasta on Friday.",
-        scope="org/acme", embed_later=True,
+        access=access,
+        title="Lunch menu",
+        text="Soup of the day: tomato. Pasta on Friday.",
+        scope="org/acme",
+        embed_later=True,
     )
 
 
@@ -82,11 +88,13 @@ def test_a_document_page_shows_its_chunks_and_scored_keywords(
     assert "Delete this document" not in html  # a viewer is offered no delete
 
 
-def test_the_overview_links_its_document_count(viewer: Client, base: str, handbook: Document) -> None:
+def test_the_overview_links_its_document_count(
+    viewer: Client, base: str, handbook: Document
+) -> None:
     html = page(viewer.get(f"{base}/"))
 
     assert f'href="{base}/documents/"' in html
-    assert "1</span><span class=\"stat-label\">document<" in html
+    assert '1</span><span class="stat-label">document<' in html
 
 
 def test_a_curator_deletes_a_document_and_the_audit_log_names_it(
