@@ -158,6 +158,6 @@ def test_vector_only_hits_below_the_floor_are_hidden_and_counted(
     assert unrelated.context["response"].results == []
     assert unrelated.context["response"].hidden == 3
     assert "3 weaker results hidden" in page(unrelated)
-    assert [r.meta["document_title"] for r in related.context["response"].results][0] == "Harbour"
+    assert next(r.meta["document_title"] for r in related.context["response"].results) == "Harbour"
     assert len(unfloored.context["response"].results) == 3
     assert "weaker" not in page(unfloored)

@@ -9,6 +9,7 @@ finds every row a killed process reported as committed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -42,7 +43,8 @@ with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO marks VALUES (%s) ON CONFLICT DO NOTHING", [value])
         print("committed", value, flush=True)
     elif action == "list":
-        print(json.dumps(sorted(row[0] for row in conn.execute("SELECT id FROM marks"))), flush=True)
+        ids = sorted(row[0] for row in conn.execute("SELECT id FROM marks"))
+        print(json.dumps(ids), flush=True)
     elif action == "hold":
         print("holding", flush=True)
         sys.stdin.read()  # until the test kills this process
@@ -209,7 +211,7 @@ def test_random_kills_during_start_up_and_shutdown_lose_no_committed_row(pgdata:
     attempted: set[int] = {0}
     next_value = 1
     started = time.monotonic()
-    for round_number in range(14):
+    for _round_number in range(14):
         workers = []
         for _ in range(rng.choice([1, 1, 2])):
             workers.append((next_value, _spawn(pgdata, "insert", next_value)))
@@ -219,10 +221,8 @@ def test_random_kills_during_start_up_and_shutdown_lose_no_committed_row(pgdata:
         for _, worker in workers:
             worker.kill()
         if rng.random() < 0.3 and (pgdata / "postmaster.pid").exists():
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError, IndexError):
                 os.kill(_postmaster_pid(pgdata), signal.SIGKILL)
-            except (ProcessLookupError, ValueError, IndexError):
-                pass
         for value, worker in workers:
             out, _ = worker.communicate(timeout=60)
             if f"committed {value}" in out:
