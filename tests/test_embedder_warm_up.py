@@ -52,4 +52,3 @@ def test_the_server_start_loads_the_model_in_the_background_and_pages_say_so() -
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
-
