@@ -409,3 +409,29 @@ class DocumentFilterForm(forms.Form):
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {"title": data.get("q") or None, "scope": data.get("scope") or None}
+
+
+class TokenCreateForm(forms.Form):
+    user = forms.TypedChoiceField(
+        coerce=int,
+        label="For",
+        help_text="The member the token acts as (with their role in this context).",
+    )
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="What the token is for, e.g. “support agent”.",
+    )
+    grants = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "read:*\nwrite:org/acme/*"}),
+        help_text="One per line: read or write (or read,write), a colon and a scope pattern — "
+        "* for every scope, P/* for P and below, P for P alone.",
+    )
+
+    def __init__(self, *args: Any, members: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["user"].choices = members  # type: ignore[attr-defined]
+
+    def clean_grants(self) -> list[str]:
+        return _lines(self.cleaned_data["grants"])

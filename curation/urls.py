@@ -22,6 +22,7 @@ from curation.views import (
     runs,
     search,
     seeding,
+    tokens,
 )
 
 context_patterns = [
@@ -85,6 +86,9 @@ context_patterns = [
     path("runs/", runs.runs, name="runs"),
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
     path("runs/<int:run_id>/retry", runs.run_retry_view, name="run-retry"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/create", tokens.token_create_view, name="token-create"),
+    path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:event_id>/undo", audit.audit_undo_view, name="audit-undo"),
 ]
