@@ -120,3 +120,11 @@ def took(started: Any, finished: Any) -> str:
         return duration_ms((finished - started).total_seconds() * 1000)
     except (TypeError, AttributeError):
         return "—"
+
+
+@register.simple_tag
+def registry_categories_of(context: Any) -> list[str]:
+    """The categories a context's registered predicates use (for a category picker)."""
+    from curation.selectors import registry_categories
+
+    return registry_categories(context=context) if context is not None else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -13,7 +14,7 @@ from rest_framework.views import APIView
 
 from memory.access import ContextAccess
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
-from memory.api.fields import JsonInput, ScopeField
+from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
 from memory.embeddings import embed_for_request
 from memory.llm.prompt import vocabulary_render
@@ -100,7 +101,10 @@ def _respond(run: Run, *, wait: bool) -> Response:
     """202 with the queued run, or — having waited — 200 with the finished run and result."""
     if not wait:
         run_enqueue(run=run)
-        return Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        response = Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        # Where to poll for the outcome.
+        response["Location"] = reverse("api-run", args=[run.context.slug, run.pk])
+        return response
     run = run_execute(run_id=run.pk)
     body = {"run": RunDetailSerializer(run).data, "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
@@ -115,7 +119,7 @@ class MemoryCreateApi(APIView):
         )
         scope = ScopeField()
         infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
-        triples = serializers.JSONField(required=False, allow_null=True, default=None)
+        triples = TriplesField(required=False, allow_null=True, default=None)
         source = serializers.CharField(  # type: ignore[assignment]
             required=False, allow_blank=True, default="", max_length=300
         )
