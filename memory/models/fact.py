@@ -80,6 +80,10 @@ class Fact(models.Model):
     document = models.ForeignKey(
         "memory.Document", on_delete=models.SET_NULL, null=True, blank=True
     )
+    # The turn this fact was extracted from (provenance), when it came from one.
+    turn = models.ForeignKey(
+        "memory.Turn", on_delete=models.SET_NULL, null=True, blank=True, related_name="facts"
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )

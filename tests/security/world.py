@@ -38,7 +38,7 @@ from memory.models import (
     Run,
 )
 from memory.models import Conflict as ConflictRecord
-from memory.search.tasks import fact_embeddings_compute, keyword_embeddings_compute
+from memory.services.vectors import vectors_compute
 from memory.services.conflicts import conflict_resolve
 from memory.services.contexts import context_create
 from memory.services.documents import document_create, document_delete, documents_embed
@@ -47,7 +47,7 @@ from memory.services.entities import entity_update, entity_upsert
 from memory.services.facts import fact_write
 from memory.services.ingest import run_create
 from memory.services.tokens import token_issue
-from memory.tasks import entity_embeddings_compute
+from memory.services.vectors import vectors_compute
 
 # --- the scope tree -----------------------------------------------------------------------
 
@@ -313,13 +313,13 @@ def world_build(spec: WorldSpec, *, embed: bool = True) -> World:
     if spec.delete_document and len(documents) > 1:
         document_delete(access=access, document=documents.pop(0))
     if embed:
-        entity_embeddings_compute([e.pk for e in entities])
+        vectors_compute("entities", [e.pk for e in entities])
         fact_ids = Fact.objects.filter(context=context).values_list("pk", flat=True)
-        fact_embeddings_compute(list(fact_ids))
+        vectors_compute("facts", list(fact_ids))
         documents_embed(document_ids=[d.pk for d in documents])
     else:
         keyword_ids = Keyword.objects.filter(context=context).values_list("pk", flat=True)
-        keyword_embeddings_compute(list(keyword_ids))
+        vectors_compute("keywords", list(keyword_ids))
     return world_read(context)
 
 
