@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from memory.embeddings import embed_texts, embedding_model_id
 from memory.errors import ValidationFailed
 from memory.locks import EMBEDDING_DRAIN_LOCK, executor_lock
-from memory.models import Chunk, Context, Entity, Fact, Keyword, Turn
+from memory.models import Chunk, Context, Entity, Fact, Keyword, KeywordLink, Turn
 from memory.search.models import FactVector
 from memory.search.texts import (
     chunk_text_for_embedding,
@@ -76,15 +76,24 @@ def vectors_to_embed(
     return rows.filter(missing) if only_missing else rows
 
 
-def embedding_backlog(*, context: Context | None = None) -> dict[str, int]:
+def embedding_backlog(
+    *, context: Context | None = None, visible: Q | None = None
+) -> dict[str, int]:
     """Rows waiting for a vector, per target (one statement; partial indexes on the
-    rows without a vector keep it cheap once the backlog is small)."""
+    rows without a vector keep it cheap once the backlog is small). ``visible`` (a
+    reader's ``Grants.read_q()``) counts only the rows it may see; a keyword counts when
+    one of its links is visible."""
     parts: list[str] = []
     params: list[Any] = []
     for target in VECTOR_TARGETS:
-        sql, target_params = (
-            vectors_to_embed(target=target, context=context).values("pk").query.sql_with_params()
-        )
+        rows = vectors_to_embed(target=target, context=context)
+        if visible is not None:
+            if target == "keywords":
+                links = KeywordLink.objects.filter(visible, keyword=OuterRef("pk"))
+                rows = rows.filter(Exists(links))
+            else:
+                rows = rows.filter(visible)
+        sql, target_params = rows.values("pk").query.sql_with_params()
         parts.append(f"(SELECT count(*) FROM ({sql}) AS waiting)")  # noqa: S608 - ORM SQL
         params += list(target_params)
     with connection.cursor() as cursor:
