@@ -7,7 +7,6 @@ import pytest
 from memory.access import ContextAccess
 from memory.models import Entity
 from memory.search.models import SearchDoc
-from memory.services.vectors import vectors_compute
 from memory.selectors.search import search
 from memory.services.entities import entity_delete, entity_update, entity_upsert
 from memory.services.facts import fact_write
@@ -45,8 +44,8 @@ def graph(access: ContextAccess) -> dict[str, Entity]:
         access=access, subject=entities["sam"], predicate="works_at", object=entities["globex"]
     )
     vectors_compute("entities", [e.pk for e in entities.values()])
-    vectors_compute("facts", 
-        list(SearchDoc.objects.filter(target="fact").values_list("fact_id", flat=True))
+    vectors_compute(
+        "facts", list(SearchDoc.objects.filter(target="fact").values_list("fact_id", flat=True))
     )
     return entities
 
