@@ -19,6 +19,7 @@ from memory.api.pagination import StandardPagination
 from memory.embeddings import embed_for_request
 from memory.llm.prompt import vocabulary_render
 from memory.models import Run, RunOutcome
+from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.scopes import scope_validate
 from memory.selectors.runs import run_get, run_list
 from memory.selectors.vocabulary import vocabulary_gather
@@ -29,6 +30,7 @@ from memory.services.ingest import (
     run_execute,
     run_retry,
 )
+from memory.services.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
 VOCABULARY_HINT = "the vocabulary without `text` still works"
@@ -124,6 +126,22 @@ class MemoryCreateApi(APIView):
             required=False, allow_blank=True, default="", max_length=300
         )
         wait = serializers.BooleanField(required=False, default=False)
+        speaker = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_SPEAKER_CHARS,
+            help_text="who said the turn",
+        )  # fmt: skip
+        said_at = serializers.DateTimeField(
+            required=False, allow_null=True, default=None,
+            help_text="when it was said (ISO 8601; no zone means UTC)",
+        )  # fmt: skip
+        thread = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_THREAD_CHARS,
+            help_text="the conversation the turn belongs to (search filters by it)",
+        )  # fmt: skip
+        ref = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_REF_CHARS,
+            help_text="the caller's own id for the turn",
+        )  # fmt: skip
 
     @extend_schema(
         request=InputSerializer,
@@ -138,8 +156,11 @@ class MemoryCreateApi(APIView):
         description="Write a memory. `infer`: `llm` (the chat model extracts), `triples` "
         "(`triples: {entities, relations, attributes, actions}` as given), `preview` "
         "(triples if given, else the model: everything runs, nothing is kept but the run), "
-        "`none` (stored as a document). 202 with the queued run, or with `wait: true` 200 "
-        "with the finished run and its result.",
+        "`none` (the text is kept as a turn only). Whatever the mode (but `preview`), the text "
+        "is kept as a searchable turn with the optional `speaker`, `said_at`, `thread` and "
+        "`ref` (`POST search` with `target: turns`), and the facts it yields point back to "
+        "it. 202 with the queued run, or with `wait: true` 200 with the finished run and "
+        "its result.",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
@@ -153,6 +174,9 @@ class MemoryCreateApi(APIView):
             infer=v["infer"],
             triples=v["triples"],
             source=v["source"],
+            turn=turn_fields_clean(
+                speaker=v["speaker"], said_at=v["said_at"], thread=v["thread"], ref=v["ref"]
+            ),
         )
         return _respond(run, wait=v["wait"])
 
