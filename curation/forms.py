@@ -282,7 +282,9 @@ class EntityFilterForm(forms.Form):
     )
     type = forms.ChoiceField(choices=[("", "Any type"), *ENTITY_TYPE_CHOICES], required=False)
     scope = forms.CharField(
-        max_length=300, required=False, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
     )
     seeded = forms.ChoiceField(
         choices=[("", "Seeded or not"), ("yes", "Seeded"), ("no", "Not seeded")], required=False
@@ -359,7 +361,7 @@ class EntitySeedForm(_EntityFieldsForm):
     field_order = ["name", "type", "scope", "aliases", "identifiers", "attributes"]
 
     scope = forms.CharField(
-        max_length=300, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300, widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"})
     )
     identifiers = forms.CharField(
         required=False,

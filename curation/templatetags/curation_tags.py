@@ -128,3 +128,36 @@ def registry_categories_of(context: Any) -> list[str]:
     from curation.selectors import registry_categories
 
     return registry_categories(context=context) if context is not None else []
+
+
+@register.filter
+def job_words(job: Any) -> str:
+    """An import's state in plain words: "finished with 1 error", "importing", ..."""
+    status = str(getattr(job, "status", ""))
+    failed = int(getattr(job, "failed_count", 0) or 0)
+    if status == "succeeded":
+        return (
+            f"finished with {failed:,} error{'s' if failed != 1 else ''}" if failed else "finished"
+        )
+    return {"pending": "waiting for a worker", "running": "importing", "failed": "failed"}.get(
+        status, status
+    )
+
+
+@register.filter
+def job_tone(job: Any) -> str:
+    """The badge's colour class for ``job_words``."""
+    status = str(getattr(job, "status", ""))
+    if status == "succeeded":
+        return "warn" if getattr(job, "failed_count", 0) else "ok"
+    return {"failed": "bad", "running": "info", "pending": "info"}.get(status, "")
+
+
+@register.filter
+def waiting_long(job: Any, seconds: int = 3) -> bool:
+    """A pending job nobody picked up for a few seconds (a worker takes it within one
+    poll when it runs: saying "waiting" at once only flashes)."""
+    from django.utils import timezone
+
+    created = getattr(job, "created_at", None)
+    return bool(created) and (timezone.now() - created).total_seconds() >= seconds

@@ -21,6 +21,7 @@ from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
 from memory.tasks import entity_embeddings_enqueue
+from memory.wording import counted
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]
 MAX_ALIASES = 100
@@ -382,7 +383,7 @@ def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
         action="entity_delete",
         target_type="entity",
         target_id=snapshot["id"],
-        summary=f"deleted {snapshot['name']} and {count} facts",
+        summary=f"deleted {snapshot['name']} and {counted(count, 'fact')}",
         before=snapshot,
     )
     return count
