@@ -63,7 +63,9 @@ def world(transactional_db: None) -> World:
         access=access, name="Project Nightjar", type="project", scope="org/secret"
     ).entity
     works = fact_write(access=access, subject=alex, predicate="worksAt", object=acme)
-    title = fact_write(access=access, subject=alex, predicate="current_title", value="Staff Engineer")
+    title = fact_write(
+        access=access, subject=alex, predicate="current_title", value="Staff Engineer"
+    )
     hidden = fact_write(
         access=access, subject=alex, predicate="committed_to", object=secret, scope="org/secret"
     )

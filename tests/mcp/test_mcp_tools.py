@@ -211,7 +211,13 @@ def test_remember_add_facts_and_get_run(
         queued = await call(
             client,
             "remember",
-            {"text": "", "scope": "org/acme", "infer": "triples", "triples": triples, "wait": False},
+            {
+                "text": "",
+                "scope": "org/acme",
+                "infer": "triples",
+                "triples": triples,
+                "wait": False,
+            },
         )
         run = await call(client, "get_run", {"run_id": added[1]["run"]["id"]})
         return noted, added, queued, run
@@ -323,9 +329,7 @@ def test_a_write_without_a_write_grant_is_a_tool_error_naming_it(
 
     async def work(client: Client) -> Any:
         return [
-            await call(
-                client, "remember", {"text": "x", "scope": "org/acme", "infer": "none"}
-            ),
+            await call(client, "remember", {"text": "x", "scope": "org/acme", "infer": "none"}),
             await call(
                 client,
                 "add_facts",
