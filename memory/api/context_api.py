@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -9,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.api.common import ErrorSerializer, access_for
-from memory.api.fields import JsonInput, ScopeFilterField
+from memory.api.fields import NON_BLANK_TEXT_PATTERN, JsonInput, ScopeFilterField
 from memory.selectors.entity_card import MAX_REF_CHARS
 from memory.selectors.memory_context import (
     DEFAULT_BUDGET_TOKENS,
@@ -27,7 +29,12 @@ MAX_SCOPE_FILTERS = 50
     {
         "oneOf": [
             {"type": "integer", "minimum": 1},
-            {"type": "string", "minLength": 1, "maxLength": MAX_REF_CHARS},
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_REF_CHARS,
+                "pattern": NON_BLANK_TEXT_PATTERN,
+            },
         ],
         "description": "an entity id, or its name, an alias or an identifier",
     }
@@ -40,7 +47,9 @@ class EntityNameOrIdField(serializers.Field):
             self.fail("invalid")
         if isinstance(data, int) and data < 1:
             self.fail("invalid")
-        if isinstance(data, str) and not 1 <= len(data) <= MAX_REF_CHARS:
+        if isinstance(data, str) and not (
+            len(data) <= MAX_REF_CHARS and re.fullmatch(NON_BLANK_TEXT_PATTERN, data)
+        ):
             self.fail("invalid")
         return data
 
@@ -48,14 +57,14 @@ class EntityNameOrIdField(serializers.Field):
         return value
 
 
-class ContextEntitySerializer(serializers.Serializer):
+class MemoryBlockEntitySerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     type = serializers.CharField()
     scope = serializers.CharField()
 
 
-class ContextItemSerializer(serializers.Serializer):
+class MemoryBlockItemSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["fact", "chunk", "turn"])
     id = serializers.IntegerField()
     scope = serializers.CharField()
@@ -63,7 +72,7 @@ class ContextItemSerializer(serializers.Serializer):
     line = serializers.CharField(help_text="the line as it stands in `text`")
 
 
-class ContextFactSerializer(ContextItemSerializer):
+class MemoryBlockFactSerializer(MemoryBlockItemSerializer):
     subject = serializers.DictField()
     predicate = serializers.CharField()
     object = serializers.DictField(allow_null=True)
@@ -76,25 +85,25 @@ class ContextFactSerializer(ContextItemSerializer):
     )
 
 
-class ContextPassageSerializer(ContextItemSerializer):
+class MemoryBlockPassageSerializer(MemoryBlockItemSerializer):
     text = serializers.CharField()
     meta = serializers.DictField(help_text="chunks: document_id, document_title, ordinal")
 
 
-class ContextOutputSerializer(serializers.Serializer):
+class MemoryBlockOutputSerializer(serializers.Serializer):
     context = serializers.CharField()  # type: ignore[assignment]
     query = serializers.CharField()
-    entities = ContextEntitySerializer(many=True, help_text="the entities the block centres on")
+    entities = MemoryBlockEntitySerializer(many=True, help_text="the entities the block centres on")
     text = serializers.CharField(help_text="the block, ready for a prompt")
-    facts = ContextFactSerializer(many=True)
-    passages = ContextPassageSerializer(many=True)
+    facts = MemoryBlockFactSerializer(many=True)
+    passages = MemoryBlockPassageSerializer(many=True)
     budget_tokens = serializers.IntegerField()
     used_tokens = serializers.IntegerField(help_text="estimated as characters / 4")
     left_out = serializers.IntegerField(help_text="candidates that did not fit the budget")
     notes = serializers.ListField(child=serializers.CharField())
 
 
-class ContextApi(APIView):
+class MemoryBlockApi(APIView):
     class InputSerializer(JsonInput):
         query = serializers.CharField(
             required=False, allow_blank=True, default="", max_length=MAX_QUERY_CHARS
@@ -110,7 +119,7 @@ class ContextApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: ContextOutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        responses={200: MemoryBlockOutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
         description="A prompt-ready memory block for `query` and/or `entity` (at least one): "
         "the best current facts of the entity (or of the entities the query finds) and of "
         "the facts the query finds, ranked by confidence × 0.5^(age/90 days) × "
@@ -133,4 +142,4 @@ class ContextApi(APIView):
             scopes=v.get("scope"),
             mode=v["mode"],
         )
-        return Response(ContextOutputSerializer(memory_context_data(block)).data)
+        return Response(MemoryBlockOutputSerializer(memory_context_data(block)).data)

@@ -21,5 +21,5 @@ urlpatterns: list[URLPattern] = [
     path("keywords/search", search_api.KeywordSearchApi.as_view(), name="api-keywords-search"),
     path("keywords/<str:text>", search_api.KeywordDetailApi.as_view(), name="api-keyword"),
     path("search", search_api.SearchApi.as_view(), name="api-search"),
-    path("context", context_api.ContextApi.as_view(), name="api-context-block"),
+    path("context", context_api.MemoryBlockApi.as_view(), name="api-context-block"),
 ]

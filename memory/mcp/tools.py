@@ -62,6 +62,7 @@ MAX_TOOL_K = 100
 MAX_FIND_FACTS = 200
 MAX_SCOPE_FILTERS = 50
 MAX_TEXT_CHARS = 10_000
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -182,7 +183,10 @@ def _run_answer(run: Any, *, wait: bool) -> dict[str, Any]:
 def remember(
     text: Annotated[
         str,
-        Field(description="the memory: a conversation turn or a note, in plain language"),
+        Field(
+            description="the memory: a conversation turn or a note, in plain language",
+            pattern=NO_NUL,
+        ),
     ],
     scope: Scope,
     infer: Annotated[
@@ -197,7 +201,12 @@ def remember(
         Field(description="with infer=triples: {entities, relations, attributes, actions}"),
     ] = None,
     source: Annotated[
-        str, Field(description="who or what said it (a label kept on the run)", max_length=300)
+        str,
+        Field(
+            description="who or what said it (a label kept on the run)",
+            max_length=300,
+            pattern=NO_NUL,
+        ),
     ] = "mcp",
     wait: Wait = True,
 ) -> dict[str, Any]:
@@ -236,7 +245,11 @@ def add_facts(
         Field(description="{subject, verb, object?, at?}: something an entity did"),
     ] = [],  # noqa: B006
     text: Annotated[
-        str, Field(description="optional: the text these facts came from (kept on the run)")
+        str,
+        Field(
+            description="optional: the text these facts came from (kept on the run)",
+            pattern=NO_NUL,
+        ),
     ] = "",
     wait: Wait = True,
 ) -> dict[str, Any]:
@@ -286,7 +299,9 @@ def correct_fact(
     object: Annotated[
         EntityRef | None, Field(description="the corrected object entity, for a relation")
     ] = None,
-    reason: Annotated[str, Field(description="why (kept in the audit log)", max_length=300)] = "",
+    reason: Annotated[
+        str, Field(description="why (kept in the audit log)", max_length=300, pattern=NO_NUL)
+    ] = "",
 ) -> dict[str, Any]:
     """Say a current fact was wrong: the corrected fact supersedes it (same subject,
     predicate and scope; the old one stays in history), recorded in the audit log and
@@ -319,7 +334,13 @@ def retract_fact(fact_id: FactId) -> dict[str, Any]:
 @_tool
 def search(
     query: Annotated[
-        str, Field(description="what to look for", min_length=1, max_length=MAX_QUERY_CHARS)
+        str,
+        Field(
+            description="what to look for",
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+            pattern=NO_NUL,
+        ),
     ],
     mode: Annotated[
         str,
@@ -354,7 +375,11 @@ def search(
 def get_context(
     query: Annotated[
         str | None,
-        Field(description="what the agent is about to talk about", max_length=MAX_QUERY_CHARS),
+        Field(
+            description="what the agent is about to talk about",
+            max_length=MAX_QUERY_CHARS,
+            pattern=NO_NUL,
+        ),
     ] = None,
     entity: Annotated[EntityRef | None, Field(description="an entity to centre on")] = None,
     budget_tokens: Annotated[
@@ -453,6 +478,7 @@ def get_vocabulary(
         Field(
             description="optional: the turn about to be written (names it mentions come first)",
             max_length=MAX_TEXT_CHARS,
+            pattern=NO_NUL,
         ),
     ] = "",
 ) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def entity_find(*, access: ContextAccess, ref: int | str) -> EntityMatch:
             raise NotFound(f"entity {ref} not found", code="entity_not_found")
         return EntityMatch(entity=_survivor(access, entity), matched_by="id", others=[])
     text = " ".join(ref.split())
-    if not text or len(text) > MAX_REF_CHARS:
+    if not text or len(text) > MAX_REF_CHARS or "\x00" in text:
         raise ValidationFailed(
             f"an entity name has 1 to {MAX_REF_CHARS} characters", code="invalid_entity"
         )

@@ -139,10 +139,12 @@ class _Finder:
     mode: str
     notes: list[str]
 
-    def _search(self, query: str, target: str, k: int) -> list[SearchResult]:
+    def _search(
+        self, query: str, target: str, k: int, mode: str | None = None
+    ) -> list[SearchResult]:
         try:
             return search(
-                access=self.access, query=query, mode=self.mode, k=k, target=target
+                access=self.access, query=query, mode=mode or self.mode, k=k, target=target
             ).results
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":
@@ -152,7 +154,9 @@ class _Finder:
             return self._search(query, target, k)
 
     def entities(self, query: str) -> list[Entity]:
-        ids = [r.id for r in self._search(query, "entities", FOCUS_ENTITIES)]
+        # Names are words: BM25 finds the entities a query names, without a second
+        # embedding of the query.
+        ids = [r.id for r in self._search(query, "entities", FOCUS_ENTITIES, mode="bm25")]
         found = {
             e.pk: e
             for e in Entity.objects.filter(pk__in=ids, merged_into__isnull=True).defer("embedding")
