@@ -70,3 +70,61 @@ def get(mapping: Any, key: Any) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def ago(moment: Any) -> str:
+    """A past moment as "just now" (under a minute), else "3 minutes ago"."""
+    from datetime import datetime
+
+    from django.utils import timezone
+    from django.utils.timesince import timesince
+
+    if not isinstance(moment, datetime):
+        return ""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
+@register.filter
+def duration_ms(value: Any) -> str:
+    """Milliseconds for a person: "112 ms", "2.4 s", "3 min 05 s"; None → "—"."""
+    try:
+        ms = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+@register.filter
+def plural(count: Any, forms: str) -> str:
+    """``3|plural:"fact,facts"`` → "3 facts"; ``1`` → "1 fact" (with thousands commas)."""
+    singular, _, many = forms.partition(",")
+    try:
+        number = int(count)
+    except (TypeError, ValueError):
+        return f"{count} {many or singular}"
+    return f"{number:,} {singular if number == 1 else (many or singular + 's')}"
+
+
+@register.filter
+def took(started: Any, finished: Any) -> str:
+    """The time between two moments, as ``duration_ms`` writes it ("112 ms")."""
+    try:
+        return duration_ms((finished - started).total_seconds() * 1000)
+    except (TypeError, AttributeError):
+        return "—"
+
+
+@register.simple_tag
+def registry_categories_of(context: Any) -> list[str]:
+    """The categories a context's registered predicates use (for a category picker)."""
+    from curation.selectors import registry_categories
+
+    return registry_categories(context=context) if context is not None else []

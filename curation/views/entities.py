@@ -44,7 +44,7 @@ PAGE_SIZE = 50
 RANKED = 20
 TIMELINE = 20
 INCOMING = 10
-OUT_EDGES = 50  # the picture shows 16 neighbours; more edges only tell "50+"
+OUT_EDGES = 60  # the picture shows 50 neighbours; more edges only tell "60+"
 IN_EDGES = 25
 MAX_PAGE = 10_000
 # The id a section's pager targets → the partial of entity.html that answers it.

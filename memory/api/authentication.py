@@ -17,6 +17,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = authentication.get_authorization_header(request).split()
+        if header and header[0].lower() == b"bearer":
+            # The common OAuth habit: say what this API wants instead of a bare 401.
+            raise exceptions.AuthenticationFailed(
+                "this API takes 'Authorization: Token <token>', not 'Bearer <token>'"
+            )
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -12,9 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
-from memory.api.fields import JsonInput, ScopeField
+from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
 from memory.models import Run, RunOutcome
+from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.selectors.runs import run_get, run_list
 from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.ingest import (
@@ -24,6 +26,7 @@ from memory.services.ingest import (
     run_execute,
     run_retry,
 )
+from memory.services.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
 
@@ -95,7 +98,10 @@ def _respond(run: Run, *, wait: bool) -> Response:
     """202 with the queued run, or — having waited — 200 with the finished run and result."""
     if not wait:
         run_enqueue(run=run)
-        return Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        response = Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        # Where to poll for the outcome.
+        response["Location"] = reverse("api-run", args=[run.context.slug, run.pk])
+        return response
     run = run_execute(run_id=run.pk)
     body = {"run": RunDetailSerializer(run).data, "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
@@ -110,11 +116,27 @@ class MemoryCreateApi(APIView):
         )
         scope = ScopeField()
         infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
-        triples = serializers.JSONField(required=False, allow_null=True, default=None)
+        triples = TriplesField(required=False, allow_null=True, default=None)
         source = serializers.CharField(  # type: ignore[assignment]
             required=False, allow_blank=True, default="", max_length=300
         )
         wait = serializers.BooleanField(required=False, default=False)
+        speaker = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_SPEAKER_CHARS,
+            help_text="who said the turn",
+        )  # fmt: skip
+        said_at = serializers.DateTimeField(
+            required=False, allow_null=True, default=None,
+            help_text="when it was said (ISO 8601; no zone means UTC)",
+        )  # fmt: skip
+        thread = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_THREAD_CHARS,
+            help_text="the conversation the turn belongs to (search filters by it)",
+        )  # fmt: skip
+        ref = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_REF_CHARS,
+            help_text="the caller's own id for the turn",
+        )  # fmt: skip
 
     @extend_schema(
         request=InputSerializer,
@@ -129,8 +151,11 @@ class MemoryCreateApi(APIView):
         description="Write a memory. `infer`: `llm` (the chat model extracts), `triples` "
         "(`triples: {entities, relations, attributes, actions}` as given), `preview` "
         "(triples if given, else the model: everything runs, nothing is kept but the run), "
-        "`none` (stored as a document). 202 with the queued run, or with `wait: true` 200 "
-        "with the finished run and its result.",
+        "`none` (the text is kept as a turn only). Whatever the mode (but `preview`), the text "
+        "is kept as a searchable turn with the optional `speaker`, `said_at`, `thread` and "
+        "`ref` (`POST search` with `target: turns`), and the facts it yields point back to "
+        "it. 202 with the queued run, or with `wait: true` 200 with the finished run and "
+        "its result.",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
@@ -144,6 +169,9 @@ class MemoryCreateApi(APIView):
             infer=v["infer"],
             triples=v["triples"],
             source=v["source"],
+            turn=turn_fields_clean(
+                speaker=v["speaker"], said_at=v["said_at"], thread=v["thread"], ref=v["ref"]
+            ),
         )
         return _respond(run, wait=v["wait"])
 
