@@ -81,13 +81,16 @@ class MemoryBlockFactSerializer(MemoryBlockItemSerializer):
     confidence = serializers.FloatField()
     valid_from = serializers.DateTimeField(allow_null=True)
     source = serializers.DictField(  # type: ignore[assignment]
-        help_text="{kind, ref, run, document}"
+        help_text="{kind, ref, run, document, turn}"
     )
 
 
 class MemoryBlockPassageSerializer(MemoryBlockItemSerializer):
     text = serializers.CharField()
-    meta = serializers.DictField(help_text="chunks: document_id, document_title, ordinal")
+    meta = serializers.DictField(
+        help_text="chunks: document_id, document_title, ordinal; turns: speaker, said_at, "
+        "thread, ref, run"
+    )
 
 
 class MemoryBlockOutputSerializer(serializers.Serializer):

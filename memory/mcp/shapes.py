@@ -50,6 +50,7 @@ def fact_shape(fact: Fact, *, score: float | None = None) -> dict[str, Any]:
             "ref": fact.source_ref,
             "run": fact.run_id,
             "document": fact.document_id,
+            "turn": fact.turn_id,
         },
     }
     if score is not None:

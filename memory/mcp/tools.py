@@ -34,10 +34,11 @@ from memory.mcp.shapes import (
     search_result_shape,
 )
 from memory.models import Fact
+from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.predicate_names import MAX_PREDICATE_LENGTH
 from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
 from memory.selectors import search as search_selectors
-from memory.selectors.entity_card import MAX_REF_CHARS, entity_card, entity_find
+from memory.selectors.entity_card import entity_card, entity_find
 from memory.selectors.facts import fact_list, facts_visible
 from memory.selectors.memory_context import (
     DEFAULT_BUDGET_TOKENS,
@@ -53,6 +54,7 @@ from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.fact_corrections import fact_correct
 from memory.services.facts import fact_retract
 from memory.services.ingest import run_create, run_enqueue, run_execute
+from memory.services.turns import turn_fields_clean
 
 logger = logging.getLogger(__name__)
 
@@ -208,10 +210,29 @@ def remember(
             pattern=NO_NUL,
         ),
     ] = "mcp",
+    speaker: Annotated[
+        str, Field(description="who said it", max_length=MAX_SPEAKER_CHARS, pattern=NO_NUL)
+    ] = "",
+    said_at: Annotated[
+        datetime | None, Field(description="when it was said (ISO 8601; no zone means UTC)")
+    ] = None,
+    thread: Annotated[
+        str,
+        Field(
+            description="the conversation it belongs to (search filters turns by it)",
+            max_length=MAX_THREAD_CHARS,
+            pattern=NO_NUL,
+        ),
+    ] = "",
+    ref: Annotated[
+        str,
+        Field(description="your own id for this turn", max_length=MAX_REF_CHARS, pattern=NO_NUL),
+    ] = "",
     wait: Wait = True,
 ) -> dict[str, Any]:
-    """Write a memory into the store, as POST memories does: the run records the input,
-    the extraction and its outcome. Answers the run (id, outcome) and, having waited, its
+    """Write a memory into the store, as POST memories does: the text is kept as a
+    searchable turn (with its speaker, time, thread and ref) and the run records the
+    input, the extraction and its outcome. Answers the run (id, outcome) and, having waited, its
     result: entities created or matched, facts created or superseded, new predicates,
     conflicts. Needs a write grant on `scope`."""
     run = run_create(
@@ -221,6 +242,7 @@ def remember(
         infer=infer,
         triples=triples.model_dump(exclude_none=True) if triples is not None else None,
         source=source,
+        turn=turn_fields_clean(speaker=speaker, said_at=said_at, thread=thread, ref=ref),
     )
     return _run_answer(run, wait=wait)
 
@@ -359,11 +381,25 @@ def search(
     ] = "chunks",
     k: Annotated[int, Field(description="how many results", ge=1, le=MAX_TOOL_K)] = 10,
     scope: ScopeFilters = None,
+    thread: Annotated[
+        str | None,
+        Field(
+            description="target turns only: the turns of this conversation",
+            max_length=MAX_THREAD_CHARS,
+            pattern=NO_NUL,
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Search the memory. Each result says why it ranked: its BM25 and vector rank and
     score, the fused score and the graph boost."""
     response = search_selectors.search(
-        access=current_access(), query=query, mode=mode, k=k, scopes=scope, target=target
+        access=current_access(),
+        query=query,
+        mode=mode,
+        k=k,
+        scopes=scope,
+        target=target,
+        thread=thread,
     )
     return {
         "results": [search_result_shape(r) for r in response.results],
@@ -528,4 +564,4 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (get_run, "get_run", READ_ONLY),
 ]
 
-__all__ = ["MAX_REF_CHARS", "TOOLS", "bind_access", "current_access"]
+__all__ = ["TOOLS", "bind_access", "current_access"]

@@ -32,7 +32,7 @@ from memory.selectors.facts import (
     fact_rank_score,
     facts_visible,
 )
-from memory.selectors.search import MAX_QUERY_CHARS, TARGETS, SearchResult, search
+from memory.selectors.search import MAX_QUERY_CHARS, SearchResult, search
 
 DEFAULT_BUDGET_TOKENS = 1500
 MIN_BUDGET_TOKENS = 100
@@ -168,9 +168,9 @@ class _Finder:
 
     def passages(self, query: str) -> list[ContextLine]:
         results = self._search(query, "chunks", PASSAGES)
-        if "turns" in TARGETS:  # the store keeps conversation turns too
-            results += self._search(query, "turns", PASSAGES)
-            results.sort(key=lambda r: -r.score)
+        results += self._search(query, "turns", PASSAGES)
+        # Chunks and turns score on one scale per mode (RRF, BM25 or cosine).
+        results.sort(key=lambda r: -r.score)
         return [_passage_line(r) for r in results[:PASSAGES]]
 
 
@@ -200,6 +200,8 @@ def _fact_lines(
 
 
 def _source(fact: Fact) -> str:
+    if fact.turn_id:
+        return f"turn {fact.turn_id} (run {fact.run_id})" if fact.run_id else f"turn {fact.turn_id}"
     if fact.run_id:
         return f"run {fact.run_id}"
     if fact.document_id:
@@ -235,6 +237,7 @@ def _fact_line(fact: Fact, score: float) -> ContextLine:
             "ref": fact.source_ref,
             "run": fact.run_id,
             "document": fact.document_id,
+            "turn": fact.turn_id,
         },
     }
     return ContextLine("fact", fact.pk, fact.scope, line, _line_tokens(line), score, data)
@@ -246,6 +249,12 @@ def _passage_line(result: SearchResult) -> ContextLine:
         where = f"chunk {result.id} of document {result.meta.get('document_id')}"
         title = result.meta.get("document_title")
         where += f" {title!r}" if title else ""
+    elif result.type == "turn":
+        meta = result.meta
+        where = f"turn {result.id}"
+        where += f" by {meta['speaker']}" if meta.get("speaker") else ""
+        where += f" in thread {meta['thread']!r}" if meta.get("thread") else ""
+        where += f" at {meta['said_at']}" if meta.get("said_at") else ""
     else:
         where = f"{result.type} {result.id}"
     prefix = f"- [{where}; scope {result.scope}] "

@@ -205,7 +205,22 @@ def test_remember_add_facts_and_get_run(
 
     async def work(client: Client) -> Any:
         noted = await call(
-            client, "remember", {"text": "Alex likes Rust.", "scope": "org/acme", "infer": "none"}
+            client,
+            "remember",
+            {
+                "text": "Alex likes Rust.",
+                "scope": "org/acme",
+                "infer": "none",
+                "speaker": "Dana",
+                "said_at": "2026-05-08T13:56:00Z",
+                "thread": "standup-42",
+                "ref": "msg-7",
+            },
+        )
+        turns = await call(
+            client,
+            "search",
+            {"query": "Rust", "target": "turns", "mode": "bm25", "thread": "standup-42"},
         )
         added = await call(client, "add_facts", {"scope": "org/acme", **triples})
         queued = await call(
@@ -220,9 +235,15 @@ def test_remember_add_facts_and_get_run(
             },
         )
         run = await call(client, "get_run", {"run_id": added[1]["run"]["id"]})
-        return noted, added, queued, run
+        return noted, added, queued, run, turns
 
-    noted, added, queued, run = with_mcp(mcp_url, token_for(["read,write:org/acme/*"]), work)
+    noted, added, queued, run, turns = with_mcp(mcp_url, token_for(["read,write:org/acme/*"]), work)
+    assert not turns[0], turns
+    (turn,) = turns[1]["results"]
+    assert turn["text"] == "Alex likes Rust."
+    assert turn["meta"]["speaker"] == "Dana"
+    assert turn["meta"]["ref"] == "msg-7"
+    assert turn["meta"]["run"] == noted[1]["run"]["id"]
     assert not any(r[0] for r in (noted, added, queued, run)), (noted, added, queued, run)
     assert noted[1]["run"]["outcome"] == "succeeded"
     assert noted[1]["run"]["mode"] == "none"
