@@ -12,17 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
-from memory.embeddings import embed_for_request
-from memory.llm.prompt import vocabulary_render
 from memory.models import Run, RunOutcome
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
-from memory.scopes import scope_validate
 from memory.selectors.runs import run_get, run_list
-from memory.selectors.vocabulary import vocabulary_gather
+from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.ingest import (
     INFER_MODES,
     run_create,
@@ -33,7 +29,6 @@ from memory.services.ingest import (
 from memory.services.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
-VOCABULARY_HINT = "the vocabulary without `text` still works"
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -253,28 +248,5 @@ class VocabularyApi(APIView):
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         params = query_params(request, self.Params)
-        scope = scope_validate(params["scope"])
-        access.require_read(scope)
-        return Response(self.OutputSerializer(_vocabulary(access, scope, params["text"])).data)
-
-
-def _vocabulary(access: ContextAccess, scope: str, text: str) -> dict[str, Any]:
-    vocabulary = vocabulary_gather(
-        context=access.context,
-        scope=scope,
-        grants=access.grants,
-        text=text,
-        embed=lambda t: embed_for_request([t], hint=VOCABULARY_HINT)[0],
-    )
-    return {
-        "scope": vocabulary.scope,
-        "visible_scopes": list(vocabulary.visible_scopes),
-        "entities": [
-            {"id": e.id, "name": e.name, "type": e.type, "why": e.why} for e in vocabulary.entities
-        ],
-        "entities_truncated": vocabulary.entities_truncated,
-        "relation_labels": list(vocabulary.relation_labels),
-        "attribute_keys": list(vocabulary.attribute_keys),
-        "action_verbs": list(vocabulary.action_verbs),
-        "prompt_section": vocabulary_render(vocabulary),
-    }
+        listing = vocabulary_listing(access=access, scope=params["scope"], text=params["text"])
+        return Response(self.OutputSerializer(listing).data)
