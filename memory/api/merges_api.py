@@ -18,7 +18,7 @@ from memory.services.fsck import CHECKS, fsck_run
 from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
 
 
-class ExplainSerializer(serializers.Serializer):
+class DuplicateExplainSerializer(serializers.Serializer):
     field = serializers.CharField(help_text='"name", "id:<kind>", "attr:<key>:<comparator>"')
     level = serializers.CharField(help_text="how closely the two values agree")
     agrees = serializers.BooleanField()
@@ -30,7 +30,7 @@ class PairSerializer(serializers.Serializer):
     entity_b = serializers.IntegerField(source="entity_b_id")
     score = serializers.FloatField(help_text="match probability (Fellegi–Sunter)")
     methods = serializers.ListField(child=serializers.CharField())
-    explain = ExplainSerializer(many=True)
+    explain = DuplicateExplainSerializer(many=True)
 
 
 class ClusterSerializer(serializers.Serializer):

@@ -145,3 +145,18 @@ def _load(components: list[_Component]) -> list[DuplicateCluster]:
             )
         )
     return clusters
+
+
+def duplicates_scan_pending(context_id: int) -> bool:
+    """Whether a scan of the context is queued or running (its task result is not
+    finished; none with a backend that runs tasks at once)."""
+    from django_tasks import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.tasks import duplicates_scan_task
+
+    return DBTaskResult.objects.filter(
+        task_path=duplicates_scan_task.module_path,
+        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
+        args_kwargs__args=[context_id],
+    ).exists()

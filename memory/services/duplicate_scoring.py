@@ -42,16 +42,16 @@ LEVELS: dict[str, tuple[str, ...]] = {
 }
 # Hand-set weights for a context too small to learn from: m and u per level, best last.
 DEFAULT_M: dict[str, tuple[float, ...]] = {
-    "name": (0.02, 0.05, 0.18, 0.30, 0.45),
+    "name": (0.02, 0.05, 0.18, 0.30, 0.45),  # one person, one name: usually the same words
     "identifier": (0.05, 0.10, 0.85),
-    "date": (0.05, 0.05, 0.15, 0.75),
+    "date": (0.02, 0.05, 0.15, 0.78),  # a person's date of birth seldom differs outright
     "code": (0.08, 0.12, 0.80),
     "number": (0.10, 0.05, 0.10, 0.75),
     "text": (0.06, 0.10, 0.24, 0.60),
     "embedding": (0.05, 0.15, 0.30, 0.50),
 }
 DEFAULT_U: dict[str, tuple[float, ...]] = {
-    "name": (0.95, 0.045, 0.004, 0.0008, 0.0002),
+    "name": (0.95, 0.044, 0.004, 0.0008, 0.001),
     "identifier": (0.995, 0.004, 0.001),
     "date": (0.93, 0.065, 0.004, 0.001),
     "code": (0.97, 0.02, 0.01),
@@ -114,6 +114,8 @@ def name_level(a: Record, b: Record) -> int:
 def _name_pair_level(x: str, y: str) -> int:
     if not x or not y:
         return 0
+    if _numbers(x) != _numbers(y):  # "Apollo 11" / "Apollo 13", "Room 1" / "Room 2"
+        return 0
     if sorted_tokens(x) == sorted_tokens(y):
         return 4
     similarity = max(JaroWinkler.similarity(x, y), fuzz.token_sort_ratio(x, y) / 100.0)
@@ -122,6 +124,10 @@ def _name_pair_level(x: str, y: str) -> int:
     if similarity >= 0.88 or sound_key(x) == sound_key(y):
         return 2
     return 1 if similarity >= 0.75 else 0
+
+
+def _numbers(key: str) -> list[str]:
+    return sorted(token for token in key.split() if any(ch.isdigit() for ch in token))
 
 
 def _one_slip_words(x: str, y: str) -> bool:
