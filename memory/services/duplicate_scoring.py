@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -32,7 +32,13 @@ from rapidfuzz.distance import OSA, JaroWinkler
 MISSING = -1
 # Levels per comparator kind, best last; their labels are what ``explain`` shows.
 LEVELS: dict[str, tuple[str, ...]] = {
-    "name": ("different", "faintly alike", "alike", "one slip apart", "same words"),
+    "name": (
+        "different",
+        "alike or same sounds",
+        "one slip apart",
+        "one telling slip apart",
+        "same words",
+    ),
     "identifier": ("different", "one slip apart", "equal"),
     "date": ("different", "same year", "day/month swap or one-digit slip", "equal"),
     "code": ("different", "one slip apart", "equal"),
@@ -51,8 +57,10 @@ DEFAULT_M: dict[str, tuple[float, ...]] = {
     "embedding": (0.05, 0.15, 0.30, 0.50),
 }
 DEFAULT_U: dict[str, tuple[float, ...]] = {
-    "name": (0.95, 0.044, 0.004, 0.0008, 0.001),
-    "identifier": (0.995, 0.004, 0.001),
+    # A slip alone (level 2) stays below the match probability; with one agreeing
+    # attribute or identifier it is above.
+    "name": (0.9552, 0.03, 0.012, 0.0008, 0.001),
+    "identifier": (0.9958, 0.004, 0.0002),  # one e-mail address, two people: rare
     "date": (0.93, 0.065, 0.004, 0.001),
     "code": (0.97, 0.02, 0.01),
     "number": (0.9, 0.05, 0.03, 0.02),
@@ -100,18 +108,26 @@ def sound_key(key: str) -> str:
     return " ".join(sorted({jellyfish.metaphone(t) for t in key.split() if t}))
 
 
-def name_level(a: Record, b: Record) -> int:
-    """The best level over both entities' names and aliases."""
+LONG_WORD = 7  # one slip in a shorter word more often spells another name ("kamo"/"kama")
+
+
+def name_level(a: Record, b: Record, rare: Collection[str] = frozenset()) -> int:
+    """The best level over both entities' names and aliases. ``rare``: the sounds
+    (metaphone) of words few entities of the type have: sharing one tells two names of
+    one slip apart from two names that merely look alike (docs/DECISIONS.md §21)."""
     best = 0
     for x in (a.key, *a.alias_keys):
         for y in (b.key, *b.alias_keys):
-            best = max(best, _name_pair_level(x, y))
+            best = max(best, _name_pair_level(x, y, rare))
             if best == 4:
                 return best
     return best
 
 
-def _name_pair_level(x: str, y: str) -> int:
+def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
+    """4 the same words; 3 one slip apart where the slip is not all that tells them
+    apart (in a long word, or beside a rare shared word); 2 one slip or very alike
+    otherwise; 1 the same sounds or alike; 0 different (or different numbers)."""
     if not x or not y:
         return 0
     if _numbers(x) != _numbers(y):  # "Apollo 11" / "Apollo 13", "Room 1" / "Room 2"
@@ -119,29 +135,35 @@ def _name_pair_level(x: str, y: str) -> int:
     if sorted_tokens(x) == sorted_tokens(y):
         return 4
     similarity = max(JaroWinkler.similarity(x, y), fuzz.token_sort_ratio(x, y) / 100.0)
-    if similarity >= 0.94 or _one_slip_words(x, y):
-        return 3
-    if similarity >= 0.88 or sound_key(x) == sound_key(y):
+    slip = _one_slip_word(x, y)
+    if slip is not None or similarity >= 0.94:
+        shared = set(x.split()) & set(y.split())
+        if (slip is not None and slip >= LONG_WORD) or any(
+            jellyfish.metaphone(w) in rare for w in shared
+        ):
+            return 3
         return 2
-    return 1 if similarity >= 0.75 else 0
+    if similarity >= 0.88 or sound_key(x) == sound_key(y):
+        return 1
+    return 0
 
 
 def _numbers(key: str) -> list[str]:
     return sorted(token for token in key.split() if any(ch.isdigit() for ch in token))
 
 
-def _one_slip_words(x: str, y: str) -> bool:
+def _one_slip_word(x: str, y: str) -> int | None:
     """Same words but one, and that one a single slip (letter dropped, added, replaced,
-    two swapped) in a word of 5+ letters."""
+    two swapped): the shorter spelling's length; None otherwise."""
     mine, theirs = x.split(), y.split()
     if len(mine) != len(theirs):
-        return False
+        return None
     only_x = sorted(set(mine) - set(theirs))
     only_y = sorted(set(theirs) - set(mine))
     if len(only_x) != 1 or len(only_y) != 1:
-        return False
+        return None
     u, v = only_x[0], only_y[0]
-    return min(len(u), len(v)) >= 5 and OSA.distance(u, v, score_cutoff=1) <= 1
+    return min(len(u), len(v)) if OSA.distance(u, v, score_cutoff=1) <= 1 else None
 
 
 def identifier_level(xs: frozenset[str], ys: frozenset[str]) -> int:
@@ -240,9 +262,11 @@ def _scalar(value: Any) -> str | None:
     return text[:200] or None
 
 
-def compare(a: Record, b: Record, *, cosine: float | None = None) -> list[Comparison]:
-    """Every field both entities have, with its level."""
-    out = [Comparison("name", "name", name_level(a, b))]
+def compare(
+    a: Record, b: Record, *, cosine: float | None = None, rare: Collection[str] = frozenset()
+) -> list[Comparison]:
+    """Every field both entities have, with its level (``rare``: see ``name_level``)."""
+    out = [Comparison("name", "name", name_level(a, b, rare))]
     for kind in sorted(a.identifiers.keys() & b.identifiers.keys()):
         level = identifier_level(a.identifiers[kind], b.identifiers[kind])
         out.append(Comparison(f"id:{kind}", "identifier", level))
@@ -345,25 +369,25 @@ def fit(
     """u from ``random_pairs`` (level frequencies, smoothed towards the defaults); m and
     the prior by EM on ``blocked`` with u held fixed (Splink's way: EM that is free to
     move u as well finds "same name / other name" instead of "one thing / two")."""
-    blocked = [list(c) for c in blocked]
-    if len(blocked) < MIN_FIT_PAIRS:
+    pairs: list[list[Comparison]] = [list(c) for c in blocked]
+    if len(pairs) < MIN_FIT_PAIRS or not _identifiable(pairs):
         return Model()
     kinds: dict[str, str] = {}
-    for comparisons in blocked:
+    for comparisons in pairs:
         for c in comparisons:
             kinds.setdefault(c.field, c.kind)
     names = sorted(kinds)
     column = {name: i for i, name in enumerate(names)}
-    levels = np.full((len(blocked), len(names)), MISSING, dtype=np.int8)
-    for row, comparisons in enumerate(blocked):
+    levels = np.full((len(pairs), len(names)), MISSING, dtype=np.int8)
+    for row, comparisons in enumerate(pairs):
         for c in comparisons:
             levels[row, column[c.field]] = c.level
     u = _u_from_random(random_pairs, kinds)
     m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
     prior = DEFAULT_PRIOR
     for _ in range(EM_ROUNDS):
-        log_m = np.zeros(len(blocked))
-        log_u = np.zeros(len(blocked))
+        log_m = np.zeros(len(pairs))
+        log_u = np.zeros(len(pairs))
         for name in names:
             col = levels[:, column[name]]
             seen = col >= 0
@@ -386,7 +410,21 @@ def fit(
         for name in names
         if (levels[:, column[name]] >= 0).sum() >= MIN_FIELD_PAIRS
     }
-    return Model(prior=round(prior, 6), fields=fields, fitted_pairs=len(blocked))
+    return Model(prior=round(prior, 6), fields=fields, fitted_pairs=len(pairs))
+
+
+def _identifiable(blocked: list[list[Comparison]]) -> bool:
+    """EM separates "one thing" from "two" only with several conditionally independent
+    fields: besides the name (and the embedding, which encodes the name), at least two
+    identifiers or attributes each compared on a fifth of the pairs. On names alone it
+    finds any split it likes (at 30k planted entities: "names one slip apart"), so a
+    context of bare names keeps the default weights."""
+    counts: dict[str, int] = {}
+    for comparisons in blocked:
+        for c in comparisons:
+            if c.field not in ("name", "embedding"):
+                counts[c.field] = counts.get(c.field, 0) + 1
+    return sum(n >= len(blocked) / 5 for n in counts.values()) >= 2
 
 
 def _u_from_random(

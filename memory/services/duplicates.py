@@ -65,6 +65,10 @@ logger = logging.getLogger(__name__)
 # embedding review band, a curator's dismissal) are left as they are.
 FINDER_SOURCES = ("scan", "check")
 MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
+# One word's sound is a weaker key than the whole name's: its blocks are kept smaller
+# (at 100k planted entities, 40 would propose 440k pairs for 390 true ones).
+MAX_WORD_BLOCK = 12
+RARE_WORD = 20  # a word at most this many entities of a type have tells names apart
 NEIGHBOURS = 5  # embedding neighbours asked per entity
 EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100, for the scan's name-order window
 WINDOW = 6  # that window
@@ -146,6 +150,10 @@ def blocking_keys(record: Record) -> set[str]:
     return {k[:200] for k in keys}
 
 
+def _block_limit(key: str) -> int:
+    return MAX_WORD_BLOCK if key.startswith("t:") else MAX_BLOCK
+
+
 def _records(context: Context, ids: Iterable[int] | None) -> dict[int, Record]:
     """Live entities as the comparators read them (all of the context when ``ids`` is
     None): two statements."""
@@ -186,12 +194,17 @@ def _write_keys(context: Context, records: dict[int, Record], *, replace: bool) 
     )
 
 
-def _blocked_neighbours(context: Context, records: dict[int, Record]) -> dict[Pair, set[str]]:
-    """Pairs of each given entity with the entities sharing an uncommon key (one
-    statement: each key's holders, at most MAX_BLOCK + 1 of them)."""
+Rare = dict[str, set[str]]  # type → the sounds of words at most RARE_WORD entities have
+
+
+def _blocked_neighbours(
+    context: Context, records: dict[int, Record]
+) -> tuple[dict[Pair, set[str]], Rare]:
+    """Pairs of each given entity with the entities sharing an uncommon key, and which of
+    their words are rare (one statement: each key's holders, at most MAX_BLOCK + 1)."""
     wanted = sorted({(r.type, k) for r in records.values() for k in blocking_keys(r)})
     if not wanted:
-        return {}
+        return {}, {}
     sql = """
         SELECT q.type, q.key, h.entity_id
         FROM unnest(%s::text[], %s::text[]) AS q(type, key)
@@ -209,15 +222,19 @@ def _blocked_neighbours(context: Context, records: dict[int, Record]) -> dict[Pa
         for type_, key, entity_id in cursor.fetchall():
             holders[(type_, key)].append(entity_id)
     found: dict[Pair, set[str]] = defaultdict(set)
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in holders.items():
+        if key.startswith("t:") and len(members) <= RARE_WORD:
+            rare[type_].add(key[2:])
     for record in records.values():
         for key in blocking_keys(record):
             members = holders.get((record.type, key), [])
-            if len(members) > MAX_BLOCK:
+            if len(members) > _block_limit(key):
                 continue
             for other in members:
                 if other != record.id:
                     found[_pair(record.id, other)].add(KEY_METHODS[key[0]])
-    return found
+    return found, rare
 
 
 def _embedding_neighbours(context: Context, ids: list[int] | None) -> dict[Pair, float]:
@@ -312,10 +329,18 @@ def _random_pairs(records: list[Record], count: int, seed: int) -> Iterator[list
 
 
 def _fit_on(
-    records: dict[int, Record], blocked: dict[Pair, set[str]], cosines: dict[Pair, float]
+    records: dict[int, Record],
+    blocked: dict[Pair, set[str]],
+    cosines: dict[Pair, float],
+    rare: Rare,
 ) -> Model:
     comparisons = [
-        compare(records[a], records[b], cosine=cosines.get((a, b)))
+        compare(
+            records[a],
+            records[b],
+            cosine=cosines.get((a, b)),
+            rare=rare.get(records[a].type, set()),
+        )
         for a, b in blocked
         if a in records and b in records
     ]
@@ -344,9 +369,9 @@ def _refit_if_grown(context: Context, model: Model) -> Model | None:
         .values_list("pk", flat=True)[:FIT_SAMPLE]
     )
     sample = _records(context, ids)
-    blocked = _blocked_neighbours(context, sample)
+    blocked, rare = _blocked_neighbours(context, sample)
     records = sample | _records(context, {x for pair in blocked for x in pair} - set(sample))
-    new = _fit_on(records, blocked, _cosines(sorted(blocked)))
+    new = _fit_on(records, blocked, _cosines(sorted(blocked)), rare)
     new = new if new.fitted_pairs else model
     _save_model(context, new, count)
     _rescore_open(context, new)
@@ -365,12 +390,18 @@ def _rescore_open(context: Context, model: Model) -> None:
         return
     records = _records(context, {x for pair in open_pairs for x in pair})
     cosines = _cosines(sorted(open_pairs))
+    _, rare = _blocked_neighbours(context, records)
     updates, gone = [], []
     for (a, b), pk in open_pairs.items():
         if a not in records or b not in records:
             continue
         probability, explain = model.score(
-            compare(records[a], records[b], cosine=cosines.get((a, b)))
+            compare(
+                records[a],
+                records[b],
+                cosine=cosines.get((a, b)),
+                rare=rare.get(records[a].type, set()),
+            )
         )
         if probability < MATCH_PROBABILITY:
             gone.append(pk)
@@ -395,13 +426,15 @@ def _score_pairs(
     records: dict[int, Record],
     proposed: dict[Pair, set[str]],
     cosines: dict[Pair, float],
+    rare: Rare,
 ) -> dict[Pair, _Scored]:
     out = {}
     for (a, b), methods in proposed.items():
         if a not in records or b not in records or records[a].type != records[b].type:
             continue
         x, y = records[a], records[b]
-        probability, explain = model.score(compare(x, y, cosine=cosines.get((a, b))))
+        comparisons = compare(x, y, cosine=cosines.get((a, b)), rare=rare.get(x.type, set()))
+        probability, explain = model.score(comparisons)
         found = set(methods)
         if x.key == y.key:
             found.add("key")
@@ -512,7 +545,7 @@ def _check_in(context: Context, ids: list[int], report: CheckReport) -> None:
         if not mine:
             return
         _write_keys(context, mine, replace=True)
-        proposed = _blocked_neighbours(context, mine)
+        proposed, rare = _blocked_neighbours(context, mine)
         for pair in _embedding_neighbours(context, list(mine)):
             proposed.setdefault(pair, set()).add("embedding")
         involved = Q(entity_a_id__in=list(mine)) | Q(entity_b_id__in=list(mine))
@@ -528,7 +561,7 @@ def _check_in(context: Context, ids: list[int], report: CheckReport) -> None:
         records = mine | _records(context, {x for p in proposed for x in p} - set(mine))
         current = duplicate_model(context)
         model = _refit_if_grown(context, current) or current
-        scored = _score_pairs(model, records, proposed, _cosines(sorted(proposed)))
+        scored = _score_pairs(model, records, proposed, _cosines(sorted(proposed)), rare)
         stored, new, withdrawn = _store(
             context, scored, existing, source="check", withdraw=list(existing)
         )
@@ -558,8 +591,11 @@ def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanRep
         for key in blocking_keys(record):
             blocks[(record.type, key)].append(record.id)
     proposed: dict[Pair, set[str]] = defaultdict(set)
-    for (_, key), members in blocks.items():
-        if 1 < len(members) <= MAX_BLOCK:
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in blocks.items():
+        if key.startswith("t:") and len(members) <= RARE_WORD:
+            rare[type_].add(key[2:])
+        if 1 < len(members) <= _block_limit(key):
             for pair in itertools.combinations(sorted(members), 2):
                 proposed[pair].add(KEY_METHODS[key[0]])
     clock.lap("blocks")
@@ -572,12 +608,12 @@ def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanRep
         clock.lap("embeddings")
     cosines = _cosines(sorted(proposed)) if use_embeddings else {}
     clock.lap("cosines")
-    model = _fit_on(records, proposed, cosines)
+    model = _fit_on(records, proposed, cosines, rare)
     if not model.fitted_pairs:  # too few pairs to learn from: keep what there was
         model = duplicate_model(context)
     _save_model(context, model, len(records))
     clock.lap("fit")
-    scored = _score_pairs(model, records, proposed, cosines)
+    scored = _score_pairs(model, records, proposed, cosines, rare)
     clock.lap("score")
     existing = {
         (a, b): (pk, status, source)
