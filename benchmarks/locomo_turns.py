@@ -208,7 +208,6 @@ def main() -> None:
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     turns, questions = load(tiny=args.tiny, conversations=args.conversations)
-    logging.getLogger("memory.ingest").setLevel(logging.WARNING)  # one line per run otherwise
     answerable = [q for q in questions if q.evidence]
 
     with bench_database("md_bench_locomo_turns", keep=args.keep):
@@ -220,6 +219,7 @@ def main() -> None:
         from memory.services.tokens import token_issue
         from memory.services.vectors import embeddings_drain
 
+        logging.getLogger("memory.ingest").setLevel(logging.WARNING)  # a line per run otherwise
         embed_texts(["warm up"])  # the model loads outside every timing
         context = context_create(slug="bench-locomo", name="LoCoMo")
         from django.contrib.auth import get_user_model
