@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -148,7 +149,9 @@ class DocumentListApi(APIView):
             "warnings": [problem] if problem else [],
         }
         code = status.HTTP_202_ACCEPTED if problem else status.HTTP_201_CREATED
-        return Response(body, status=code)
+        response = Response(body, status=code)
+        response["Location"] = reverse("api-document", args=[ctx, document.pk])
+        return response
 
 
 class DocumentDetailApi(APIView):

@@ -78,6 +78,8 @@ class SearchResult:
 class SearchResponse:
     results: list[SearchResult]
     took_ms: float
+    # Results left out by ``vector_floor``: found by vector similarity alone, below it.
+    hidden: int = 0
 
 
 def search_visible_q(*, access: ContextAccess, scopes: list[str] | None) -> Q:
@@ -143,10 +145,15 @@ def search(
     scopes: list[str] | None = None,
     target: str = "chunks",
     graph_alpha: float = 0.3,
+    vector_floor: float | None = None,
     thread: str | None = None,
 ) -> SearchResponse:
     """The ``k`` best visible ``target`` records for ``query`` under ``mode`` (for turns,
-    of the conversation ``thread`` when given)."""
+    of the conversation ``thread`` when given).
+
+    With ``vector_floor``, a result among them that only vector similarity found (no BM25
+    match) and whose cosine is below the floor is left out and counted in ``hidden``: the
+    nearest neighbours of an unrelated query are still someone's nearest."""
     started = time.perf_counter()
     query = _validate(query=query, mode=mode, k=k, target=target, graph_alpha=graph_alpha)
     thread = _thread_clean(thread, target=target)
@@ -199,8 +206,20 @@ def search(
         )
         if kind == Target.TURN:  # the graph may reach turns the filters exclude
             scores = _turns_only(scores, visible=visible_rows)
-    results = _hydrate(kind, best_refs(scores, k), scores=scores, explains=explains)
-    return SearchResponse(results=results, took_ms=(time.perf_counter() - started) * 1000)
+    best = best_refs(scores, k)
+    kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
+    results = _hydrate(kind, kept, scores=scores, explains=explains)
+    return SearchResponse(
+        results=results,
+        took_ms=(time.perf_counter() - started) * 1000,
+        hidden=len(best) - len(kept),
+    )
+
+
+def _below_floor(explain: Explain | None, floor: float | None) -> bool:
+    if floor is None or explain is None or explain.bm25 is not None or explain.vector is None:
+        return False
+    return explain.vector.score < floor
 
 
 def best_refs(scores: dict[int, float], k: int) -> list[int]:
@@ -327,8 +346,10 @@ def _hydrate(
                 fact.scope,
                 {
                     "subject_id": fact.subject_id,
+                    "subject_name": fact.subject.name,
                     "predicate": fact.predicate.name,
                     "object_id": fact.object_id,
+                    "object_name": fact.object.name if fact.object is not None else None,
                     "status": fact.status,
                 },
             )
