@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 from memory.models import Chunk, Entity, Fact, Turn
 
 
@@ -46,10 +48,12 @@ def entity_embedding_text(entity: Entity) -> str:
     return f"{entity.name} ({entity.type})" + (f"; also known as {aliases}" if aliases else "")
 
 
-def turn_index_text(*, text: str, speaker: str) -> str:
-    """A turn is indexed with its speaker: "what did Caroline say about ..." names them."""
-    return f"{speaker}: {text}" if speaker else text
+def turn_index_text(*, text: str, speaker: str, said_at: datetime.datetime | None = None) -> str:
+    """A turn is indexed with its speaker and its day: "what did Caroline say about ..."
+    names a person, "when did ..." is answered by the day the turn was said."""
+    head = f"({said_at.day} {said_at:%B %Y}) " if said_at is not None else ""
+    return f"{head}{speaker}: {text}" if speaker else f"{head}{text}"
 
 
 def turn_embedding_text(turn: Turn) -> str:
-    return turn_index_text(text=turn.text, speaker=turn.speaker)
+    return turn_index_text(text=turn.text, speaker=turn.speaker, said_at=turn.said_at)

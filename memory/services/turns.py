@@ -115,7 +115,9 @@ def turn_create(*, context: Context, run: Run, scope: str, text: str, fields: Tu
             IndexItem(
                 ref_id=turn.pk,
                 scope=scope,
-                terms=analyze(turn_index_text(text=text, speaker=fields.speaker)),
+                terms=analyze(
+                    turn_index_text(text=text, speaker=fields.speaker, said_at=fields.said_at)
+                ),
             )
         ],
     )

@@ -114,7 +114,7 @@ def _texts(target: VectorTarget, ids: list[int]) -> list[tuple[int, str]]:
             c.pk: chunk_text_for_embedding(c) for c in chunks.only("pk", "text", "document__title")
         }
     elif target == "turns":
-        turns = Turn.objects.filter(pk__in=ids).only("pk", "text", "speaker")
+        turns = Turn.objects.filter(pk__in=ids).only("pk", "text", "speaker", "said_at")
         rows = {t.pk: turn_embedding_text(t) for t in turns}
     elif target == "facts":
         facts = Fact.objects.filter(pk__in=ids).select_related("subject", "predicate", "object")

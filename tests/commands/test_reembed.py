@@ -58,6 +58,9 @@ def other(make_context: Any) -> Context:
 def test_rows_missing_vectors_get_them_and_a_second_run_does_nothing(
     access: ContextAccess, other: Context, fake_llm: FakeLLM, settings: Any
 ) -> None:
+    from memory.embeddings import _embedder_for
+
+    _embedder_for.cache_clear()  # a client another test made may point at another server
     _write_memory(access)
     _write_memory(system_access(other))
     assert _missing(access.context) == {"chunks": 1, "facts": 1, "entities": 2, "keywords": 4}

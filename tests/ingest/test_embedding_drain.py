@@ -51,8 +51,11 @@ def _corpus(access: ContextAccess, *, documents: int, turns: int) -> None:
 
 
 def test_a_corpus_is_embedded_in_few_full_model_calls_across_documents_and_contexts(
-    access: ContextAccess, make_context: Callable[..., Context], fake_llm: FakeLLM
+    access: ContextAccess, make_context: Callable[..., Context], fake_llm: FakeLLM, settings: Any
 ) -> None:
+    # A model name of its own: the process keeps one client per name, and this test counts
+    # the requests that reach the scripted server.
+    settings.MEMORY_EMBED_MODEL = "openai:fake-embed-drain"
     _corpus(access, documents=40, turns=150)
     _corpus(system_access(make_context("second")), documents=10, turns=30)
     waiting = embedding_backlog()

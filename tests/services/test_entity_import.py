@@ -266,7 +266,7 @@ def test_a_failing_row_rolls_back_alone_inside_its_batch(access: ContextAccess) 
     }
 
 
-def test_import_embeds_each_batch_now_or_queues_one_task_per_batch(
+def test_import_embeds_each_batch_now_or_leaves_the_rest_to_one_drain(
     access: ContextAccess,
     settings: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -286,8 +286,11 @@ def test_import_embeds_each_batch_now_or_queues_one_task_per_batch(
     with django_capture_on_commit_callbacks(execute=True):
         entities_import(access=access, content=content.replace("Acme", "Umbrella"))
 
-    queued = [r.args[0] for r in default_task_backend.results]  # type: ignore[attr-defined]
-    assert [len(ids) for ids in queued] == [1]  # only Umbrella is new or changed
+    # One drain for the worker, and only Umbrella (new) waits for a vector.
+    queued = [r.task.name for r in default_task_backend.results]  # type: ignore[attr-defined]
+    assert queued == ["embeddings_drain_task"]
+    waiting = Entity.objects.filter(context=access.context, embedding__isnull=True)
+    assert list(waiting.values_list("name", flat=True)) == ["Umbrella"]
 
 
 @pytest.mark.parametrize(
