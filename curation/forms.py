@@ -176,7 +176,8 @@ class PredicateDefinitionForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # One datalist per form (a page may hold several): its id follows the field's.
-        field_id = self.auto_id % "category" if "%s" in str(self.auto_id) else "category"
+        auto_id = str(self.auto_id) if self.auto_id else ""
+        field_id = auto_id % "category" if "%s" in auto_id else "category"
         self.fields["category"].widget.attrs["list"] = f"{field_id}-choices"
 
     def clean_category(self) -> str:
@@ -282,7 +283,9 @@ class EntityFilterForm(forms.Form):
     )
     type = forms.ChoiceField(choices=[("", "Any type"), *ENTITY_TYPE_CHOICES], required=False)
     scope = forms.CharField(
-        max_length=300, required=False, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
     )
     seeded = forms.ChoiceField(
         choices=[("", "Seeded or not"), ("yes", "Seeded"), ("no", "Not seeded")], required=False
@@ -359,7 +362,7 @@ class EntitySeedForm(_EntityFieldsForm):
     field_order = ["name", "type", "scope", "aliases", "identifiers", "attributes"]
 
     scope = forms.CharField(
-        max_length=300, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300, widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"})
     )
     identifiers = forms.CharField(
         required=False,

@@ -128,3 +128,57 @@ def registry_categories_of(context: Any) -> list[str]:
     from curation.selectors import registry_categories
 
     return registry_categories(context=context) if context is not None else []
+
+
+@register.filter
+def job_words(job: Any) -> str:
+    """An import's state in plain words: "finished with 1 error", "importing", ..."""
+    status = str(getattr(job, "status", ""))
+    failed = int(getattr(job, "failed_count", 0) or 0)
+    if status == "succeeded":
+        return (
+            f"finished with {failed:,} error{'s' if failed != 1 else ''}" if failed else "finished"
+        )
+    return {"pending": "waiting for a worker", "running": "importing", "failed": "failed"}.get(
+        status, status
+    )
+
+
+@register.filter
+def job_tone(job: Any) -> str:
+    """The badge's colour class for ``job_words``."""
+    status = str(getattr(job, "status", ""))
+    if status == "succeeded":
+        return "warn" if getattr(job, "failed_count", 0) else "ok"
+    return {"failed": "bad", "running": "info", "pending": "info"}.get(status, "")
+
+
+@register.filter
+def waiting_long(job: Any, seconds: int = 3) -> bool:
+    """A pending job nobody picked up for a few seconds (a worker takes it within one
+    poll when it runs: saying "waiting" at once only flashes)."""
+    from django.utils import timezone
+
+    created = getattr(job, "created_at", None)
+    if created is None:
+        return False
+    return (timezone.now() - created).total_seconds() >= seconds
+
+
+@register.filter
+def explain_field(name: str) -> str:
+    """A field of a duplicate pair's explanation as a curator reads it: "name",
+    "email (identifier)", "date_of_birth"."""
+    kind, _, rest = str(name).partition(":")
+    if kind == "id":
+        return f"{rest} (identifier)"
+    if kind == "attr":
+        return rest.rpartition(":")[0] or rest
+    return str(name)
+
+
+@register.filter
+def signed(value: float) -> str:
+    """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
+    number = float(value)
+    return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"

@@ -49,6 +49,7 @@ from memory.services.predicates import (
     predicate_unregister,
     predicate_update,
 )
+from memory.wording import counted
 
 TEMPLATE = "curation/registry.html"
 DETAIL_TEMPLATE = "curation/predicate.html"
@@ -285,5 +286,5 @@ def registry_import_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         form.add_error(None, "Nothing was imported: fix the predicates marked below.")
         return _list_page(request, access, import_form=form, import_report=report, status=400)
     request.session[IMPORT_REPORT_KEY] = report
-    messages.success(request, f"Imported {len(report)} predicates.")
+    messages.success(request, f"Imported {counted(len(report), 'predicate')}.")
     return redirect("registry", access.context.slug)

@@ -60,7 +60,7 @@ def query_params(request: Request, params: type[serializers.Serializer]) -> dict
         )
         raise ValidationFailed(
             f"invalid query parameter{'s' if len(data.errors) > 1 else ''}: {problems}",
-            code="invalid_query_parameter",
+            code="invalid",
             details=data.errors,
         )
     return dict(data.validated_data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count
 
 from memory.access import ContextAccess
-from memory.models import AuditEvent, Fact, FactStatus, Predicate
+from memory.models import AuditEvent, Entity, Fact, FactStatus, Predicate
 
 
 def subjects_with_several_values(*, access: ContextAccess, predicate: Predicate) -> int:
@@ -34,4 +34,16 @@ def predicate_last_update(*, access: ContextAccess, predicate: Predicate) -> Aud
         )
         .order_by("-pk")
         .first()
+    )
+
+
+def entity_names(*, access: ContextAccess, entity_ids: list[int]) -> dict[int, str]:
+    """Names of the readable entities among ``entity_ids`` (one query), for reports that
+    store ids."""
+    if not entity_ids:
+        return {}
+    return dict(
+        Entity.objects.filter(
+            access.grants.read_q(), context=access.context, pk__in=entity_ids
+        ).values_list("pk", "name")
     )
