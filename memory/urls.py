@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from memory.api import contexts, curation_api, entities, facts, health, merges_api, predicates
 from memory.api.errors import json_error_view
+from memory.mcp.view import McpEndpoint
 
 ctx = "api/v1/contexts/<str:ctx>"
 
@@ -82,6 +83,8 @@ urlpatterns = [
     *curation_patterns,
     path(f"{ctx}/", include("memory.api.ingest_urls")),
     path(f"{ctx}/", include("memory.api.search_urls")),
+    # MCP (streamable HTTP), in this process: the same tokens, grants and services.
+    path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -31,7 +31,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed("the token is not valid") from exc
         token = (
-            ApiToken.objects.select_related("user")
+            ApiToken.objects.select_related("user", "context")
             .filter(digest=ApiToken.digest_of(raw), revoked_at__isnull=True)
             .first()
         )

@@ -172,12 +172,15 @@ class Command(BaseCommand):
                     f"Dashboard   {base}/",
                     f"API docs    {base}/api/docs/",
                     f"Health      {base}/api/v1/health",
+                    f"MCP         {base}/mcp   (streamable HTTP; header as below)",
                     "",
                     f"Login       {DEMO_USER} / {password}   (shown once; rerun to reset)",
                     f"Admin       {DEMO_ADMIN} / {admin_password}   (registry, seeding, tokens)",
                     f"API token   {token}",
                     f'Try         curl -H "Authorization: Token {token}" '
                     f"{base}/api/v1/contexts/{DEMO_SLUG}/predicates",
+                    f"MCP client  claude mcp add --transport http memory-desk {base}/mcp "
+                    f'--header "Authorization: Token {token}"',
                     "",
                 ]
             )
