@@ -85,7 +85,7 @@ def ingest_run_task(run_id: int) -> str:
     return str(run_execute(run_id=run_id).outcome)
 
 
-@task()
+@task(priority=5)  # a curator waits on the page for it: before embedding work
 def duplicates_scan_task(context_id: int) -> dict[str, object]:
     """Scan a context for duplicate entities (``duplicates_scan``) off the request path:
     at 100k entities the embedding neighbours alone take minutes. One scan per context
@@ -102,8 +102,8 @@ def duplicates_scan_task(context_id: int) -> dict[str, object]:
         "duplicates scan of context %s: %s entities, %s pairs (%s new) in %s s",
         context_id, report.entities, report.pairs, report.new, report.seconds,
     )  # fmt: skip
-    return {"entities": report.entities, "pairs": report.pairs, "new": report.new,
-            "seconds": report.seconds}  # fmt: skip
+    return {"entities": report.entities, "pairs": report.pairs, "stored": report.stored,
+            "new": report.new, "seconds": report.seconds}  # fmt: skip
 
 
 def duplicates_scan_enqueue(context_id: int) -> None:

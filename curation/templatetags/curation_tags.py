@@ -163,3 +163,22 @@ def waiting_long(job: Any, seconds: int = 3) -> bool:
     if created is None:
         return False
     return (timezone.now() - created).total_seconds() >= seconds
+
+
+@register.filter
+def explain_field(name: str) -> str:
+    """A field of a duplicate pair's explanation as a curator reads it: "name",
+    "email (identifier)", "date_of_birth"."""
+    kind, _, rest = str(name).partition(":")
+    if kind == "id":
+        return f"{rest} (identifier)"
+    if kind == "attr":
+        return rest.rpartition(":")[0] or rest
+    return str(name)
+
+
+@register.filter
+def signed(value: float) -> str:
+    """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
+    number = float(value)
+    return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"

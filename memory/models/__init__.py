@@ -4,7 +4,12 @@ from memory.models.access import ApiToken, ContextMembership, Role
 from memory.models.audit import AuditEvent
 from memory.models.context import Context, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
-from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.duplicate import (
+    DuplicateCandidate,
+    DuplicateKey,
+    DuplicateModel,
+    DuplicateStatus,
+)
 from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
 from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
 from memory.models.merge import Merge
@@ -23,6 +28,8 @@ __all__ = [
     "ContextMembership",
     "Document",
     "DuplicateCandidate",
+    "DuplicateKey",
+    "DuplicateModel",
     "DuplicateStatus",
     "Entity",
     "EntityIdentifier",

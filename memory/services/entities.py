@@ -20,6 +20,7 @@ from memory.models import Entity, EntityIdentifier, Fact, Role
 from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
+from memory.services.duplicates import duplicates_check
 from memory.tasks import entity_embeddings_enqueue
 from memory.wording import counted
 
@@ -250,6 +251,8 @@ def entity_upsert(
     if created or changed:
         entity_embeddings_enqueue([entity.pk])
         entities_index([entity.pk])  # search postings commit with the entity
+    if created or changed or clean_ids:
+        duplicates_check([entity.pk])  # candidates commit with the entity
     if seeded:
         audit_record(
             context=access.context,
@@ -334,6 +337,7 @@ def entity_update(
         raise Conflict("; ".join(warnings), code="identifier_taken")
     entity_embeddings_enqueue([entity.pk])
     entities_index([entity.pk])
+    duplicates_check([entity.pk])  # re-scored: kept, changed or withdrawn
     audit_record(
         context=access.context,
         actor=access.user,

@@ -24,6 +24,7 @@ from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
 from memory.services.audit import audit_record
+from memory.services.duplicates import duplicates_check
 from memory.tasks import entity_embeddings_enqueue
 
 MAX_MERGED = 50
@@ -243,6 +244,7 @@ def entity_merge(
         undo={"op": "merge_undo", "merge_id": record.pk},
     )
     entity_embeddings_enqueue([survivor.pk])
+    duplicates_check([survivor.pk, *ids])  # the survivor's new names; the merged leave
     return record
 
 
@@ -383,6 +385,7 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
         after={"restored": ids},
     )
     entity_embeddings_enqueue(ids)
+    duplicates_check(ids)  # the restored entities are checked again
     return record
 
 

@@ -64,7 +64,9 @@ DEMO_ENTITIES: dict[str, DemoEntity] = {
     "acme": DemoEntity("Acme Corp", "organisation", ACME, ("Acme",), (("domain", "acme.example"),)),
     "alex": DemoEntity("Alex Rivera", "person", ACME, ("Alex",), (("email", "alex@acme.example"),)),
     "maria": DemoEntity("Maria Chen", "person", ACME, (), (("email", "maria@acme.example"),)),
-    "priya": DemoEntity("Priya Patel", "person", ACME),
+    "priya": DemoEntity(
+        "Priya Patel", "person", ACME, (), (), (("date_of_birth", "1988-04-12"), ("city", "Berlin"))
+    ),
     "jon": DemoEntity("Jon Smith", "person", ACME, (), (("email", "jon.smith@acme.example"),)),
     "john": DemoEntity("John Smith", "person", ACME),
     "phoenix": DemoEntity(
@@ -84,6 +86,13 @@ DEMO_ENTITIES: dict[str, DemoEntity] = {
     ),
     "acme_at_globex": DemoEntity("ACME Inc.", "company", GLOBEX, (), (("domain", "acme.example"),)),
     "hannah": DemoEntity("Hannah Ortiz", "person", GLOBEX),
+    # Priya again, from another source: one letter and a day/month swap apart.
+    "priya_at_globex": DemoEntity(
+        "Priya Patil",
+        "person",
+        GLOBEX,
+        attributes=(("date_of_birth", "1988-12-04"), ("city", "Berlin")),
+    ),
     "cypress": DemoEntity("Cypress Creek", "city", GLOBEX),
     "hammock": DemoEntity("Project Hammock", "project", GLOBEX),
 }
