@@ -176,11 +176,7 @@ class PredicateDefinitionForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # One datalist per form (a page may hold several): its id follows the field's.
-<<<<<<< HEAD
-        auto_id = str(self.auto_id)
-=======
         auto_id = str(self.auto_id) if self.auto_id else ""
->>>>>>> main
         field_id = auto_id % "category" if "%s" in auto_id else "category"
         self.fields["category"].widget.attrs["list"] = f"{field_id}-choices"
 
