@@ -65,7 +65,19 @@ def pages(context_id: int, slug: str) -> list[tuple[str, str, str]]:
         ("runs", "curator", f"{base}/runs/"),
         ("run detail", "curator", f"{base}/runs/{run.pk}/"),
         ("audit", "curator", f"{base}/audit/"),
+        ("documents", "curator", f"{base}/documents/"),
+        ("documents ?q=<title words>", "curator", f"{base}/documents/?q=network"),
+        *_document_pages(context_id, base),
+        ("tokens (admin)", "admin", f"{base}/tokens/"),
     ]
+
+
+def _document_pages(context_id: int, base: str) -> list[tuple[str, str, str]]:
+    """A document's page, when the benchmark's memory has documents."""
+    from memory.models import Document
+
+    document = Document.objects.filter(context_id=context_id).order_by("pk").first()
+    return [("document detail", "curator", f"{base}/documents/{document.pk}/")] if document else []
 
 
 def _job_path(context_id: int, base: str) -> str:

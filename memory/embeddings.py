@@ -152,9 +152,31 @@ class _WarmUp:
         except Exception:
             logger.exception("could not load the embedding model; vector search will fail")
             self.state = "failed"
-        else:
-            self.state = "ready"
-            logger.info("the embedding model is loaded")
+            return
+        logger.info("the embedding model is loaded")
+        _warm_drift_suggestions()
+        self.state = "ready"
+
+
+WARM_CONTEXTS = 20
+
+
+def _warm_drift_suggestions() -> None:
+    """Embed each context's registry and drift names now (cached per process): the first
+    drift page otherwise spends seconds embedding a hundred predicate descriptions."""
+    from django.db import connection
+
+    from memory.access import system_access
+    from memory.models import Context
+    from memory.selectors.drift import drift_list
+
+    try:
+        for context in Context.objects.order_by("-pk")[:WARM_CONTEXTS]:
+            drift_list(access=system_access(context), with_examples=False)
+    except Exception:  # a warm-up is an optimisation: the page computes what is missing
+        logger.warning("could not pre-compute drift suggestions", exc_info=True)
+    finally:
+        connection.close()  # this thread's own connection
 
 
 _warm_up = _WarmUp()

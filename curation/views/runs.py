@@ -54,9 +54,24 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
 
+def _n(value: Any) -> int:
+    """A result entry's size: a list's length, or a count some results store instead."""
+    if isinstance(value, list):
+        return len(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _lists(result: dict[str, Any] | None) -> dict[str, Any]:
+    """The result's entries the page lists row by row (lists only; counts are in the
+    sentence)."""
+    if not isinstance(result, dict):
+        return {}
+    return {k: v for k, v in result.items() if isinstance(v, list) or k == "preview"}
+
+
 def run_status_words(outcome: str, result: dict[str, Any] | None) -> str:
     """The outcome as a person says it: "succeeded with 2 unresolved items"."""
-    unresolved = len((result or {}).get("unresolved") or [])
+    unresolved = _n((result or {}).get("unresolved"))
     if outcome == RunOutcome.SUCCEEDED and unresolved:
         return f"succeeded with {_count(unresolved, 'unresolved item', 'unresolved items')}"
     return {"pending": "waiting for a worker", "running": "running"}.get(outcome, outcome)
@@ -64,18 +79,15 @@ def run_status_words(outcome: str, result: dict[str, Any] | None) -> str:
 
 def result_sentence(result: dict[str, Any] | None) -> str:
     """One sentence of what the run wrote."""
-    if not result:
+    if not isinstance(result, dict) or not result:
         return ""
     parts = []
-    created, matched = (
-        len(result.get("entities_created") or []),
-        len(result.get("entities_matched") or []),
-    )
+    created, matched = _n(result.get("entities_created")), _n(result.get("entities_matched"))
     if created or matched:
         parts.append(f"{_count(created, 'entity', 'entities')} created, {matched:,} matched")
-    facts = len(result.get("facts_created") or [])
-    again = len(result.get("facts_reobserved") or [])
-    superseded = len(result.get("facts_superseded") or [])
+    facts = _n(result.get("facts_created"))
+    again = _n(result.get("facts_reobserved"))
+    superseded = _n(result.get("facts_superseded"))
     fact_text = _count(facts, "fact", "facts") + " written"
     if again:
         fact_text += f", {again:,} seen again"
@@ -88,7 +100,7 @@ def result_sentence(result: dict[str, Any] | None) -> str:
         ("merges", "merge", "merges"),
         ("unresolved", "item not written", "items not written"),
     ):
-        n = len(result.get(key) or [])
+        n = _n(result.get(key))
         if n:
             parts.append(_count(n, one, many))
     sentence = "; ".join(parts) + "."
@@ -129,7 +141,7 @@ def run_detail(request: HtmxHttpRequest, ctx: str, run_id: int) -> HttpResponse:
         "acted_as": (run.input_payload or {}).get("role", ""),
         "parsed": _pretty(run.parsed_output),
         "result": _pretty(run.result),
-        "report": run.result or {},
+        "report": _lists(run.result),
         "status_words": run_status_words(run.outcome, run.result),
         "result_sentence": result_sentence(run.result),
         "timings": _timings(run.timings),

@@ -93,6 +93,7 @@ class FactOutputSerializer(serializers.ModelSerializer):
                     },
                 },
                 "required": ["name"],
+                "additionalProperties": False,  # a JsonInput: unknown fields are refused
             },
         ]
     }

@@ -23,6 +23,7 @@ ACTION_LABELS: dict[str, str] = {
     "predicate_alias_add": "Alias added",
     "predicate_alias_remove": "Alias removed",
     "conflict_resolve": "Conflict resolved",
+    "fact_correct": "Fact corrected",
     "entity_seed": "Entity seeded",
     "entities_seed": "Entities seeded from a file",
     "entity_update": "Entity edited",

@@ -205,3 +205,14 @@ def test_took_and_ago_read_as_a_person_says_them(
 
     assert "112 ms" in runs and "0 minutes" not in runs
     assert "just now" in overview and "0 minutes ago" not in overview
+
+
+def test_a_run_whose_result_holds_counts_not_lists_still_reads(
+    viewer: Client, base: str, context: Context
+) -> None:
+    run = make_run(context, result={"entities_created": 3, "facts_created": 1, "unresolved": 0})
+
+    response = viewer.get(f"{base}/runs/{run.pk}/")
+
+    assert response.status_code == 200
+    assert "3 entities created, 0 matched; 1 fact written." in page(response)

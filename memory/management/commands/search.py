@@ -54,7 +54,7 @@ class Command(BaseCommand):
         except (MemoryError_, ScopeError) as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from exc
         body = asdict(response)
-        body.pop("hidden", 0)  # the API's JSON has no such field
+        body.pop("hidden", None)  # the dashboard's vector floor; the API shape has none
         if options["json"]:
             self.stdout.write(json.dumps(body, indent=2, ensure_ascii=False))
             return

@@ -1,0 +1,127 @@
+"""Every dashboard page at a desktop (1280 px) and a phone (390 px) width: no horizontal
+overflow, no console error, and no two texts of the neighbourhood picture overlapping —
+with a hub of 50 neighbours, documents, a run, a token and audit events to show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import Page
+
+from memory.access import system_access
+from memory.models import Role, Run, RunOutcome
+from memory.services.contexts import context_create
+from memory.services.documents import document_create
+from memory.services.entities import entity_upsert
+from memory.services.facts import fact_write
+from memory.services.tokens import token_issue
+from tests.browser.conftest import log_in, screenshot
+
+WIDTHS = (1280, 390)
+PREDICATES = ("works_with", "knows", "reports_to", "mentored", "member_of")
+
+# The page wider than the window, and which elements stick out (for the failure message).
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const over = document.documentElement.scrollWidth - width;
+  const culprits = [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > width + 1)
+    .filter(e => !e.closest('.table, .table-scroll, pre'))
+    .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40));
+  return {over, culprits};
+}"""
+# Boxes of every text in the picture; overlapping pairs, by their text.
+TEXT_OVERLAPS = """() => {
+  const boxes = [...document.querySelectorAll('svg.graph text')]
+    .map(t => ({text: t.textContent, box: t.getBoundingClientRect()}))
+    .filter(t => t.box.width > 0);
+  const hits = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].box, b = boxes[j].box;
+    const apart = a.right - 0.5 <= b.left || b.right - 0.5 <= a.left
+      || a.bottom - 0.5 <= b.top || b.bottom - 0.5 <= a.top;
+    if (!apart) hits.push(boxes[i].text + ' / ' + boxes[j].text);
+  }
+  return {count: boxes.length, hits: hits.slice(0, 5)};
+}"""
+
+
+@pytest.fixture
+def desk(transactional_db: None) -> dict[str, Any]:
+    context = context_create(slug="desk", name="Desk")
+    access = system_access(context)
+    hub = entity_upsert(access=access, name="Alex Rivera", type="person", scope="org/acme").entity
+    for i in range(50):
+        other = entity_upsert(
+            access=access,
+            name=f"Colleague number {i} of the team",
+            type="person",
+            scope="org/acme",
+        ).entity
+        fact_write(access=access, subject=hub, predicate=PREDICATES[i % 5], object=other)
+    document = document_create(
+        access=access,
+        title="Onboarding handbook",
+        scope="org/acme",
+        embed_later=True,
+        text="Expense reports are filed monthly through the finance portal. " * 20,
+    )
+    Run.objects.create(
+        context=context,
+        scope="org/acme",
+        mode="none",
+        outcome=RunOutcome.SUCCEEDED,
+        input_text="Alex joined Acme.",
+        timings={"total_ms": 112.0},
+        result={},
+    )
+    admin = get_user_model().objects.create_user(username="desk-admin", password="x")
+    token_issue(user=admin, context=context, grants=["read:*"], name="agent")
+    return {"context": context, "hub": hub, "document": document}
+
+
+def _pages(desk: dict[str, Any]) -> list[str]:
+    base = f"/c/{desk['context'].slug}/"
+    hub, document = desk["hub"].pk, desk["document"].pk
+    run = Run.objects.get(context=desk["context"]).pk
+    paths = [
+        "", "drift/", "duplicates/", "conflicts/", "registry/", "registry/works_with/",
+        "entities/", f"entities/{hub}/", "entities/seed/", "documents/",
+        f"documents/{document}/", "search/?q=expense+reports&mode=bm25",
+        "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
+        "tokens/",
+    ]  # fmt: skip
+    return ["/", *(base + path for path in paths)]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
+    page: Page, member: Callable[..., Any], desk: dict[str, Any], width: int
+) -> None:
+    member("pages-admin", desk["context"], Role.ADMIN)
+    errors: list[str] = []
+    page.on(
+        "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
+    )
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, "pages-admin")
+
+    problems: list[str] = []
+    for path in _pages(desk):
+        response = page.goto(path)
+        assert response is not None and response.status == 200, path
+        fit = page.evaluate(OVERFLOW)
+        if fit["over"] > 0:
+            problems.append(f"{path} at {width}px is {fit['over']}px too wide: {fit['culprits']}")
+        if "/entities/" in path and path.rstrip("/").split("/")[-1].isdigit():
+            texts = page.evaluate(TEXT_OVERLAPS)
+            assert texts["count"] >= 50, "the picture draws the 50 neighbours' labels"
+            if texts["hits"]:
+                problems.append(f"{path} at {width}px: texts overlap: {texts['hits']}")
+            screenshot(page, f"every-page-hub-{width}")
+    assert not problems, "\n".join(problems)
+    assert not errors, "\n".join(errors)
