@@ -188,6 +188,9 @@ SPECTACULAR_SETTINGS = {
         "RunOutcomeEnum": "memory.models.run.RunOutcome",
         "FactKindEnum": "memory.models.fact.FactKind",
         "FactStatusEnum": "memory.models.fact.FactStatus",
+        # Two result lists name their rows' kind ``type``: one enum each, by name.
+        "SearchResultTypeEnum": ["chunk", "turn", "fact", "entity"],
+        "MemoryBlockItemTypeEnum": ["fact", "chunk", "turn"],
     },
 }
 
