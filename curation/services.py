@@ -18,7 +18,7 @@ from curation.models import ImportJob, ImportJobStatus
 from curation.selectors import REGISTRY_FORMAT, REGISTRY_VERSION
 from curation.tasks import import_job_task
 from memory.access import ContextAccess, context_access_resolve
-from memory.errors import Conflict, MemoryError_, ValidationFailed
+from memory.errors import Conflict, DomainError, ValidationFailed
 from memory.locks import IMPORT_JOB_LOCK, executor_lock
 from memory.models import Context, Predicate, PredicateStatus, Role
 from memory.predicate_names import predicate_check_text, predicate_normalize
@@ -157,7 +157,7 @@ def registry_import(
         try:
             with transaction.atomic():
                 outcomes.append(_import_predicate(access, entry))
-        except MemoryError_ as exc:
+        except DomainError as exc:
             outcomes.append(RegistryImportOutcome(entry.name, "error", exc.message))
     result = RegistryImportResult(outcomes)
     if not result.applied:
@@ -271,7 +271,7 @@ def _import(job: ImportJob) -> str:
             on_progress=_ProgressWriter(job.pk),
             embed_now=True,  # this is the worker: embed each batch rather than queue it
         )
-    except MemoryError_ as exc:
+    except DomainError as exc:
         return _fail(job, exc.message)
     except Exception:
         logger.exception("import job %s stopped", job.pk)

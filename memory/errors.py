@@ -1,4 +1,6 @@
-"""Domain errors raised by services and turned into the API's JSON error shape."""
+"""The domain error tree: every refusal the engine raises (services, scopes, the LLM
+layer) is a ``DomainError``, which each face maps once — the API's exception handler to
+its JSON error shape, the dashboard's view wrapper to a 4xx/5xx page."""
 
 from __future__ import annotations
 

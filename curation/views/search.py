@@ -12,8 +12,8 @@ from curation.views.access import (
     dashboard_view,
     render_screen,
 )
-from memory.errors import ServiceUnavailable, ValidationFailed
-from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
+from memory.errors import DomainError, ValidationFailed
+from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
 
 TEMPLATE = "curation/search.html"
@@ -53,10 +53,8 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
                 scopes=_scopes(scope),
                 target=target,
             )
-        except (ValidationFailed, ScopeError) as exc:
-            error, status = getattr(exc, "message", str(exc)), 400
-        except ServiceUnavailable as exc:
-            error, status = exc.message, 503
+        except DomainError as exc:  # a bad query (400) or the embedder down (503)
+            error, status = exc.message, exc.status
     context = {
         "q": q,
         "mode": mode,

@@ -13,9 +13,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.access import ContextAccess
+from memory.errors import ValidationFailed
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
 from memory.scopes import scope_validate
+from memory.selectors.entities import entity_get
+from memory.services.entities import entity_upsert
 from memory.services.fact_batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
 from memory.services.predicates import (
     ResolvedPredicate,
@@ -57,34 +60,122 @@ def fact_write(
     predicate raises ``UnknownPredicate``, but the predicate is still recorded as drift
     (outside the refused transaction, unless the caller wraps this call in its own).
     """
+    try:
+        return _write_one(
+            access=access,
+            subject=subject,
+            predicate=predicate,
+            scope=scope,
+            object_=object,
+            value=value,
+            kind=kind,
+            confidence=confidence,
+            importance=importance,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            source_kind=source_kind,
+            source_ref=source_ref,
+            run=run,
+            document_id=document_id,
+        )
+    except UnknownPredicate:
+        predicate_record_refused(context=access.context, raw=predicate)
+        raise
+
+
+# An entity a fact names: its id, or a description ({"name", "type", "scope"}) to upsert.
+EntityRef = int | dict[str, Any]
+
+
+def fact_write_with_entities(
+    *,
+    access: ContextAccess,
+    subject: EntityRef,
+    predicate: str,
+    object: EntityRef | None = None,
+    scope: str | None = None,
+    **fields: Any,
+) -> FactWriteResult:
+    """Write one fact whose entities are given by id or by name (the API's POST facts).
+
+    Named entities are upserted in the same transaction as the fact, so a refused fact
+    leaves no entity behind; a predicate a strict context refused is recorded as drift
+    once that transaction has rolled back. ``fields`` are ``fact_write``'s.
+    """
+    try:
+        with transaction.atomic():
+            subject_entity = _entity_for(access, subject, scope)
+            object_entity = _entity_for(access, object, scope) if object is not None else None
+            return _write_one(
+                access=access,
+                subject=subject_entity,
+                predicate=predicate,
+                scope=scope,
+                object_=object_entity,
+                **fields,
+            )
+    except UnknownPredicate:
+        predicate_record_refused(context=access.context, raw=predicate)
+        raise
+
+
+def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Entity:
+    if isinstance(ref, int):
+        return entity_get(access=access, entity_id=ref)
+    entity_scope = ref.get("scope") or scope
+    if not entity_scope:
+        raise ValidationFailed(
+            "an entity given by name needs a scope (on the entity or on the fact)",
+            code="missing_scope",
+        )
+    return entity_upsert(
+        access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
+    ).entity
+
+
+def _write_one(
+    *,
+    access: ContextAccess,
+    subject: Entity,
+    predicate: str,
+    scope: str | None,
+    object_: Entity | None,
+    value: Any = None,
+    kind: str | None = None,
+    confidence: float = 1.0,
+    importance: float | None = None,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
+    source_kind: str = SourceKind.API,
+    source_ref: str = "",
+    run: RunModel | None = None,
+    document_id: int | None = None,
+) -> FactWriteResult:
+    """``fact_write`` without recording a refused predicate (its callers do that)."""
     fact_input = FactInput(
         subject=subject,
         predicate=predicate,
         kind=kind,
-        object=object,
+        object=object_,
         value=value,
         confidence=confidence,
         importance=importance,
         valid_from=valid_from,
         valid_until=valid_until,
     )
-    try:
-        with transaction.atomic():
-            batch = facts_write_batch(
-                access=access,
-                scope=scope_validate(scope if scope is not None else subject.scope),
-                facts=[fact_input],
-                source_kind=source_kind,
-                source_ref=source_ref,
-                run=run,
-                document_id=document_id,
-            )
-            item = batch.items[0]
-            if item.error is not None:
-                raise item.error  # rolls back what resolving its predicate recorded
-    except UnknownPredicate:
-        predicate_record_refused(context=access.context, raw=predicate)
-        raise
+    with transaction.atomic():
+        batch = facts_write_batch(
+            access=access,
+            scope=scope_validate(scope if scope is not None else subject.scope),
+            facts=[fact_input],
+            source_kind=source_kind,
+            source_ref=source_ref,
+            run=run,
+            document_id=document_id,
+        )
+        item = batch.items[0]
+        if item.error is not None:
+            raise item.error  # rolls back what resolving its predicate recorded
     assert item.outcome is not None and item.resolved is not None and item.fact is not None
     return FactWriteResult(
         fact=_loaded(item.fact),

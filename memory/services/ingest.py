@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts
-from memory.errors import Conflict, MemoryError_, ServiceUnavailable, ValidationFailed
+from memory.errors import Conflict, DomainError, ServiceUnavailable, ValidationFailed
 from memory.llm.client import LLMError, chat_model_configured, chat_structured
 from memory.llm.prompt import extraction_prompt_render
 from memory.llm.schemas import ExtractionOutput, TriplesInput
@@ -228,7 +228,7 @@ def run_execute(*, run_id: int) -> Run:
                 run=run,
                 clock=clock,
             )
-        except (MemoryError_, LLMError) as exc:
+        except DomainError as exc:
             _run_fail(run, message=exc.message, code=exc.code, clock=clock)
         except DatabaseError as exc:
             # The connection dropped (server restart, network, an administrator's kill), a
@@ -378,7 +378,7 @@ def memory_ingest(
     clock: StageClock | None = None,
 ) -> IngestResult:
     """Turn → graph (SPEC §4). With ``run``, its prompt, model output, tokens and, in the
-    write transaction, its success are recorded on it. Raises MemoryError_ / LLMError."""
+    write transaction, its success are recorded on it. Raises DomainError (LLMError among them)."""
     clock = clock or StageClock()
     scope = scope_validate(scope)
     access.require_write(scope)

@@ -11,9 +11,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
-from memory.scopes import ScopeError
 from memory.services.documents import document_create, documents_embed
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
@@ -102,7 +101,7 @@ class Command(BaseCommand):
                     metadata=item.get("metadata") or {},
                     embed_later=options["wait"],
                 )
-            except (MemoryError_, ScopeError) as exc:
+            except DomainError as exc:
                 failed.append(f"{item['where']}: {getattr(exc, 'message', str(exc))}")
                 continue
             created.append(document.pk)
@@ -115,7 +114,7 @@ class Command(BaseCommand):
 
                 try:
                     documents_embed(document_ids=created, on_progress=progress)
-                except MemoryError_ as exc:  # the embedder is down; the documents are stored
+                except DomainError as exc:  # the embedder is down; the documents are stored
                     raise CommandError(
                         f"{len(created)} documents imported into {context.slug}, but their "
                         f"vectors could not be computed ({exc.message}); once the embedder "

@@ -9,9 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
-from memory.scopes import ScopeError
 from memory.selectors.search import MODES, TARGETS, search
 
 
@@ -48,7 +47,7 @@ class Command(BaseCommand):
                 target=options["target"],
                 graph_alpha=options["graph_alpha"],
             )
-        except (MemoryError_, ScopeError) as exc:
+        except DomainError as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from exc
         body = asdict(response)
         if options["json"]:
