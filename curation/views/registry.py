@@ -21,16 +21,6 @@ from curation.forms import (
     RegistryFilterForm,
     RegistryImportForm,
 )
-from curation.selectors import (
-    predicate_alias_names,
-    predicate_fact_count,
-    predicate_facts,
-    registry_categories,
-    registry_export_data,
-    registry_row,
-    registry_rows,
-)
-from curation.services import registry_import
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -41,12 +31,22 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
 from memory.selectors.predicates import predicate_get
+from memory.selectors.registry import (
+    predicate_alias_names,
+    predicate_fact_count,
+    predicate_facts,
+    registry_categories,
+    registry_export_data,
+    registry_row,
+    registry_rows,
+)
 from memory.services.predicates import (
     predicate_alias_add,
     predicate_alias_remove,
     predicate_unregister,
     predicate_update,
 )
+from memory.services.registry_file import registry_import
 
 TEMPLATE = "curation/registry.html"
 DETAIL_TEMPLATE = "curation/predicate.html"

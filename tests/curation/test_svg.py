@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from curation.selectors import DriftDay
 from curation.svg import MAX_NEIGHBOURS, drift_chart_svg, neighbourhood_svg, neighbours_collect
+from memory.selectors.overview import DriftDay
 
 
 def _href(pk: int) -> str:
