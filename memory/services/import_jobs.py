@@ -4,8 +4,6 @@ reports its progress, under the executor lifecycle of services/executor.py."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from dataclasses import asdict
 
@@ -13,15 +11,33 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.access import ContextAccess, context_access_resolve
-from memory.errors import Conflict, DomainError
-from memory.locks import IMPORT_JOB_LOCK, executor_lock
+from memory.errors import DomainError
+from memory.locks import IMPORT_JOB_LOCK
 from memory.models import Context, ImportJob, ImportJobStatus, Role
 from memory.services.entity_import import ImportFormat, entities_import
-from memory.tasks import import_job_task, task_results_fail_lost
+from memory.services.executor import (
+    Lifecycle,
+    executor_claim,
+    executor_recover_stale,
+    executor_retry_check,
+)
+from memory.tasks import import_job_task
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.25
+
+IMPORT_JOB_LIFECYCLE = Lifecycle(
+    model=ImportJob,
+    lock_namespace=IMPORT_JOB_LOCK,
+    state_field="status",
+    pending=ImportJobStatus.PENDING,
+    running=ImportJobStatus.RUNNING,
+    failed=ImportJobStatus.FAILED,
+    task=lambda: import_job_task,
+    noun="import",
+    not_failed_code="import_not_failed",
+)
 
 
 @transaction.atomic
@@ -77,16 +93,9 @@ def import_job_execute(*, job_id: int) -> str:
     The executor holds the job's advisory lock throughout, so a job left ``running`` by a
     worker that died can be told from one still importing (``import_jobs_recover_stale``).
     """
-    with executor_lock(IMPORT_JOB_LOCK, job_id) as held:
-        if not held:  # another worker is importing it
-            return str(ImportJob.objects.get(pk=job_id).status)
-        claimed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.PENDING).update(
-            status=ImportJobStatus.RUNNING,
-            started_at=timezone.now(),
-            worker=f"{socket.gethostname()[:80]}:{os.getpid()}",
-        )
+    with executor_claim(IMPORT_JOB_LIFECYCLE, job_id) as claimed:
         job = ImportJob.objects.select_related("context", "created_by").get(pk=job_id)
-        if not claimed:
+        if not claimed:  # another worker is importing it, or it is done
             return str(job.status)
         return _import(job)
 
@@ -139,42 +148,31 @@ def import_jobs_recover_stale(
     when a worker picks up an import task, when a job or the seeding page is looked at,
     and before a retry.
     """
-    running = ImportJob.objects.filter(status=ImportJobStatus.RUNNING)
+    running = ImportJob.objects.all()
     if context is not None:
         running = running.filter(context=context)
     if job_ids is not None:
         running = running.filter(pk__in=job_ids)
-    recovered = 0
-    for job_id, worker, done, total in running.values_list("pk", "worker", "done", "total"):
-        with executor_lock(IMPORT_JOB_LOCK, job_id) as held:
-            if not held:
-                continue  # alive: its executor holds the lock
-            error = (
-                f"the worker importing this file ({worker or 'unknown'}) stopped after "
-                f"{done:,} of {total:,} rows; those rows are stored, the rest are not. "
-                "Retry to import the file again: rows already stored are matched, not "
-                "duplicated."
-            )
-            failed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.RUNNING).update(
-                status=ImportJobStatus.FAILED, finished_at=timezone.now(), error=error
-            )
-            if failed:  # and its task result, instead of "running" for ever
-                task_results_fail_lost(task=import_job_task, args=[job_id], reason=error)
-            recovered += failed
-    return recovered
+    return executor_recover_stale(
+        IMPORT_JOB_LIFECYCLE,
+        running,
+        reason=lambda job: (
+            f"the worker importing this file ({job['worker'] or 'unknown'}) stopped after "
+            f"{job['done']:,} of {job['total']:,} rows; those rows are stored, the rest are "
+            "not. Retry to import the file again: rows already stored are matched, not "
+            "duplicated."
+        ),
+        fields=("worker", "done", "total"),
+    )
 
 
 @transaction.atomic
 def import_job_retry(*, access: ContextAccess, job: ImportJob) -> ImportJob:
     """A new pending job with a failed job's file (``retry_of`` links them), queued."""
     access.require_role(Role.ADMIN)
-    import_jobs_recover_stale(job_ids=[job.pk])
-    job.refresh_from_db()
-    if job.status != ImportJobStatus.FAILED:
-        raise Conflict(
-            f"import {job.pk} is {job.status}; only failed imports can be retried",
-            code="import_not_failed",
-        )
+    executor_retry_check(
+        IMPORT_JOB_LIFECYCLE, job, recover=lambda ids: import_jobs_recover_stale(job_ids=ids)
+    )
     retry = import_job_create(
         access=access,
         content=job.content,
