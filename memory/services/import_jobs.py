@@ -1,5 +1,5 @@
 """Entity import jobs: a stored upload (CSV/JSONL seeding file), run by a task that
-reports its progress, under the executor lifecycle of services/executor.py."""
+reports its progress, under the executor lifecycle (services/executor.py)."""
 
 from __future__ import annotations
 
