@@ -21,6 +21,7 @@ from curation.forms import (
     RegistryFilterForm,
     RegistryImportForm,
 )
+from curation.templatetags.curation_tags import flags
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -35,10 +36,12 @@ from memory.selectors.registry import (
     predicate_alias_names,
     predicate_fact_count,
     predicate_facts,
+    predicate_last_update,
     registry_categories,
     registry_export_data,
     registry_row,
     registry_rows,
+    subjects_with_several_values,
 )
 from memory.services.predicates import (
     predicate_alias_add,
@@ -47,6 +50,7 @@ from memory.services.predicates import (
     predicate_update,
 )
 from memory.services.registry_file import registry_import
+from memory.wording import counted
 
 TEMPLATE = "curation/registry.html"
 DETAIL_TEMPLATE = "curation/predicate.html"
@@ -219,11 +223,30 @@ def predicate_flag(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRespons
         return _row(request, access, predicate, error="unknown flag", status=400)
     flag, value = form.cleaned_data["flag"], form.cleaned_data["value"]
     try:
-        predicate_update(access=access, predicate=predicate, **{flag: value})
+        updated = predicate_update(access=access, predicate=predicate, **{flag: value})
     except ValidationFailed as exc:
         return _row(request, access, predicate, error=exc.message, status=400)
-    state = f"{flag.replace('_', ' ')} {'on' if value else 'off'}"
-    return _row(request, access, predicate, success=f"{predicate.name}: {state}.")
+    label = dict((f, lbl) for f, lbl, _ in flags(updated))[flag]
+    event = predicate_last_update(access=access, predicate=updated)
+    messages.success(
+        request,
+        f"{updated.name}: {label} is now {'on' if value else 'off'}.",
+        extra_tags=f"undo:{event.pk}" if event and event.undo else "",
+    )
+    if flag == "single_valued" and value:
+        several = subjects_with_several_values(access=access, predicate=updated)
+        if several:
+            messages.warning(
+                request,
+                f"{several:,} subject{'s' if several != 1 else ''} already hold"
+                f"{'s' if several == 1 else ''} several current {updated.name} values. The flag "
+                "applies to new writes; resolve the existing ones on each entity's page "
+                "(or undo this).",
+            )
+    # A full page, so the message and its Undo are shown (a row swap has no room for it).
+    if request.POST.get("view") == "detail":
+        return redirect("predicate", access.context.slug, updated.name)
+    return redirect(f"{_registry_url(access)}#p-{updated.name}")
 
 
 @require_POST
@@ -264,5 +287,5 @@ def registry_import_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         form.add_error(None, "Nothing was imported: fix the predicates marked below.")
         return _list_page(request, access, import_form=form, import_report=report, status=400)
     request.session[IMPORT_REPORT_KEY] = report
-    messages.success(request, f"Imported {len(report)} predicates.")
+    messages.success(request, f"Imported {counted(len(report), 'predicate')}.")
     return redirect("registry", access.context.slug)

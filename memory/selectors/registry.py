@@ -1,14 +1,16 @@
-"""The predicate registry as its page and the API read it: rows with their usage counts
-(one definition for both faces), the registry file export, and a predicate's facts."""
+"""The predicate registry as its pages and the API read it: rows with their usage counts
+(one definition for both faces), the registry file export, a predicate's facts, and what
+the registry screens need beyond the rows."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.models import Context, Fact, FactStatus, Predicate, PredicateStatus
+from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Predicate, PredicateStatus
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_list
 from memory.selectors.usage import predicate_usage
@@ -104,3 +106,44 @@ def predicate_fact_count(*, access: ContextAccess, predicate: Predicate) -> int:
     """Observations of the visible facts stored under ``predicate`` (not retracted)."""
     use = predicate_usage(access=access, predicate_ids=[predicate.pk]).get(predicate.pk)
     return use.used if use else 0
+
+
+def subjects_with_several_values(*, access: ContextAccess, predicate: Predicate) -> int:
+    """How many subjects (among the facts the caller can read) hold more than one current
+    value of ``predicate``: what turning single-valued on leaves for a curator to settle,
+    since the flag rules new writes and supersedes nothing already stored."""
+    return (
+        Fact.objects.filter(
+            access.grants.read_q(),
+            context=access.context,
+            predicate=predicate,
+            status=FactStatus.CURRENT,
+        )
+        .values("subject_id")
+        .annotate(values=Count("id"))
+        .filter(values__gt=1)
+        .count()
+    )
+
+
+def predicate_last_update(*, access: ContextAccess, predicate: Predicate) -> AuditEvent | None:
+    """The newest edit of ``predicate`` (its audit event carries the undo)."""
+    return (
+        AuditEvent.objects.filter(
+            context=access.context, action="predicate_update", target_id=predicate.name
+        )
+        .order_by("-pk")
+        .first()
+    )
+
+
+def entity_names(*, access: ContextAccess, entity_ids: list[int]) -> dict[int, str]:
+    """Names of the readable entities among ``entity_ids`` (one query), for reports that
+    store ids."""
+    if not entity_ids:
+        return {}
+    return dict(
+        Entity.objects.filter(
+            access.grants.read_q(), context=access.context, pk__in=entity_ids
+        ).values_list("pk", "name")
+    )
