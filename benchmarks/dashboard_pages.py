@@ -81,7 +81,7 @@ def _document_pages(context_id: int, base: str) -> list[tuple[str, str, str]]:
 
 
 def _job_path(context_id: int, base: str) -> str:
-    from curation.models import ImportJob
+    from memory.models import ImportJob
 
     job = ImportJob.objects.filter(context_id=context_id).order_by("-pk").first()
     assert job is not None

@@ -9,7 +9,6 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from curation.services import PredicateEntry, registry_file_parse
 from memory.entity_names import MAX_NAME_LENGTH
 from memory.errors import ValidationFailed
 from memory.models import EntityType, Predicate, PredicateKind
@@ -17,6 +16,7 @@ from memory.models.predicate import Lifecycle
 from memory.scopes import ScopeError, scope_validate
 from memory.services.entity_import import MAX_IMPORT_BYTES
 from memory.services.merges import MAX_MERGED
+from memory.services.registry_file import PredicateEntry, registry_file_parse
 
 MAX_REGISTRY_FILE_BYTES = 2 * 1024 * 1024
 ENTITY_TYPE_CHOICES = EntityType.choices

@@ -14,7 +14,7 @@ from typing import Literal
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from curation.selectors import DriftDay
+from memory.selectors.overview import DriftDay
 
 MAX_NEIGHBOURS = 50
 TYPE_COLOURS = {

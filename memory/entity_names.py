@@ -60,6 +60,8 @@ TYPE_SYNONYMS: dict[str, str] = {
     "device": EntityType.PRODUCT,
 }
 RESERVED_TYPES = frozenset({EntityType.AGENT, EntityType.SERVICE})
+# The types the extraction prompt offers the model (the reserved ones are for seeding).
+EXTRACTION_TYPES: tuple[str, ...] = tuple(t for t in ENTITY_TYPES if t not in RESERVED_TYPES)
 
 IDENTIFIER_KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 

@@ -3,8 +3,8 @@
 An executor holds ``(namespace, key)`` for as long as it works on a record; PostgreSQL
 releases it when the executor's process or connection dies. So a record marked as
 executing whose lock anyone can take has no executor left: recovery fails it with a
-reason and its input is kept for a retry. (Ingest runs do the same with their own
-lock in ``memory.services.ingest``.)
+reason and its input is kept for a retry (``memory.services.executor``, for ingest runs
+and import jobs alike).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 from django.db import DatabaseError, connection
 
-# Namespaces in use: 0x4D44_0001 ingest runs, 0x4D44_0002 usage compaction (per context).
+# Namespaces in use: 0x4D44_0002 usage compaction (per context), and:
+RUN_LOCK = 0x4D44_0001  # (namespace, run id) while an ingest run executes
 IMPORT_JOB_LOCK = 0x4D44_0003
 DUPLICATE_SCAN_LOCK = 0x4D44_0004  # (namespace, context id): one scan per context at a time
 EMBEDDING_DRAIN_LOCK = 0x4D44_0005  # (namespace, context id or 0): one embedding drain at a time

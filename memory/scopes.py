@@ -13,14 +13,18 @@ from typing import Literal
 
 from django.db.models import Q
 
+from memory.errors import ValidationFailed
+
 SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*(/[A-Za-z0-9][A-Za-z0-9_.@:-]*)*$")
 MAX_SCOPE_LENGTH = 300
 
 Access = Literal["read", "write"]
 
 
-class ScopeError(ValueError):
-    """A scope or grant that is not well formed."""
+class ScopeError(ValidationFailed, ValueError):
+    """A scope or grant that is not well formed (a ValueError too, for parsers)."""
+
+    code = "invalid_scope"
 
 
 def scope_validate(scope: str) -> str:

@@ -85,6 +85,23 @@ def ingest_run_task(run_id: int) -> str:
     return str(run_execute(run_id=run_id).outcome)
 
 
+# Someone is watching an import's progress bar; embedding tasks can wait behind it.
+IMPORT_PRIORITY = 10
+
+
+@task(priority=IMPORT_PRIORITY)
+def import_job_task(job_id: int) -> str:
+    """Import one uploaded seeding file (``memory.services.import_jobs.import_job_execute``).
+
+    Jobs left ``running`` by a worker that died are failed first, so they can be retried.
+    """
+    # Imported here: the import job services enqueue this task.
+    from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
+
+    import_jobs_recover_stale()
+    return import_job_execute(job_id=job_id)
+
+
 @task(priority=5)  # a curator waits on the page for it: before embedding work
 def duplicates_scan_task(context_id: int) -> dict[str, object]:
     """Scan a context for duplicate entities (``duplicates_scan``) off the request path:

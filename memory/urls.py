@@ -67,6 +67,16 @@ api_patterns = [
         name="api-predicates-canonicalize",
     ),
     path(
+        f"{ctx}/predicates/export",
+        predicates.PredicateExportApi.as_view(),
+        name="api-predicates-export",
+    ),
+    path(
+        f"{ctx}/predicates/import",
+        predicates.PredicateImportApi.as_view(),
+        name="api-predicates-import",
+    ),
+    path(
         f"{ctx}/predicates/<str:name>",
         predicates.PredicateDetailApi.as_view(),
         name="api-predicate",

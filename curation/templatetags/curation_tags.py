@@ -125,7 +125,7 @@ def took(started: Any, finished: Any) -> str:
 @register.simple_tag
 def registry_categories_of(context: Any) -> list[str]:
     """The categories a context's registered predicates use (for a category picker)."""
-    from curation.selectors import registry_categories
+    from memory.selectors.registry import registry_categories
 
     return registry_categories(context=context) if context is not None else []
 

@@ -17,10 +17,8 @@ from django_htmx.middleware import HtmxDetails
 
 from memory.access import ContextAccess, context_access_resolve
 from memory.embeddings import embedder_loading
-from memory.errors import Conflict, MemoryError_, NotFound, ServiceUnavailable, ValidationFailed
-from memory.errors import PermissionDenied as AccessDenied
+from memory.errors import DomainError, NotFound
 from memory.models import Role
-from memory.scopes import ScopeError
 from memory.selectors.contexts import context_list
 
 P = ParamSpec("P")
@@ -61,24 +59,14 @@ def dashboard_view(view: View[P]) -> View[P]:
     def wrapped(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
-        except (Http404, NotFound) as exc:
-            return error_response(request, 404, _message(exc, "Not found."))
-        except (PermissionDenied, AccessDenied) as exc:
-            return error_response(request, 403, _message(exc, "You may not do this."))
-        except Conflict as exc:
-            return error_response(request, 409, exc.message)
-        except (ValidationFailed, ScopeError) as exc:
-            return error_response(request, 400, _message(exc, "The request was not valid."))
-        except ServiceUnavailable as exc:  # a dependency (the embedder) is down: say so
-            return error_response(request, 503, exc.message)
+        except Http404 as exc:
+            return error_response(request, 404, str(exc) or "Not found.")
+        except PermissionDenied as exc:
+            return error_response(request, 403, str(exc) or "You may not do this.")
+        except DomainError as exc:  # the engine's refusals, mapped once by their status
+            return error_response(request, exc.status, exc.message)
 
     return wrapped  # type: ignore[return-value]
-
-
-def _message(exc: Exception, default: str) -> str:
-    if isinstance(exc, MemoryError_):
-        return exc.message
-    return str(exc) or default
 
 
 TITLES = {
@@ -86,6 +74,7 @@ TITLES = {
     403: "Not allowed",
     404: "Not found",
     409: "Changed meanwhile",
+    502: "Bad answer",
     503: "Unavailable",
 }
 

@@ -10,7 +10,6 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import ConflictResolveForm
-from curation.selectors import conflict_rows
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -21,7 +20,7 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import Role
-from memory.selectors.curation import conflict_get
+from memory.selectors.curation import conflict_get, conflict_rows
 from memory.services.conflicts import conflict_resolve
 
 TEMPLATE = "curation/conflicts.html"

@@ -15,7 +15,6 @@ from django.utils.html import format_html_join
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import DriftBulkForm, DriftResolveForm, PredicateDefinitionForm
-from curation.selectors import registered_names
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -33,6 +32,7 @@ from memory.selectors.drift import (
     drift_list,
     drift_suggestions_attach,
 )
+from memory.selectors.registry import registered_names
 from memory.services.drift import drift_resolve
 
 TEMPLATE = "curation/drift.html"

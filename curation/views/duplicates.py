@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import DuplicateClusterForm, cluster_key
-from curation.selectors import entity_fact_counts
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -32,6 +31,7 @@ from memory.selectors.duplicates import (
     duplicates_scan_pending,
 )
 from memory.selectors.entities import entities_visible
+from memory.selectors.entity_pages import entity_fact_counts
 from memory.services.duplicates import duplicates_dismiss_recorded
 from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
 from memory.tasks import duplicates_scan_enqueue

@@ -17,12 +17,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import EntityEditForm, EntityFilterForm
-from curation.selectors import (
-    entity_edges,
-    entity_fact_counts,
-    entity_incoming,
-    entity_timeline,
-)
 from curation.svg import neighbourhood_svg, neighbours_collect
 from curation.views.access import (
     HtmxHttpRequest,
@@ -35,6 +29,12 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import Entity, Role
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
+from memory.selectors.entity_pages import (
+    entity_edges,
+    entity_fact_counts,
+    entity_incoming,
+    entity_timeline,
+)
 from memory.selectors.facts import entity_facts_ranked
 from memory.services.entities import entity_delete, entity_update
 from memory.wording import counted

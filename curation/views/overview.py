@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 
-from curation.selectors import drift_series, overview_read
 from curation.svg import drift_chart_svg
 from curation.views.access import (
     HtmxHttpRequest,
@@ -14,6 +13,7 @@ from curation.views.access import (
     render_screen,
     wants_partial,
 )
+from memory.selectors.overview import drift_series, overview_read
 from memory.selectors.runs import run_list
 from memory.services.vectors import embedding_backlog
 

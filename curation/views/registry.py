@@ -21,16 +21,6 @@ from curation.forms import (
     RegistryFilterForm,
     RegistryImportForm,
 )
-from curation.selectors import (
-    predicate_alias_names,
-    predicate_fact_count,
-    predicate_facts,
-    registry_categories,
-    registry_export_data,
-    registry_row,
-    registry_rows,
-)
-from curation.services import registry_import
 from curation.templatetags.curation_tags import flags
 from curation.views.access import (
     HtmxHttpRequest,
@@ -42,13 +32,24 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
 from memory.selectors.predicates import predicate_get
-from memory.selectors.registry import predicate_last_update, subjects_with_several_values
+from memory.selectors.registry import (
+    predicate_alias_names,
+    predicate_fact_count,
+    predicate_facts,
+    predicate_last_update,
+    registry_categories,
+    registry_export_data,
+    registry_row,
+    registry_rows,
+    subjects_with_several_values,
+)
 from memory.services.predicates import (
     predicate_alias_add,
     predicate_alias_remove,
     predicate_unregister,
     predicate_update,
 )
+from memory.services.registry_file import registry_import
 from memory.wording import counted
 
 TEMPLATE = "curation/registry.html"

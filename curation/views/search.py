@@ -15,8 +15,8 @@ from curation.views.access import (
     render_screen,
 )
 from curation.views.documents import CHUNKS_PER_PAGE
-from memory.errors import ServiceUnavailable, ValidationFailed
-from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
+from memory.errors import DomainError, ValidationFailed
+from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
 
 TEMPLATE = "curation/search.html"
@@ -71,10 +71,8 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
                 target=target,
                 vector_floor=settings.MEMORY_SEARCH_VECTOR_FLOOR or None,
             )
-        except (ValidationFailed, ScopeError) as exc:
-            error, status = getattr(exc, "message", str(exc)), 400
-        except ServiceUnavailable as exc:
-            error, status = exc.message, 503
+        except DomainError as exc:  # a bad query (400) or the embedder down (503)
+            error, status = exc.message, exc.status
     context = {
         "links": _document_links(access.context.slug, response),
         "q": q,

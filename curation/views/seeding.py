@@ -12,9 +12,6 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import EntitySeedForm, SeedUploadForm
-from curation.models import ImportJob, ImportJobStatus
-from curation.selectors import import_job_get, import_job_list
-from curation.services import import_job_create, import_job_retry, import_jobs_recover_stale
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -24,9 +21,15 @@ from curation.views.access import (
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
-from memory.models import Role
+from memory.models import ImportJob, ImportJobStatus, Role
+from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.registry import entity_names
 from memory.services.entities import entity_upsert
+from memory.services.import_jobs import (
+    import_job_create,
+    import_job_retry,
+    import_jobs_recover_stale,
+)
 
 TEMPLATE = "curation/seeding.html"
 ERRORS_SHOWN = 100

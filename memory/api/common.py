@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework import serializers
@@ -20,12 +21,21 @@ def access_for(request: Request, ctx: str) -> ContextAccess:
 
 
 def paginated(
-    request: Request, queryset: Any, serializer_class: type[serializers.Serializer], view: Any
+    request: Request,
+    queryset: Any,
+    serializer_class: type[serializers.Serializer],
+    view: Any,
+    *,
+    prepare: Callable[[list[Any]], object] | None = None,
 ) -> Response:
     """One page of ``queryset``. The view declares ``pagination_class``, which is also what
-    tells the OpenAPI schema that its list answers are pages."""
+    tells the OpenAPI schema that its list answers are pages. ``prepare`` completes the
+    page's rows (counts, suggestions) before they are serialized, as the dashboard's pages
+    do for theirs: per page, not for every row of the list."""
     paginator = view.pagination_class()
     page: Any = paginator.paginate_queryset(queryset, request, view=view)
+    if prepare is not None:
+        prepare(list(page))
     data = serializer_class(page, many=True).data
     return paginator.get_paginated_response(data)
 

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory.access import ContextAccess
 from memory.api.common import (
     EntityRefSerializer,
     ErrorSerializer,
@@ -23,7 +24,12 @@ from memory.api.predicates import NAME_PARAMETER, PredicateFieldsSerializer
 from memory.models import Role
 from memory.models.fact import ConflictStatus
 from memory.selectors.curation import audit_list, conflict_get, conflict_list
-from memory.selectors.drift import drift_list
+from memory.selectors.drift import (
+    DriftItem,
+    drift_examples_attach,
+    drift_list,
+    drift_suggestions_attach,
+)
 from memory.services.conflicts import conflict_resolve
 from memory.services.drift import drift_resolve
 from memory.services.undo import audit_undo
@@ -57,7 +63,20 @@ class DriftListApi(APIView):
     )
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        return paginated(request, drift_list(access=access), DriftItemSerializer, self)
+        items = drift_list(access=access, with_suggestions=False, with_examples=False)
+        return paginated(
+            request,
+            items,
+            DriftItemSerializer,
+            self,
+            prepare=lambda page: _complete_page(access, page),
+        )
+
+
+def _complete_page(access: ContextAccess, items: list[DriftItem]) -> None:
+    """Examples and ranked suggestions for one page of drift, as the drift page does."""
+    drift_examples_attach(items=items)
+    drift_suggestions_attach(access=access, items=items)
 
 
 class DriftResolveApi(APIView):

@@ -15,8 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memory.errors import MemoryError_
-from memory.scopes import ScopeError
+from memory.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +38,8 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, MemoryError_):
+    if isinstance(exc, DomainError):  # the engine's errors, scopes' and the LLM's included
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
-    if isinstance(exc, ScopeError):
-        return Response(error_body("invalid_scope", str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):
         messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         return Response(error_body("invalid", "validation failed", messages), status=400)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -20,14 +19,12 @@ from memory.api.fields import (
 )
 from memory.api.pagination import StandardPagination
 from memory.entity_names import MAX_NAME_LENGTH
-from memory.errors import NotFound, ValidationFailed
-from memory.models import Entity, Fact, FactKind
+from memory.errors import NotFound
+from memory.models import Fact, FactKind
 from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entities import entity_get
 from memory.selectors.facts import fact_list, facts_visible
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_retract, fact_write
-from memory.services.predicates import UnknownPredicate, predicate_record_refused
+from memory.services.facts import fact_retract, fact_write_with_entities
 
 
 class FactSourceSerializer(serializers.Serializer):
@@ -186,19 +183,9 @@ class FactListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
-        try:
-            with transaction.atomic():
-                # Entities named in the body are upserted in the same transaction as the
-                # fact, so a refused fact leaves no entity behind.
-                scope = v.get("scope")
-                subject = _entity_for(access, v.pop("subject"), scope)
-                object_ref = v.pop("object", None)
-                object_ = _entity_for(access, object_ref, scope) if object_ref else None
-                result = fact_write(access=access, subject=subject, object=object_, **v)
-        except UnknownPredicate:
-            # Strict mode refused the write; the refused predicate is still drift.
-            predicate_record_refused(context=access.context, raw=v["predicate"])
-            raise
+        if not v.get("object"):
+            v.pop("object", None)
+        result = fact_write_with_entities(access=access, **v)
         body = {
             "outcome": result.outcome,
             "predicate_via": result.resolved.via,
@@ -213,20 +200,6 @@ class FactListApi(APIView):
             else status.HTTP_200_OK
         )
         return Response(self.WriteOutputSerializer(body).data, status=code)
-
-
-def _entity_for(access: ContextAccess, ref: int | dict[str, Any], scope: str | None) -> Entity:
-    if isinstance(ref, int):
-        return entity_get(access=access, entity_id=ref)
-    entity_scope = ref.get("scope") or scope
-    if not entity_scope:
-        raise ValidationFailed(
-            "an entity given by name needs a scope (on the entity or on the fact)",
-            code="missing_scope",
-        )
-    return entity_upsert(
-        access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
-    ).entity
 
 
 class FactDetailApi(APIView):

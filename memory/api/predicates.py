@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
-from django.db.models import Count, Q
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -10,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.access import ContextAccess
-from memory.api.common import access_for, paginated, query_params
+from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import (
     PREDICATE_TEXT_HELP,
     JsonInput,
@@ -21,9 +20,9 @@ from memory.api.fields import (
     predicate_text_schema,
 )
 from memory.api.pagination import StandardPagination
+from memory.errors import ValidationFailed
 from memory.models import (
     EntityType,
-    FactStatus,
     Predicate,
     PredicateKind,
     PredicateStatus,
@@ -31,17 +30,23 @@ from memory.models import (
 )
 from memory.models.predicate import Lifecycle
 from memory.selectors.predicates import predicate_canonicalize, predicate_get, predicate_list
+from memory.selectors.registry import predicates_usage_attach, registry_export_data
 from memory.services.predicates import (
     predicate_alias_add,
     predicate_register,
     predicate_unregister,
     predicate_update,
 )
+from memory.services.registry_file import registry_file_parse, registry_import
 
 
 class PredicateOutputSerializer(serializers.ModelSerializer):
     aliases = serializers.SerializerMethodField()
-    fact_count = serializers.IntegerField(read_only=True, help_text="current facts")
+    fact_count = serializers.IntegerField(
+        read_only=True,
+        help_text="observations of the current facts you may read (a fact seen three times "
+        "counts three), from the usage log; the registry page shows the same figure",
+    )
 
     class Meta:
         model = Predicate
@@ -105,13 +110,6 @@ class PredicateFieldsSerializer(JsonInput):
     exclude_from_prompt = serializers.BooleanField(required=False)
 
 
-def _with_counts(predicates: Any, access: ContextAccess) -> Any:
-    """Current facts per predicate, counting only those the caller may read (a count of
-    every fact would reveal facts outside the caller's grants)."""
-    visible = access.grants.read_q("facts__scope") & Q(facts__status=FactStatus.CURRENT)
-    return predicates.annotate(fact_count=Count("facts", filter=visible))
-
-
 class PredicateListApi(APIView):
     pagination_class = StandardPagination
 
@@ -132,7 +130,13 @@ class PredicateListApi(APIView):
             status=params.get("status"),
             category=params.get("category") or None,
         )
-        return paginated(request, _with_counts(predicates, access), PredicateOutputSerializer, self)
+        return paginated(
+            request,
+            predicates,
+            PredicateOutputSerializer,
+            self,
+            prepare=lambda page: predicates_usage_attach(access=access, predicates=page),
+        )
 
     @extend_schema(request=InputSerializer, responses={201: PredicateOutputSerializer})
     def post(self, request: Request, ctx: str) -> Response:
@@ -156,8 +160,10 @@ NAME_PARAMETER = OpenApiParameter(
 
 
 def _counted(access: ContextAccess, predicate: Predicate) -> Predicate:
-    """``predicate`` as the list shows it: aliases prefetched, visible current facts counted."""
-    return _with_counts(predicate_list(context=access.context), access).get(pk=predicate.pk)
+    """``predicate`` as the list shows it: aliases prefetched, its use counted."""
+    row = predicate_list(context=access.context).get(pk=predicate.pk)
+    predicates_usage_attach(access=access, predicates=[row])
+    return row
 
 
 class PredicateDetailApi(APIView):
@@ -233,3 +239,52 @@ class PredicateCanonicalizeApi(APIView):
         params = query_params(request, self.Params)
         result = predicate_canonicalize(context=access.context, name=params["name"])
         return Response(self.OutputSerializer(result).data)
+
+
+class RegistryImportOutcomeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    outcome = serializers.ChoiceField(
+        choices=["created", "promoted", "updated", "unchanged", "error"]
+    )
+    detail = serializers.CharField()
+
+
+class RegistryImportOutputSerializer(serializers.Serializer):
+    outcomes = RegistryImportOutcomeSerializer(many=True)
+
+
+class PredicateExportApi(APIView):
+    @extend_schema(
+        responses={200: dict},
+        description="The registered predicates with every editable field and their aliases: "
+        "the registry page's export file (format `memory-desk-registry`, version 1). Admins "
+        "only.",
+    )
+    def get(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.ADMIN)
+        return Response(registry_export_data(context=access.context))
+
+
+class PredicateImportApi(APIView):
+    @extend_schema(
+        request=dict,
+        responses={200: RegistryImportOutputSerializer, 400: ErrorSerializer},
+        description="Import a registry file (an export, or a bare list of predicates), as the "
+        "registry page does: new predicates are registered, existing ones updated, aliases "
+        "added. All or nothing: when any predicate is refused nothing is written and the "
+        "answer is 400 `registry_import_failed` with every outcome in `details`. Admins only.",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        access.require_role(Role.ADMIN)
+        entries = registry_file_parse(request.data)
+        result = registry_import(access=access, entries=entries)
+        outcomes = [asdict(o) for o in result.outcomes]
+        if not result.applied:
+            raise ValidationFailed(
+                "nothing was imported: fix the predicates whose outcome is error",
+                code="registry_import_failed",
+                details=outcomes,
+            )
+        return Response(RegistryImportOutputSerializer({"outcomes": outcomes}).data)

@@ -21,6 +21,8 @@ import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from memory.errors import DomainError
+
 T = TypeVar("T", bound=BaseModel)
 
 REPAIR_ECHO_CHARS = 8_000  # how much of an invalid answer is shown back to the model
@@ -40,22 +42,21 @@ class ChatCall:
     finish_reason: str | None = None
 
 
-class LLMError(Exception):
+class LLMError(DomainError):
     """The model could not give a usable answer. ``calls`` are the answers it did give."""
 
+    status = 502  # the model answered, but not usably
     code = "llm_error"
 
     def __init__(
         self, message: str, *, code: str | None = None, calls: list[ChatCall] | None = None
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        if code:
-            self.code = code
+        super().__init__(message, code=code)
         self.calls = list(calls or [])
 
 
 class LLMNotConfigured(LLMError):
+    status = 503
     code = "llm_not_configured"
 
 

@@ -1,6 +1,8 @@
 """Prompts for the chat model: extraction of one turn, and the optional entity judge.
 
-Everything that did not come from this file is data, and the prompt says so: the turn is
+The LLM layer is prompt text and I/O only: it imports no models (the closed set of entity
+types and the vocabulary come from the caller). Everything that did not come from this
+file is data, and the prompt says so: the turn is
 quoted between delimiters carrying a fresh random nonce (so text inside the turn cannot
 close the quote), and the vocabulary lists — earlier model output — are rendered as JSON.
 """
@@ -10,13 +12,12 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from memory.entity_names import RESERVED_TYPES
-from memory.models.entity import ENTITY_TYPES
-from memory.selectors.vocabulary import Vocabulary
+if TYPE_CHECKING:  # its shape only: the vocabulary is built by the caller
+    from memory.selectors.vocabulary import Vocabulary
 
 REUSE = "reuse one when the meaning matches; mint a new one only when none fits"
-EXTRACTION_TYPES: tuple[str, ...] = tuple(t for t in ENTITY_TYPES if t not in RESERVED_TYPES)
 
 OUTPUT_FORMAT = """\
 {"entities": [{"name": "<as written in the turn>", "type": "<one of the entity types>",
@@ -55,8 +56,14 @@ def vocabulary_render(vocabulary: Vocabulary) -> str:
 
 
 def extraction_prompt_render(
-    *, vocabulary: Vocabulary, registry_block: str, text: str, nonce: str | None = None
+    *,
+    vocabulary: Vocabulary,
+    registry_block: str,
+    text: str,
+    entity_types: tuple[str, ...],
+    nonce: str | None = None,
 ) -> ExtractionPrompt:
+    """The extraction prompt; ``entity_types`` is the closed set the model may use."""
     nonce = nonce or _nonce_for(text)
     opening, closing = f"<<<TURN-{nonce}>>>", f"<<<END-TURN-{nonce}>>>"
     system = "\n\n".join(
@@ -65,7 +72,7 @@ def extraction_prompt_render(
             "entities it mentions and the facts it states about them — relations between two "
             "entities, attributes (a key and a value) and actions (something an entity did).",
             "Entity types form a closed set; give every entity exactly one of: "
-            + ", ".join(EXTRACTION_TYPES)
+            + ", ".join(entity_types)
             + ". Anything that fits none is other.",
             "Registered predicates by category, as `name (kind): meaning [aliases]` — prefer "
             "these names for relations, attribute keys and action verbs when the meaning "

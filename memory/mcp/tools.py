@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from memory.access import ContextAccess
-from memory.errors import MemoryError_, NotFound, ValidationFailed
+from memory.errors import DomainError, NotFound, ValidationFailed
 from memory.llm.schemas import ActionItem, AttributeItem, EntityItem, RelationItem, TriplesInput
 from memory.mcp.shapes import (
     entity_card_shape,
@@ -143,7 +143,7 @@ def _json(data: Any) -> Any:
 def _run(fn: Callable[..., Any], kwargs: dict[str, Any]) -> CallToolResult:
     try:
         answer = fn(**kwargs)
-    except MemoryError_ as exc:
+    except DomainError as exc:
         return _error(exc.code, exc.message, exc.details)
     except ScopeError as exc:
         return _error("invalid_scope", str(exc))

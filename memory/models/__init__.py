@@ -12,6 +12,7 @@ from memory.models.duplicate import (
 )
 from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
 from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
+from memory.models.import_job import ImportJob, ImportJobStatus
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
@@ -37,6 +38,8 @@ __all__ = [
     "Fact",
     "FactKind",
     "FactStatus",
+    "ImportJob",
+    "ImportJobStatus",
     "Keyword",
     "KeywordLink",
     "Merge",

@@ -23,6 +23,13 @@ def conflict_list(
     ).order_by("-created_at", "-id")
 
 
+def conflict_rows(*, access: ContextAccess, status: str | None) -> QuerySet[ConflictRecord]:
+    """Conflicts with both facts and their object entities joined (one query)."""
+    return conflict_list(access=access, status=status).select_related(
+        "current_fact__object", "contested_fact__object"
+    )
+
+
 def conflict_get(*, access: ContextAccess, conflict_id: int) -> ConflictRecord:
     conflict = conflict_list(access=access, status=None).filter(pk=conflict_id).first()
     if conflict is None:

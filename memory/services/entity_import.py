@@ -25,9 +25,8 @@ from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import MemoryError_, ValidationFailed
+from memory.errors import DomainError, ValidationFailed
 from memory.models import Entity, Role
-from memory.scopes import ScopeError
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check_batch
 from memory.services.entities import IdentifierInput, entity_upsert
@@ -303,9 +302,9 @@ def _import_one(*, access: ContextAccess, record: _Record, scope_default: str | 
         # entity_upsert is atomic: inside the batch, a savepoint, so a failing row leaves
         # nothing behind. Marking canonical and the audit are the batch's (_seed_batch).
         result = entity_upsert(access=access, seeded=False, **values)
-    except (_RowError, ScopeError) as exc:
+    except _RowError as exc:
         return ImportRow(record.row, record.line, "error", message=str(exc))
-    except MemoryError_ as exc:
+    except DomainError as exc:  # scope errors among them
         return ImportRow(record.row, record.line, "error", message=exc.message)
     except (DataError, IntegrityError) as exc:
         message = f"the database refused this row: {str(exc)[:200]}"

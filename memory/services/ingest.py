@@ -21,25 +21,23 @@ fails — or whose process dies — leaves nothing half-written.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import socket
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts
-from memory.errors import Conflict, MemoryError_, ServiceUnavailable, ValidationFailed
+from memory.entity_names import EXTRACTION_TYPES
+from memory.errors import DomainError, ServiceUnavailable, ValidationFailed
 from memory.llm.client import LLMError, chat_model_configured, chat_structured
 from memory.llm.prompt import extraction_prompt_render
 from memory.llm.schemas import ExtractionOutput, TriplesInput
+from memory.locks import RUN_LOCK
 from memory.models import (
     Context,
     Fact,
@@ -53,6 +51,12 @@ from memory.scopes import Grants, scope_validate
 from memory.search.indexing import search_index_batch
 from memory.selectors.predicates import registry_render_for_prompt
 from memory.selectors.vocabulary import scopes_visible_from, vocabulary_gather
+from memory.services.executor import (
+    Lifecycle,
+    executor_claim,
+    executor_recover_stale,
+    executor_retry_check,
+)
 from memory.services.extraction import NormalizedExtraction, extraction_normalize
 from memory.services.fact_batch import (
     FactInput,
@@ -100,7 +104,27 @@ _RUN_STATE_FIELDS = [
     "started_at",
     "finished_at",
 ]
-_RUN_LOCK_NAMESPACE = 0x4D44_0001  # pg advisory lock (namespace, run id) while executing
+
+
+def _ingest_run_task() -> Any:
+    from memory.tasks import ingest_run_task
+
+    return ingest_run_task
+
+
+RUN_LIFECYCLE = Lifecycle(
+    model=Run,
+    lock_namespace=RUN_LOCK,
+    state_field="outcome",
+    pending=RunOutcome.PENDING,
+    running=RunOutcome.RUNNING,
+    failed=RunOutcome.FAILED,
+    task=_ingest_run_task,
+    noun="run",
+    not_failed_code="run_not_failed",
+    claim_fields=lambda: {"attempts": F("attempts") + 1},
+    lost_fields={"summary": {"error_code": "worker_lost"}},
+)
 
 
 class TextTooLarge(ValidationFailed):
@@ -251,15 +275,7 @@ def run_execute(*, run_id: int) -> Run:
 
     A run that is not pending (done, or executing elsewhere) is returned as it is.
     """
-    with _run_lock(run_id) as held:
-        if not held:
-            return Run.objects.get(pk=run_id)
-        claimed = Run.objects.filter(pk=run_id, outcome=RunOutcome.PENDING).update(
-            outcome=RunOutcome.RUNNING,
-            started_at=timezone.now(),
-            worker=f"{socket.gethostname()[:80]}:{os.getpid()}",
-            attempts=F("attempts") + 1,
-        )
+    with executor_claim(RUN_LIFECYCLE, run_id) as claimed:
         run = Run.objects.select_related("context", "created_by").get(pk=run_id)
         if not claimed:
             return run
@@ -275,7 +291,7 @@ def run_execute(*, run_id: int) -> Run:
                 run=run,
                 clock=clock,
             )
-        except (MemoryError_, LLMError) as exc:
+        except DomainError as exc:
             _run_fail(run, message=exc.message, code=exc.code, clock=clock)
         except DatabaseError as exc:
             # The connection dropped (server restart, network, an administrator's kill), a
@@ -306,13 +322,7 @@ def run_execute(*, run_id: int) -> Run:
 def run_retry(*, access: ContextAccess, run: Run) -> Run:
     """A new pending run with the failed run's input (``retry_of`` links them)."""
     access.require_write(run.scope)
-    runs_recover_stale(run_ids=[run.pk])
-    run.refresh_from_db()
-    if run.outcome != RunOutcome.FAILED:
-        raise Conflict(
-            f"run {run.pk} is {run.outcome}; only failed runs can be retried",
-            code="run_not_failed",
-        )
+    executor_retry_check(RUN_LIFECYCLE, run, recover=lambda ids: runs_recover_stale(run_ids=ids))
     return run_create(
         access=access,
         text=run.input_text,
@@ -325,57 +335,25 @@ def run_retry(*, access: ContextAccess, run: Run) -> Run:
 
 
 def runs_recover_stale(*, context: Context | None = None, run_ids: list[int] | None = None) -> int:
-    """Fail the runs left ``running`` by a process that died; return how many.
-
-    The executor holds a session advisory lock on its run; PostgreSQL releases it when the
-    process or its connection dies. A running run whose lock we can take has no executor.
+    """Fail the runs left ``running`` by a process that died; return how many
+    (``executor_recover_stale``: the executor holds a session advisory lock on its run).
     Called when a worker picks up an ingest task, before a retry, and by ``manage.py
-    ingest``. The dead worker's task result is failed too (``task_results_fail_lost``).
+    ingest``. The dead worker's task result is failed too.
     """
-    from memory.tasks import ingest_run_task, task_results_fail_lost
-
-    running = Run.objects.filter(outcome=RunOutcome.RUNNING)
+    running = Run.objects.all()
     if context is not None:
         running = running.filter(context=context)
     if run_ids is not None:
         running = running.filter(pk__in=run_ids)
-    recovered = 0
-    for run_id, worker in running.values_list("pk", "worker"):
-        with _run_lock(run_id) as held:
-            if not held:
-                continue  # alive: its executor holds the lock
-            error = (
-                f"the process executing this run ({worker or 'unknown'}) stopped before it "
-                "finished; its writes were rolled back, so nothing of it was stored. "
-                "Retry the run."
-            )
-            failed = Run.objects.filter(pk=run_id, outcome=RunOutcome.RUNNING).update(
-                outcome=RunOutcome.FAILED,
-                finished_at=timezone.now(),
-                error=error,
-                summary={"error_code": "worker_lost"},
-            )
-            if failed:
-                # The dead worker's task result says so too, instead of "running" for ever.
-                task_results_fail_lost(task=ingest_run_task, args=[run_id], reason=error)
-            recovered += failed
-    return recovered
-
-
-@contextlib.contextmanager
-def _run_lock(run_id: int) -> Iterator[bool]:
-    key = [_RUN_LOCK_NAMESPACE, run_id % 2**31]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
-        row = cursor.fetchone()
-    held = bool(row and row[0])
-    try:
-        yield held
-    finally:
-        if held:
-            # A dead connection has already released it.
-            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+    return executor_recover_stale(
+        RUN_LIFECYCLE,
+        running,
+        reason=lambda run: (
+            f"the process executing this run ({run['worker'] or 'unknown'}) stopped before "
+            "it finished; its writes were rolled back, so nothing of it was stored. "
+            "Retry the run."
+        ),
+    )
 
 
 def _run_access(run: Run) -> ContextAccess:
@@ -425,7 +403,7 @@ def memory_ingest(
     clock: StageClock | None = None,
 ) -> IngestResult:
     """Turn → graph (SPEC §4). With ``run``, its prompt, model output, tokens and, in the
-    write transaction, its success are recorded on it. Raises MemoryError_ / LLMError."""
+    write transaction, its success are recorded on it. Raises DomainError (LLMError among them)."""
     clock = clock or StageClock()
     scope = scope_validate(scope)
     access.require_write(scope)
@@ -500,7 +478,9 @@ def _extract(
             embed=lambda t: embed_texts([t])[0],
         )
         block = registry_render_for_prompt(context=access.context)
-    prompt = extraction_prompt_render(vocabulary=vocabulary, registry_block=block, text=text)
+    prompt = extraction_prompt_render(
+        vocabulary=vocabulary, registry_block=block, text=text, entity_types=EXTRACTION_TYPES
+    )
     if run is not None:
         run.prompt = prompt.as_text()
         run.save(update_fields=["prompt"])

@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from curation.selectors import drift_series
 from memory.access import ContextAccess
 from memory.models import Predicate, Run
+from memory.selectors.overview import drift_series
 from tests.curation.conftest import Memory, page
 
 pytestmark = pytest.mark.django_db

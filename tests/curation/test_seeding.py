@@ -16,11 +16,10 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
-from curation.models import ImportJob
-from curation.services import import_job_execute, import_jobs_recover_stale
-from curation.tasks import import_job_task
 from memory.locks import IMPORT_JOB_LOCK
-from memory.models import AuditEvent, Context, Entity, Role
+from memory.models import AuditEvent, Context, Entity, ImportJob, Role
+from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
+from memory.tasks import import_job_task
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,6 @@ from datetime import date
 
 from django.utils.html import escape
 
-from curation.selectors import DriftDay
 from curation.svg import (
     MAX_NEIGHBOURS,
     Neighbour,
@@ -16,6 +15,7 @@ from curation.svg import (
     neighbourhood_svg,
     neighbours_collect,
 )
+from memory.selectors.overview import DriftDay
 
 
 def _href(pk: int) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
 from memory.services.fsck import CHECKS, fsck_run
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
             started = time.perf_counter()
             try:
                 report.update(fsck_run(access=access, checks=[name]))
-            except MemoryError_ as exc:
+            except DomainError as exc:
                 raise CommandError(exc.message, returncode=EXIT_CANNOT_RUN) from exc
             self.stderr.write(f"{name}: done in {time.perf_counter() - started:.1f} s")
         summaries = {name: _SUMMARIES[name](report[name]) for name in checks}

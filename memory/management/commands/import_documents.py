@@ -12,9 +12,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
-from memory.scopes import ScopeError
 from memory.services.documents import document_create
 from memory.services.vectors import DrainReport, embedding_backlog, embeddings_drain
 
@@ -107,14 +106,14 @@ class Command(BaseCommand):
                     metadata=item.get("metadata") or {},
                     embed_later=options["wait"],
                 )
-            except (MemoryError_, ScopeError) as exc:
+            except DomainError as exc:
                 failed.append(f"{item['where']}: {getattr(exc, 'message', str(exc))}")
                 continue
             created.append(document.pk)
         if options["wait"] and created:
             try:
                 _drain_with_progress(context, out)
-            except MemoryError_ as exc:  # the embedder is down; the documents are stored
+            except DomainError as exc:  # the embedder is down; the documents are stored
                 raise CommandError(
                     f"{len(created)} documents imported into {context.slug}, but their "
                     f"vectors could not be computed ({exc.message}); once the embedder "

@@ -20,9 +20,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context, RunOutcome
-from memory.scopes import ScopeError
 from memory.services.contexts import context_create
 from memory.services.ingest import (
     INFER_MODES,
@@ -107,7 +106,7 @@ class Command(BaseCommand):
                 triples=triples,
                 source=str(turn.get("source") or options["source"] or f"line {number}"),
             )
-        except (MemoryError_, ScopeError) as exc:
+        except DomainError as exc:
             problems.append(f"line {number}: {getattr(exc, 'message', str(exc))}")
             return "refused"
         if options["enqueue"]:
@@ -143,7 +142,7 @@ def _context(slug: str, *, create: bool) -> Context:
         raise CommandError(f"no context {slug!r}; pass --create-context to create it")
     try:
         return context_create(slug=slug)
-    except MemoryError_ as exc:
+    except DomainError as exc:
         raise CommandError(f"cannot create context {slug!r}: {exc.message}") from exc
 
 

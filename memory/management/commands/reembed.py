@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.embeddings import embedding_model_id
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
 from memory.services.vectors import (
     EMBED_BATCH,
@@ -95,8 +95,8 @@ class Command(BaseCommand):
                 batch_size=batch_size,
                 on_progress=progress,
             )
-        except (MemoryError_, ValueError) as exc:  # the embedder down or misconfigured
-            reason = exc.message if isinstance(exc, MemoryError_) else str(exc)
+        except (DomainError, ValueError) as exc:  # the embedder down or misconfigured
+            reason = exc.message if isinstance(exc, DomainError) else str(exc)
             again = "run the command again" + (
                 " to carry on where it stopped" if only_missing else ""
             )

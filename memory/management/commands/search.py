@@ -10,9 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
-from memory.scopes import ScopeError
 from memory.selectors.search import MODES, TARGETS, search
 
 
@@ -51,7 +50,7 @@ class Command(BaseCommand):
                 graph_alpha=options["graph_alpha"],
                 thread=options["thread"],
             )
-        except (MemoryError_, ScopeError) as exc:
+        except DomainError as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from exc
         body = asdict(response)
         body.pop("hidden", None)  # the dashboard's vector floor; the API shape has none

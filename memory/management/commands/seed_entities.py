@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from memory.access import system_access
-from memory.errors import MemoryError_
+from memory.errors import DomainError
 from memory.models import Context
 from memory.services.contexts import context_create
 from memory.services.entity_import import ImportReport, entities_import
@@ -53,7 +53,7 @@ class Command(BaseCommand):
                 scope_default=options["scope"],
                 on_progress=progress,
             )
-        except MemoryError_ as exc:
+        except DomainError as exc:
             raise CommandError(exc.message) from exc
         finally:
             for bar in bars:

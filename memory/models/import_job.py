@@ -1,4 +1,4 @@
-"""The dashboard's own records: entity import jobs run in the background."""
+"""Entity import jobs run in the background (the seeding page's uploads)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,8 @@ class ImportJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        # The table kept its name when the model moved here from the dashboard app.
+        db_table = "curation_importjob"
         indexes = [
             # Seeding page: a context's jobs, newest first.
             models.Index(fields=["context", "-created_at"], name="import_job_recent"),

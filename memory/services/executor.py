@@ -1,0 +1,116 @@
+"""One executor lifecycle for background records (ingest runs, entity import jobs):
+claim, lock, recover stale, retry.
+
+- *claim*: the executor takes the record's session advisory lock (``memory.locks``) and
+  moves it from pending to running in one conditional UPDATE, so a second delivery of the
+  task finds it claimed and does nothing;
+- *lock*: it holds that lock for as long as it works; PostgreSQL releases it when the
+  executor's process or connection dies;
+- *recover stale*: a record marked running whose lock anyone can take has no executor
+  left: it is failed with a reason (its input kept), and the dead worker's task result too;
+- *retry*: only a failed record is retried, as a new record (``retry_of``) with its input.
+
+Each kind of record states its fields once in a ``Lifecycle``; this module does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from memory.errors import Conflict
+from memory.locks import executor_lock
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    model: type[models.Model]
+    lock_namespace: int
+    state_field: str  # "outcome" on runs, "status" on import jobs
+    pending: str
+    running: str
+    failed: str
+    task: Callable[[], Any]  # the record's task (resolved late: tasks import services)
+    noun: str  # "run", "import": for the retry refusal
+    not_failed_code: str
+    claim_fields: Callable[[], dict[str, Any]] = dict  # more fields set on claiming
+    lost_fields: dict[str, Any] = field(default_factory=dict)  # more fields when lost
+
+
+def executor_identity() -> str:
+    """host:pid of this process, stored on what it executes (for people; liveness is
+    judged from the advisory lock, never from this)."""
+    return f"{socket.gethostname()[:80]}:{os.getpid()}"
+
+
+@contextmanager
+def executor_claim(lifecycle: Lifecycle, pk: int) -> Iterator[bool]:
+    """Lock and claim record ``pk``; yields whether this process executes it. The lock is
+    held until the block ends, so the executor must work inside it."""
+    with executor_lock(lifecycle.lock_namespace, pk) as held:
+        if not held:  # another executor has it
+            yield False
+            return
+        claimed = lifecycle.model._default_manager.filter(
+            pk=pk, **{lifecycle.state_field: lifecycle.pending}
+        ).update(
+            **{lifecycle.state_field: lifecycle.running},
+            started_at=timezone.now(),
+            worker=executor_identity(),
+            **lifecycle.claim_fields(),
+        )
+        yield bool(claimed)
+
+
+def executor_recover_stale(
+    lifecycle: Lifecycle,
+    running: models.QuerySet[Any],
+    *,
+    reason: Callable[[dict[str, Any]], str],
+    fields: tuple[str, ...] = ("worker",),
+) -> int:
+    """Fail the records of ``running`` left running by an executor that died; return how
+    many. ``reason`` words the error from each record's ``fields``."""
+    from memory.tasks import task_results_fail_lost
+
+    state = lifecycle.state_field
+    manager = lifecycle.model._default_manager
+    recovered = 0
+    for row in running.filter(**{state: lifecycle.running}).values("pk", *fields):
+        with executor_lock(lifecycle.lock_namespace, row["pk"]) as held:
+            if not held:
+                continue  # alive: its executor holds the lock
+            error = reason(row)
+            failed = manager.filter(pk=row["pk"], **{state: lifecycle.running}).update(
+                **{state: lifecycle.failed},
+                finished_at=timezone.now(),
+                error=error,
+                **lifecycle.lost_fields,
+            )
+            if failed:  # and its task result, instead of "running" for ever
+                task_results_fail_lost(task=lifecycle.task(), args=[row["pk"]], reason=error)
+            recovered += failed
+    return recovered
+
+
+def executor_retry_check(
+    lifecycle: Lifecycle, record: models.Model, *, recover: Callable[[list[int]], int]
+) -> None:
+    """Refuse (409) to retry a record that has not failed, after ``recover`` has failed it
+    if its executor died."""
+    recover([record.pk])
+    record.refresh_from_db()
+    state = getattr(record, lifecycle.state_field)
+    if state != lifecycle.failed:
+        raise Conflict(
+            f"{lifecycle.noun} {record.pk} is {state}; only failed {lifecycle.noun}s can be "
+            "retried",
+            code=lifecycle.not_failed_code,
+        )

@@ -1,0 +1,192 @@
+"""Entity import jobs: a stored upload (CSV/JSONL seeding file), run by a task that
+reports its progress, under the executor lifecycle (services/executor.py)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory.access import ContextAccess, context_access_resolve
+from memory.errors import DomainError
+from memory.locks import IMPORT_JOB_LOCK
+from memory.models import Context, ImportJob, ImportJobStatus, Role
+from memory.services.entity_import import ImportFormat, entities_import
+from memory.services.executor import (
+    Lifecycle,
+    executor_claim,
+    executor_recover_stale,
+    executor_retry_check,
+)
+from memory.tasks import import_job_task
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_SECONDS = 0.25
+
+IMPORT_JOB_LIFECYCLE = Lifecycle(
+    model=ImportJob,
+    lock_namespace=IMPORT_JOB_LOCK,
+    state_field="status",
+    pending=ImportJobStatus.PENDING,
+    running=ImportJobStatus.RUNNING,
+    failed=ImportJobStatus.FAILED,
+    task=lambda: import_job_task,
+    noun="import",
+    not_failed_code="import_not_failed",
+)
+
+
+@transaction.atomic
+def import_job_create(
+    *,
+    access: ContextAccess,
+    content: str,
+    filename: str = "",
+    format: ImportFormat | None = None,
+    scope_default: str = "",
+) -> ImportJob:
+    """Keep an uploaded seeding file and queue its import (admin). The task starts once
+    this transaction commits."""
+    access.require_role(Role.ADMIN)
+    job = ImportJob.objects.create(
+        context=access.context,
+        created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
+        filename=filename[:255],
+        format=format or "",
+        scope_default=scope_default,
+        content=content,
+        size_bytes=len(content.encode()),
+    )
+    transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+def _enqueue(job_id: int) -> None:
+    result = import_job_task.enqueue(job_id)
+    ImportJob.objects.filter(pk=job_id).update(task_id=str(result.id)[:64])
+
+
+class _ProgressWriter:
+    """``on_progress`` for entities_import: writes done/total to the job row at most a few
+    times a second (and always for the first and last row), each write its own commit."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.written_at: float | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        due = self.written_at is None or now - self.written_at >= PROGRESS_INTERVAL_SECONDS
+        if due or done == total:
+            ImportJob.objects.filter(pk=self.job_id).update(done=done, total=total)
+            self.written_at = now
+
+
+def import_job_execute(*, job_id: int) -> str:
+    """Run a pending job once (a second delivery of the task finds it claimed); returns
+    the job's final status. The uploader's access is checked again now, not at upload.
+
+    The executor holds the job's advisory lock throughout, so a job left ``running`` by a
+    worker that died can be told from one still importing (``import_jobs_recover_stale``).
+    """
+    with executor_claim(IMPORT_JOB_LIFECYCLE, job_id) as claimed:
+        job = ImportJob.objects.select_related("context", "created_by").get(pk=job_id)
+        if not claimed:  # another worker is importing it, or it is done
+            return str(job.status)
+        return _import(job)
+
+
+def _import(job: ImportJob) -> str:
+    if job.created_by is None:
+        return _fail(job, "the user who uploaded this file no longer exists")
+    try:
+        access = context_access_resolve(user=job.created_by, slug=job.context.slug)
+        report = entities_import(
+            access=access,
+            content=job.content,
+            format=job.format or None,  # type: ignore[arg-type]
+            scope_default=job.scope_default or None,
+            seeded=True,
+            on_progress=_ProgressWriter(job.pk),
+            embed_now=True,  # this is the worker: embed each batch rather than queue it
+        )
+    except DomainError as exc:
+        return _fail(job, exc.message)
+    except Exception:
+        logger.exception("import job %s stopped", job.pk)
+        _fail(job, "the import stopped on an internal error; the file is kept on this job")
+        raise
+    ImportJob.objects.filter(pk=job.pk).update(
+        status=ImportJobStatus.SUCCEEDED,
+        done=report.total,
+        total=report.total,
+        created_count=report.created,
+        matched_count=report.matched,
+        failed_count=report.failed,
+        report={
+            "format": report.format,
+            "notes": report.notes,
+            "rows": [asdict(row) for row in report.rows],
+        },
+        finished_at=timezone.now(),
+    )
+    return ImportJobStatus.SUCCEEDED
+
+
+def import_jobs_recover_stale(
+    *, context: Context | None = None, job_ids: list[int] | None = None
+) -> int:
+    """Fail the jobs left ``running`` by a worker that died; return how many.
+
+    A running job whose advisory lock we can take has no executor. Its file stays on the
+    job for a retry; the batches it committed stay too (retrying matches those rows
+    instead of duplicating them). The dead worker's task result is failed too. Called
+    when a worker picks up an import task, when a job or the seeding page is looked at,
+    and before a retry.
+    """
+    running = ImportJob.objects.all()
+    if context is not None:
+        running = running.filter(context=context)
+    if job_ids is not None:
+        running = running.filter(pk__in=job_ids)
+    return executor_recover_stale(
+        IMPORT_JOB_LIFECYCLE,
+        running,
+        reason=lambda job: (
+            f"the worker importing this file ({job['worker'] or 'unknown'}) stopped after "
+            f"{job['done']:,} of {job['total']:,} rows; those rows are stored, the rest are "
+            "not. Retry to import the file again: rows already stored are matched, not "
+            "duplicated."
+        ),
+        fields=("worker", "done", "total"),
+    )
+
+
+@transaction.atomic
+def import_job_retry(*, access: ContextAccess, job: ImportJob) -> ImportJob:
+    """A new pending job with a failed job's file (``retry_of`` links them), queued."""
+    access.require_role(Role.ADMIN)
+    executor_retry_check(
+        IMPORT_JOB_LIFECYCLE, job, recover=lambda ids: import_jobs_recover_stale(job_ids=ids)
+    )
+    retry = import_job_create(
+        access=access,
+        content=job.content,
+        filename=job.filename,
+        format=job.format or None,  # type: ignore[arg-type]
+        scope_default=job.scope_default,
+    )
+    ImportJob.objects.filter(pk=retry.pk).update(retry_of=job)
+    retry.retry_of = job
+    return retry
+
+
+def _fail(job: ImportJob, message: str) -> str:
+    ImportJob.objects.filter(pk=job.pk).update(
+        status=ImportJobStatus.FAILED, error=message, finished_at=timezone.now()
+    )
+    return ImportJobStatus.FAILED
