@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class MemoryError_(Exception):
+class DomainError(Exception):
     """Base class: ``code`` is machine-readable, ``message`` is for people."""
 
     status = 400
@@ -19,26 +19,30 @@ class MemoryError_(Exception):
         self.details = details
 
 
-class ValidationFailed(MemoryError_):
+class ValidationFailed(DomainError):
     status = 400
     code = "invalid"
 
 
-class NotFound(MemoryError_):
+class NotFound(DomainError):
     status = 404
     code = "not_found"
 
 
-class PermissionDenied(MemoryError_):
+class PermissionDenied(DomainError):
     status = 403
     code = "forbidden"
 
 
-class Conflict(MemoryError_):
+class Conflict(DomainError):
     status = 409
     code = "conflict"
 
 
-class ServiceUnavailable(MemoryError_):
+class ServiceUnavailable(DomainError):
     status = 503
     code = "unavailable"
+
+
+# temporary: removed when the parallel branches are merged
+MemoryError_ = DomainError

@@ -83,6 +83,10 @@ class MergePreviewSerializer(serializers.Serializer):
     folded = serializers.ListField(child=serializers.IntegerField())
     self_loops = serializers.ListField(child=serializers.IntegerField())
     contested = serializers.ListField(child=serializers.IntegerField())
+    superseded = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Current facts a moving single value replaces (services/fact_rules.py)",
+    )
     attribute_conflicts = serializers.DictField()
 
 

@@ -20,6 +20,16 @@ from memory.models import Conflict as ConflictRecord
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_get
 from memory.services.audit import audit_record
+from memory.services.fact_rules import (
+    FactIdentity,
+    FactSlot,
+    collision_decide,
+    contested_fields,
+    fact_identity,
+    fact_slot,
+    reobserve,
+    superseded_fields,
+)
 from memory.services.predicates import (
     predicate_alias_attach,
     predicate_register,
@@ -57,9 +67,10 @@ def _predicate_state(predicate: Predicate) -> dict[str, Any]:
 @transaction.atomic
 def drift_alias(*, access: ContextAccess, name: str, target: str) -> AuditEvent:
     """Make observed ``name`` an alias of registered ``target``; its facts move to the
-    target (keeping their raw predicate). For a single-valued target the newest current
-    value per (subject, scope) stays current and the others become superseded; a moved
-    fact identical to a current target fact folds into it (its count grows)."""
+    target (keeping their raw predicate) under the write rules (services/fact_rules.py):
+    a moved fact identical to a current target fact folds into it (its count grows); for
+    a single-valued target, a moved value meeting the current one supersedes it only with
+    confidence ≥ 0.7 and ≥ the current's, else it is kept contested with a Conflict."""
     access.require_role(Role.CURATOR)
     context = registry_lock(access.context)
     observed = _observed(access, name)
@@ -74,12 +85,15 @@ def drift_alias(*, access: ContextAccess, name: str, target: str) -> AuditEvent:
         )
     )
     now = timezone.now()
-    status_changes = _fold_into_target(moved=moved, existing=existing, goal=goal, now=now)
+    status_changes, conflicts = _fold_into_target(
+        access=access, moved=moved, existing=existing, goal=goal, now=now
+    )
     state = _predicate_state(observed)
     Fact.objects.filter(pk__in=[f.pk for f in moved]).update(
         predicate=goal, single_valued=goal.single_valued
     )
     ConflictRecord.objects.filter(predicate=observed).update(predicate=goal)
+    ConflictRecord.objects.bulk_create(conflicts)
     observed.delete()
     predicate_alias_attach(context, goal, state["name"])
     return audit_record(
@@ -97,41 +111,98 @@ def drift_alias(*, access: ContextAccess, name: str, target: str) -> AuditEvent:
             "target": goal.name,
             "fact_ids": [f.pk for f in moved],
             "changes": status_changes,
+            "conflicts_created": [c.pk for c in conflicts],
         },
     )
 
 
 def _fold_into_target(
-    *, moved: list[Fact], existing: list[Fact], goal: Predicate, now: Any
-) -> list[dict[str, Any]]:
-    """Apply the write rules to facts arriving on ``goal``; returns what to restore on undo."""
+    *, access: ContextAccess, moved: list[Fact], existing: list[Fact], goal: Predicate, now: Any
+) -> tuple[list[dict[str, Any]], list[ConflictRecord]]:
+    """Apply the write rules (services/fact_rules.py) to facts arriving on ``goal``, oldest
+    first; returns what to restore on undo and the conflicts to record."""
     changes: list[dict[str, Any]] = []
-    current_by_identity = {
-        (f.subject_id, f.scope, f.kind, f.object_id, f.value_text): f for f in existing
+    conflicts: list[ConflictRecord] = []
+    current_by_identity = {_identity(f, goal): f for f in existing}
+    holder: dict[FactSlot, Fact] = {
+        fact_slot(subject=f.subject_id, predicate=goal.pk, scope=f.scope): f for f in existing
     }
-    newest_by_slot: dict[tuple[int, str], Fact] = {(f.subject_id, f.scope): f for f in existing}
     arriving = [f for f in moved if f.status == FactStatus.CURRENT]
     for fact in arriving:
-        identical = current_by_identity.get(
-            (fact.subject_id, fact.scope, fact.kind, fact.object_id, fact.value_text)
-        )
+        identical = current_by_identity.get(_identity(fact, goal))
         if identical is not None:
-            changes.append({"id": identical.pk, "observed_count": identical.observed_count})
-            identical.observed_count += fact.observed_count
-            identical.last_seen_at = max(identical.last_seen_at, fact.last_seen_at)
-            identical.save(update_fields=["observed_count", "last_seen_at"])
+            changes.append(
+                {
+                    "id": identical.pk,
+                    "observed_count": identical.observed_count,
+                    "confidence": identical.confidence,
+                    "last_seen_at": identical.last_seen_at,
+                }
+            )
+            seen = reobserve(
+                observed_count=identical.observed_count,
+                confidence=identical.confidence,
+                last_seen_at=identical.last_seen_at,
+                seen_count=fact.observed_count,
+                seen_confidence=fact.confidence,
+                seen_at=fact.last_seen_at,
+            )
+            identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
+            identical.last_seen_at = seen.last_seen_at
+            identical.save(update_fields=["observed_count", "confidence", "last_seen_at"])
             changes.append(_retire(fact, now))
             continue
-        if goal.single_valued:
-            slot = (fact.subject_id, fact.scope)
-            prior = newest_by_slot.get(slot)
-            if prior is not None:
-                older, newer = sorted([prior, fact], key=lambda f: (f.recorded_at, f.pk))
-                changes.append(_retire(older, now))
-                newest_by_slot[slot] = newer
-            else:
-                newest_by_slot[slot] = fact
-    return changes
+        slot = fact_slot(subject=fact.subject_id, predicate=goal.pk, scope=fact.scope)
+        prior = holder.get(slot) if goal.single_valued else None
+        if prior is None:
+            holder[slot] = current_by_identity[_identity(fact, goal)] = fact
+            continue
+        collision = collision_decide(
+            newcomer_confidence=fact.confidence,
+            prior_confidence=prior.confidence,
+            auto_supersede=access.context.auto_supersede,
+        )
+        if collision.newcomer_wins:
+            fields = superseded_fields(
+                prior_valid_until=prior.valid_until, newcomer_valid_from=fact.valid_from, now=now
+            )
+            changes.append(_set_fields(prior, fields))
+            changes.append(_set_fields(fact, {"supersedes_id": prior.pk}))
+            holder[slot] = current_by_identity[_identity(fact, goal)] = fact
+        else:
+            changes.append(_set_fields(fact, contested_fields(now=now)))
+            conflicts.append(
+                ConflictRecord(
+                    context=access.context,
+                    scope=fact.scope,
+                    subject_id=fact.subject_id,
+                    predicate=goal,
+                    current_fact=prior,
+                    contested_fact=fact,
+                    reason=collision.reason,
+                )
+            )
+    return changes, conflicts
+
+
+def _identity(fact: Fact, goal: Predicate) -> FactIdentity:
+    return fact_identity(
+        subject=fact.subject_id,
+        predicate=goal.pk,
+        scope=fact.scope,
+        kind=fact.kind,
+        object=fact.object_id,
+        value_text=fact.value_text,
+    )
+
+
+def _set_fields(fact: Fact, fields: dict[str, Any]) -> dict[str, Any]:
+    """Set ``fields`` on ``fact`` and save them; returns their prior values (for undo)."""
+    change = {"id": fact.pk, **{name: getattr(fact, name) for name in fields}}
+    for name, value in fields.items():
+        setattr(fact, name, value)
+    fact.save(update_fields=list(fields))
+    return change
 
 
 def _retire(fact: Fact, now: Any) -> dict[str, Any]:
@@ -219,10 +290,12 @@ def drift_alias_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     # Move the facts back first, so restoring a target fact to current cannot collide
     # with a moved fact that is still current on the target.
     facts.update(predicate=observed, single_valued=observed.single_valued)
+    ConflictRecord.objects.filter(pk__in=undo.get("conflicts_created", [])).delete()
     ConflictRecord.objects.filter(contested_fact_id__in=undo["fact_ids"]).update(predicate=observed)
     by_id: dict[int, dict[str, Any]] = defaultdict(dict)
-    for change in undo["changes"]:
-        by_id[change["id"]].update(change)
+    for change in undo["changes"]:  # in the order made: a field's first entry is its prior
+        for name, value in change.items():
+            by_id[change["id"]].setdefault(name, value)
     try:
         with transaction.atomic():
             for fact in Fact.objects.filter(pk__in=list(by_id)):

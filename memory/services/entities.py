@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,40 +41,36 @@ class EntityUpsertResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def entity_live(entity: Entity) -> Entity:
-    """Follow ``merged_into`` redirects to the surviving entity."""
-    seen = {entity.pk}
-    while entity.merged_into_id is not None:
-        entity = Entity.objects.get(pk=entity.merged_into_id)
-        if entity.pk in seen:  # a cycle would be a bug; stop rather than loop forever
-            break
-        seen.add(entity.pk)
-    return entity
-
-
-def entities_lock_live(ids: list[int]) -> dict[int, Entity]:
-    """Lock the entities (``SELECT … FOR UPDATE`` in id order, the order every writer and
-    merge uses) and map each id to its live entity, locked too.
+def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
+    """Lock the entities (one ``SELECT … FOR UPDATE`` in id order, the order every writer
+    and merge uses) and map each id to its live entity's id (merged → survivor), locked
+    too; ids that no longer exist are left out. Only ids and redirects are read, not whole
+    rows with their vectors: callers that need rows load them under the held locks.
 
     Whoever resolved an entity before a merge committed holds a stale instance; the merge
     holds these row locks until it commits, so the redirect is read *under the lock*, never
     from the caller's copy. A survivor is locked after its redirect (out of id order, but
     a merged row is never locked again by a merge, so that cannot deadlock with one).
     """
-    wanted = sorted(set(ids))
-    locked = {
-        e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=wanted).order_by("pk")
-    }
-    live: dict[int, Entity] = {}
-    for pk in [i for i in wanted if i in locked]:
-        entity, seen = locked[pk], {pk}
-        while entity.merged_into_id is not None and entity.merged_into_id not in seen:
-            seen.add(entity.merged_into_id)
-            if entity.merged_into_id not in locked:
-                target = Entity.objects.select_for_update().get(pk=entity.merged_into_id)
-                locked[target.pk] = target
-            entity = locked[entity.merged_into_id]
-        live[pk] = entity
+    redirects: dict[int, int | None] = dict(
+        Entity.objects.select_for_update()
+        .filter(pk__in=set(ids))
+        .order_by("pk")
+        .values_list("pk", "merged_into_id")
+    )
+    live: dict[int, int] = {}
+    for pk in sorted(redirects):
+        current, seen = pk, {pk}
+        while (target := redirects[current]) is not None and target not in seen:
+            if target not in redirects:
+                redirects.update(
+                    Entity.objects.select_for_update()
+                    .filter(pk=target)
+                    .values_list("pk", "merged_into_id")
+                )
+            seen.add(target)
+            current = target
+        live[pk] = current
     return live
 
 
@@ -111,7 +108,8 @@ def _find_existing(
             .first()
         )
         if found is not None:
-            return entity_live(found.entity), "identifier"
+            # A merged entity is followed to its survivor under the lock, below.
+            return found.entity, "identifier"
     live = Entity.objects.filter(context=context, scope=scope, type=type_, merged_into__isnull=True)
     by_key = live.filter(normalized_key=key).first()
     if by_key is not None:
@@ -239,7 +237,7 @@ def entity_upsert(
         live = entities_lock_live([existing.pk])
         if existing.pk not in live:
             raise NotFound("the entity was deleted while this write ran", code="entity_not_found")
-        entity = live[existing.pk]
+        entity = Entity.objects.get(pk=live[existing.pk])
         changed = entity_absorb(entity, name=clean_name, aliases=clean_aliases, attributes=attrs)
         if seeded and not entity.seeded:
             entity.seeded = changed = True

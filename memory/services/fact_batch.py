@@ -1,14 +1,15 @@
-"""Many fact writes at once, under the same rules as ``fact_write`` (services/facts.py).
+"""Fact writes: every write goes through this batch writer (``fact_write`` is a batch of
+one), under the rules of services/fact_rules.py.
 
-For one scope and a list of facts: every distinct predicate form is resolved once (a
-registry load, then ``predicate_resolve_for_write`` only for forms the registry does not
-hold), every subject is locked in one ordered ``SELECT … FOR UPDATE`` (ordered so two
-batches cannot deadlock), the current facts of those subjects are read in one query, and
-the facts are decided in order in memory — re-observation of an identical current fact,
-aggregates updated in place, single-valued supersession (confidence ≥ 0.7 and ≥ the
-prior's, else a contested fact and a Conflict), including between facts of the same
-batch — then written with a handful of bulk statements. The partial unique constraint
-``fact_one_current_single_value`` stays the last line.
+For one scope and a list of facts: every distinct predicate form is resolved once
+(``predicates_resolve_for_write``), every subject and object is locked in one ordered
+``SELECT … FOR UPDATE`` (ordered so two batches cannot deadlock; redirects of merged
+entities are followed under the locks), the current facts of those subjects are read in
+one query, and the facts are decided in order in memory — re-observation of an identical
+current fact, aggregates updated in place, single-valued collisions (``collision_decide``),
+including between facts of the same batch — then written with a handful of bulk
+statements. The partial unique constraint ``fact_one_current_single_value`` stays the last
+line.
 
 A fact that cannot be written (hostile or rejected predicate, unknown predicate in a strict
 context, wrong shape) is reported on its item and the others are written. Strict-mode
@@ -22,48 +23,39 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import MemoryError_, ValidationFailed
-from memory.models import (
-    Conflict,
-    Entity,
-    Fact,
-    FactStatus,
-    Predicate,
-    PredicateMode,
-    PredicateStatus,
-    SourceKind,
-)
+from memory.errors import DomainError, NotFound, ValidationFailed
+from memory.models import Conflict, Entity, Fact, FactStatus, Predicate, SourceKind
 from memory.models import Run as RunModel
 from memory.pg import next_ids, rows_insert
-from memory.predicate_names import predicate_check_text
 from memory.scopes import scope_validate
 from memory.search.indexing import facts_index
-from memory.selectors.predicates import predicate_canonicalize, registry_index_load
-from memory.services.entities import entity_live
-from memory.services.facts import (
-    SUPERSEDE_CONFIDENCE_FLOOR,
-    WriteOutcome,
+from memory.services.entities import entities_lock_live
+from memory.services.fact_rules import (
+    collision_decide,
+    contested_fields,
     fact_check_shape,
-    fact_conflict_reason,
+    fact_check_validity,
+    fact_identity,
+    fact_kind_for,
     fact_unit_value,
     fact_value_text,
+    reobserve,
+    superseded_fields,
 )
 from memory.services.predicates import (
     ResolvedPredicate,
-    UnknownPredicate,
     predicate_record_refused,
-    predicate_resolve_for_write,
+    predicates_resolve_for_write,
 )
 
 BULK_BATCH = 2_000
+WriteOutcome = Literal["created", "reobserved", "updated", "superseded", "conflict"]
 _FACT_UPDATE_FIELDS = [
     "status",
     "status_changed_at",
@@ -82,11 +74,13 @@ _FACT_UPDATE_FIELDS = [
 class FactInput:
     subject: Entity
     predicate: str  # any form; canonicalized
-    kind: str  # relation | attribute | action | narrative
+    kind: str | None = None  # relation | attribute | action | narrative; None: the predicate's
     object: Entity | None = None
     value: Any = None
     confidence: float = 1.0
+    importance: float | None = None  # None: the predicate's default
     valid_from: datetime | None = None
+    valid_until: datetime | None = None  # None: the predicate's default validity, if any
 
 
 @dataclass(slots=True)
@@ -129,7 +123,7 @@ class FactBatchItem:
     resolved: ResolvedPredicate | None = None
     superseded: AnyFact | None = None
     conflict: Conflict | None = None
-    error: MemoryError_ | None = None
+    error: DomainError | None = None
 
 
 @dataclass
@@ -149,6 +143,7 @@ def facts_write_batch(
     source_kind: str = SourceKind.API,
     source_ref: str = "",
     run: RunModel | None = None,
+    document_id: int | None = None,
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc)."""
     scope = scope_validate(scope)
@@ -157,25 +152,38 @@ def facts_write_batch(
     if not items:
         return FactBatchResult(items=[])
     _check_entities(access, facts)
-    resolved, refused = _resolve_predicates(access, {f.predicate for f in facts})
-    subjects = _lock_subjects({f.subject.pk for f in facts})
+    resolved, refused = predicates_resolve_for_write(
+        context=access.context, raws={f.predicate for f in facts}
+    )
+    # The lock that makes supersession and re-observation safe under concurrent writers:
+    # every write for one subject queues here. Objects are locked too, so a merge cannot
+    # move one away between our read and our insert.
+    live = entities_lock_live(
+        {f.subject.pk for f in facts} | {f.object.pk for f in facts if f.object is not None}
+    )
     predicate_ids = {r.predicate.pk for r in resolved.values() if isinstance(r, ResolvedPredicate)}
-    state = _current_facts(scope, set(subjects.values()), predicate_ids)
+    subject_ids = {live[f.subject.pk] for f in facts if f.subject.pk in live}
+    state = _current_facts(scope, subject_ids, predicate_ids)
     writer = _BatchWriter(
         access=access,
         scope=scope,
         now=timezone.now(),
         state=state,
-        base=_base_fields(access, scope, source_kind, source_ref, run),
+        base=_base_fields(access, scope, source_kind, source_ref, run, document_id),
     )
     for item in items:
         outcome = resolved[item.input.predicate]
-        if isinstance(outcome, MemoryError_):
+        if isinstance(outcome, DomainError):
             item.error = outcome
             continue
         item.resolved = outcome
+        data = item.input
+        if data.subject.pk not in live or (data.object is not None and data.object.pk not in live):
+            item.error = NotFound("an entity of this fact was deleted while it was written")
+            continue
+        object_id = live[data.object.pk] if data.object is not None else None
         try:
-            writer.decide(item, subject_id=subjects[item.input.subject.pk])
+            writer.decide(item, subject_id=live[data.subject.pk], object_id=object_id)
         except ValidationFailed as exc:
             item.error = exc
     writer.flush()
@@ -201,73 +209,6 @@ def _check_entities(access: ContextAccess, facts: list[FactInput]) -> None:
         access.require_read(entity_scope)
 
 
-def _resolve_predicates(
-    access: ContextAccess, raws: set[str]
-) -> tuple[dict[str, ResolvedPredicate | MemoryError_], list[str]]:
-    """Each distinct form once, from one registry load. Registered forms, and drift the
-    registry already holds in a permissive context, resolve in memory (the drift's
-    last-seen stamp is written once for the batch); new, rejected and strict-refused forms
-    go through predicate_resolve_for_write, which owns those rules."""
-    context = access.context
-    index = registry_index_load(context=context)
-    permissive = context.predicate_mode == PredicateMode.PERMISSIVE
-    out: dict[str, ResolvedPredicate | MemoryError_] = {}
-    refused: list[str] = []
-    seen_drift: set[int] = set()
-    for raw in sorted(raws):
-        try:
-            predicate_check_text(raw)
-            found = predicate_canonicalize(context=context, name=raw, index=index)
-            known = found.predicate
-            if found.registered and known is not None:
-                out[raw] = ResolvedPredicate(known, found.canonical, found.via, True)
-            elif permissive and known is not None and known.status == PredicateStatus.OBSERVED:
-                out[raw] = ResolvedPredicate(known, known.name, "none", False)
-                seen_drift.add(known.pk)
-            else:
-                out[raw] = predicate_resolve_for_write(context=context, raw=raw)
-        except UnknownPredicate as exc:
-            out[raw] = exc
-            refused.append(raw)
-        except ValidationFailed as exc:
-            out[raw] = exc
-    if seen_drift:
-        now = timezone.now()
-        Predicate.objects.filter(pk__in=seen_drift).update(
-            last_seen_at=now, first_seen_at=Coalesce("first_seen_at", Value(now))
-        )
-    return out, refused
-
-
-def _lock_subjects(ids: set[int]) -> dict[int, int]:
-    """Lock the subjects (ordered by id); map each to its live entity (merged → survivor).
-
-    The redirects are read under the locks, the survivor's too: a merge committing while
-    we waited is seen, never a stale copy (as ``entities_lock_live``, without loading
-    whole rows with their vectors for a few thousand subjects).
-    """
-    redirects: dict[int, int | None] = dict(
-        Entity.objects.select_for_update()
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk", "merged_into_id")
-    )
-    live: dict[int, int] = {}
-    for pk in sorted(redirects):
-        current, seen = pk, {pk}
-        while (target := redirects[current]) is not None and target not in seen:
-            if target not in redirects:
-                redirects.update(
-                    Entity.objects.select_for_update()
-                    .filter(pk=target)
-                    .values_list("pk", "merged_into_id")
-                )
-            seen.add(target)
-            current = target
-        live[pk] = current
-    return live
-
-
 def _current_facts(
     scope: str, subject_ids: set[int], predicate_ids: set[int]
 ) -> dict[tuple[int, int], list[AnyFact]]:
@@ -286,7 +227,12 @@ def _current_facts(
 
 
 def _base_fields(
-    access: ContextAccess, scope: str, source_kind: str, source_ref: str, run: RunModel | None
+    access: ContextAccess,
+    scope: str,
+    source_kind: str,
+    source_ref: str,
+    run: RunModel | None,
+    document_id: int | None,
 ) -> dict[str, Any]:
     return {
         "context": access.context,
@@ -294,6 +240,7 @@ def _base_fields(
         "source_kind": source_kind,
         "source_ref": source_ref[:300],
         "run": run,
+        "document_id": document_id,
         "created_by": access.user if getattr(access.user, "is_authenticated", False) else None,
     }
 
@@ -319,30 +266,43 @@ class _BatchWriter:
         self.dirty: dict[int, Fact] = {}  # existing facts changed, by pk
         self.rewritten: set[int] = set()  # existing aggregates whose value changed
         self.in_batch_links: list[tuple[FactRow, FactRow]] = []  # (new fact, new prior)
-        self.conflicts: list[tuple[FactBatchItem, AnyFact, FactRow]] = []
+        self.conflicts: list[tuple[FactBatchItem, AnyFact, FactRow, str]] = []
 
-    def decide(self, item: FactBatchItem, *, subject_id: int) -> None:
+    def decide(self, item: FactBatchItem, *, subject_id: int, object_id: int | None) -> None:
         data = item.input
         resolved = item.resolved
         assert resolved is not None
         pred = resolved.predicate
-        fact_check_shape(data.kind, object_=data.object, value=data.value)
+        has_object, has_value = data.object is not None, data.value is not None
+        kind = fact_kind_for(pred.kind, has_object=has_object, has_value=has_value, kind=data.kind)
+        fact_check_shape(kind, has_object=has_object, has_value=has_value)
         text = fact_value_text(data.value)
         confidence = fact_unit_value("confidence", data.confidence)
-        object_id = entity_live(data.object).pk if data.object is not None else None
-        current = self.state[(subject_id, pred.pk)]
-        identical = next(
-            (
-                f
-                for f in current
-                if f.kind == data.kind and f.object_id == object_id and f.value_text == text
-            ),
-            None,
+        importance = fact_unit_value(
+            "importance", pred.default_importance if data.importance is None else data.importance
         )
+        fact_check_validity(data.valid_from, data.valid_until)
+        current = self.state[(subject_id, pred.pk)]
+        identity = fact_identity(
+            subject=subject_id,
+            predicate=pred.pk,
+            scope=self.scope,
+            kind=kind,
+            object=object_id,
+            value_text=text,
+        )
+        identical = next((f for f in current if _identity(f, self.scope) == identity), None)
         if identical is not None:
-            identical.last_seen_at = self.now
-            identical.observed_count += 1
-            identical.confidence = max(identical.confidence, confidence)
+            seen = reobserve(
+                observed_count=identical.observed_count,
+                confidence=identical.confidence,
+                last_seen_at=identical.last_seen_at,
+                seen_count=1,
+                seen_confidence=confidence,
+                seen_at=self.now,
+            )
+            identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
+            identical.last_seen_at = seen.last_seen_at
             self._touch(identical)
             item.outcome, item.fact = "reobserved", identical
             return
@@ -357,7 +317,9 @@ class _BatchWriter:
                 self.rewritten.add(prior.pk)
             item.outcome, item.fact = "updated", prior
             return
-        fact = self._new_fact(data, pred, subject_id, object_id, text, confidence)
+        fact = self._new_fact(
+            data, pred, kind, subject_id, object_id, text, (confidence, importance)
+        )
         item.fact = fact
         if not pred.single_valued or not current:
             current.append(fact)
@@ -370,24 +332,26 @@ class _BatchWriter:
         self,
         data: FactInput,
         pred: Predicate,
+        kind: str,
         subject_id: int,
         object_id: int | None,
         text: str,
-        confidence: float,
+        weights: tuple[float, float],  # confidence, importance
     ) -> FactRow:
-        valid_until = None
-        if pred.default_validity_days:
+        confidence, importance = weights
+        valid_until = data.valid_until
+        if valid_until is None and pred.default_validity_days:
             valid_until = (data.valid_from or self.now) + timedelta(days=pred.default_validity_days)
         return FactRow(
             predicate=pred,
             subject_id=subject_id,
             object_id=object_id,
-            kind=data.kind,
+            kind=kind,
             raw_predicate=data.predicate[:200],
             value=data.value,
             value_text=text,
             confidence=confidence,
-            importance=pred.default_importance,
+            importance=importance,
             valid_from=data.valid_from,
             valid_until=valid_until,
             last_seen_at=self.now,
@@ -395,17 +359,20 @@ class _BatchWriter:
 
     def _single_valued(self, item: FactBatchItem, fact: FactRow, current: list[AnyFact]) -> None:
         prior = current[0]
-        wins = (
-            self.access.context.auto_supersede
-            and fact.confidence >= SUPERSEDE_CONFIDENCE_FLOOR
-            and fact.confidence >= prior.confidence
+        collision = collision_decide(
+            newcomer_confidence=fact.confidence,
+            prior_confidence=prior.confidence,
+            auto_supersede=self.access.context.auto_supersede,
         )
         self.new.append(fact)
-        if wins:
-            prior.status = FactStatus.SUPERSEDED
-            prior.status_changed_at = self.now
-            if prior.valid_until is None or prior.valid_until > self.now:
-                prior.valid_until = fact.valid_from or self.now
+        if collision.newcomer_wins:
+            changes = superseded_fields(
+                prior_valid_until=prior.valid_until,
+                newcomer_valid_from=fact.valid_from,
+                now=self.now,
+            )
+            for name, value in changes.items():
+                setattr(prior, name, value)
             if isinstance(prior, FactRow):
                 self.in_batch_links.append((fact, prior))
             else:
@@ -414,10 +381,10 @@ class _BatchWriter:
             current[:] = [fact]
             item.outcome, item.superseded = "superseded", prior
             return
-        fact.status = FactStatus.CONTESTED
-        fact.status_changed_at = self.now
+        for name, value in contested_fields(now=self.now).items():
+            setattr(fact, name, value)
         item.outcome = "conflict"
-        self.conflicts.append((item, prior, fact))
+        self.conflicts.append((item, prior, fact, collision.reason))
 
     def _touch(self, fact: AnyFact) -> None:
         if isinstance(fact, Fact):
@@ -436,8 +403,8 @@ class _BatchWriter:
                 fact.supersedes_id = prior.pk
             for start in range(0, len(self.new), BULK_BATCH):
                 _insert(self.new[start : start + BULK_BATCH], base=self.base, now=self.now)
-        # Search postings commit with the facts, as fact_write's do: new facts and
-        # aggregates rewritten in place (a re-observation says nothing new).
+        # Search postings commit with the facts: new facts and aggregates rewritten in
+        # place (a re-observation says nothing new).
         facts_index([_pk(f) for f in self.new] + sorted(self.rewritten))
         if self.conflicts:
             rows = [
@@ -448,18 +415,25 @@ class _BatchWriter:
                     predicate=contested.predicate,
                     current_fact_id=_pk(current),
                     contested_fact_id=_pk(contested),
-                    # The rule reads only confidences and the context's setting.
-                    reason=fact_conflict_reason(
-                        access=self.access,
-                        fact=contested,  # type: ignore[arg-type]
-                        current=current,  # type: ignore[arg-type]
-                    ),
+                    reason=reason,
                 )
-                for _, current, contested in self.conflicts
+                for _, current, contested, reason in self.conflicts
             ]
             Conflict.objects.bulk_create(rows, batch_size=BULK_BATCH)
-            for (item, _, _), conflict in zip(self.conflicts, rows, strict=True):
+            for (item, _, _, _), conflict in zip(self.conflicts, rows, strict=True):
                 item.conflict = conflict
+
+
+def _identity(fact: AnyFact, scope: str) -> tuple[Any, ...]:
+    predicate_id = fact.predicate.pk if isinstance(fact, FactRow) else fact.predicate_id
+    return fact_identity(
+        subject=fact.subject_id,
+        predicate=predicate_id,
+        scope=scope,
+        kind=fact.kind,
+        object=fact.object_id,
+        value_text=fact.value_text,
+    )
 
 
 def _pk(fact: AnyFact) -> int:
@@ -495,7 +469,7 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
         "source_kind": base["source_kind"],
         "source_ref": base["source_ref"],
         "run_id": run.pk if run is not None else None,
-        "document_id": None,
+        "document_id": base["document_id"],
         "created_by_id": created_by.pk if created_by is not None else None,
     }
 

@@ -24,6 +24,16 @@ from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
 from memory.services.audit import audit_record
+from memory.services.fact_rules import (
+    FactIdentity,
+    FactSlot,
+    collision_decide,
+    contested_fields,
+    fact_identity,
+    fact_slot,
+    reobserve,
+    superseded_fields,
+)
 from memory.tasks import entity_embeddings_enqueue
 
 MAX_MERGED = 50
@@ -44,7 +54,11 @@ class MergePlan:
     folded: list[int] = field(default_factory=list)  # identical to a survivor fact
     keepers: dict[int, int] = field(default_factory=dict)  # folded fact → the one it joins
     self_loops: list[int] = field(default_factory=list)  # A→B becomes A→A: retracted
-    contested: list[int] = field(default_factory=list)  # single-valued disagreements
+    # Single-valued collisions, decided by services/fact_rules.py: a moving value that
+    # wins replaces the one it meets (prior → the moving fact), one that loses is contested.
+    superseded: dict[int, int] = field(default_factory=dict)
+    contested: list[int] = field(default_factory=list)
+    contest_reasons: dict[int, str] = field(default_factory=dict)  # contested fact → why
     attribute_conflicts: dict[str, list[Any]] = field(default_factory=dict)
 
 
@@ -106,7 +120,9 @@ def _lock_ordered(ids: list[int]) -> None:
     list(Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
 
 
-def _plan(survivor: Entity, merged: list[Entity], name: str | None) -> MergePlan:
+def _plan(
+    survivor: Entity, merged: list[Entity], name: str | None, *, auto_supersede: bool
+) -> MergePlan:
     final_name = entity_clean_name(name) if name else survivor.name
     plan = MergePlan(survivor=survivor, merged=merged, final_name=final_name)
     merged_ids = [e.pk for e in merged]
@@ -136,33 +152,49 @@ def _plan(survivor: Entity, merged: list[Entity], name: str | None) -> MergePlan
             status=FactStatus.CURRENT,
         )
     }
-    single_slots = {_slot(f, group) for f in staying.values() if f.single_valued}
-    for fact in current:
+    holders = {_slot(f, group): f for f in staying.values() if f.single_valued}
+    for fact in sorted(current, key=lambda f: (f.recorded_at, f.pk)):  # oldest arrives first
         if fact.subject_id in group and fact.object_id in group:
             plan.self_loops.append(fact.pk)
         elif (keeper := staying.get(_identity(fact, group))) is not None:
             plan.folded.append(fact.pk)
             plan.keepers[fact.pk] = keeper.pk
-        elif fact.single_valued and _slot(fact, group) in single_slots:
-            plan.contested.append(fact.pk)
+        elif fact.single_valued and (prior := holders.get(_slot(fact, group))) is not None:
+            collision = collision_decide(
+                newcomer_confidence=fact.confidence,
+                prior_confidence=prior.confidence,
+                auto_supersede=auto_supersede,
+            )
+            if collision.newcomer_wins:
+                plan.superseded[prior.pk] = fact.pk
+                del staying[_identity(prior, group)]
+                staying[_identity(fact, group)] = holders[_slot(fact, group)] = fact
+            else:
+                plan.contested.append(fact.pk)
+                plan.contest_reasons[fact.pk] = collision.reason
         else:
             staying[_identity(fact, group)] = fact
             if fact.single_valued:
-                single_slots.add(_slot(fact, group))
+                holders[_slot(fact, group)] = fact
     return plan
 
 
-def _identity(fact: Fact, group: set[int]) -> tuple[Any, ...]:
-    """A fact's identity once every entity of the group is the survivor. The subject is
-    part of it: Sam's "works_at B" must not fold into the survivor's own "works_at B"."""
-    obj = "survivor" if fact.object_id in group else fact.object_id
-    return (*_slot(fact, group), fact.kind, obj, fact.value_text)
+def _identity(fact: Fact, group: set[int]) -> FactIdentity:
+    """A fact's identity once every entity of the group is the survivor."""
+    return fact_identity(
+        subject="survivor" if fact.subject_id in group else fact.subject_id,
+        predicate=fact.predicate_id,
+        scope=fact.scope,
+        kind=fact.kind,
+        object="survivor" if fact.object_id in group else fact.object_id,
+        value_text=fact.value_text,
+    )
 
 
-def _slot(fact: Fact, group: set[int]) -> tuple[Any, ...]:
+def _slot(fact: Fact, group: set[int]) -> FactSlot:
     """Where a single-valued fact holds its one current value, once the group is merged."""
     subject = "survivor" if fact.subject_id in group else fact.subject_id
-    return (subject, fact.predicate_id, fact.scope)
+    return fact_slot(subject=subject, predicate=fact.predicate_id, scope=fact.scope)
 
 
 def entity_merge_preview(
@@ -171,7 +203,7 @@ def entity_merge_preview(
     """What merging would move, fold and contest; writes nothing."""
     with transaction.atomic():
         survivor, merged = _load(access, survivor_id, merged_ids)
-        plan = _plan(survivor, merged, name)
+        plan = _plan(survivor, merged, name, auto_supersede=access.context.auto_supersede)
         transaction.set_rollback(True)  # the locks were only for a consistent read
     return plan
 
@@ -182,7 +214,7 @@ def entity_merge(
 ) -> Merge:
     access.require_role(Role.CURATOR)
     survivor, merged = _load(access, survivor_id, merged_ids)
-    plan = _plan(survivor, merged, name)
+    plan = _plan(survivor, merged, name, auto_supersede=access.context.auto_supersede)
     _check_key_free(survivor, plan.final_name, exclude=[e.pk for e in merged])
     snapshot = _snapshot(survivor, merged)
     now = timezone.now()
@@ -190,9 +222,25 @@ def entity_merge(
 
     for fact in Fact.objects.filter(pk__in=plan.folded):
         keeper = Fact.objects.get(pk=plan.keepers[fact.pk])
-        snapshot["counts"].append({"id": keeper.pk, "observed_count": keeper.observed_count})
-        keeper.observed_count += fact.observed_count
-        keeper.save(update_fields=["observed_count"])
+        snapshot["counts"].append(
+            {
+                "id": keeper.pk,
+                "observed_count": keeper.observed_count,
+                "confidence": keeper.confidence,
+                "last_seen_at": keeper.last_seen_at,
+            }
+        )
+        seen = reobserve(
+            observed_count=keeper.observed_count,
+            confidence=keeper.confidence,
+            last_seen_at=keeper.last_seen_at,
+            seen_count=fact.observed_count,
+            seen_confidence=fact.confidence,
+            seen_at=fact.last_seen_at,
+        )
+        keeper.observed_count, keeper.confidence = seen.observed_count, seen.confidence
+        keeper.last_seen_at = seen.last_seen_at
+        keeper.save(update_fields=["observed_count", "confidence", "last_seen_at"])
     contested = list(Fact.objects.filter(pk__in=plan.contested))
     Fact.objects.filter(pk__in=plan.folded).update(
         status=FactStatus.SUPERSEDED, status_changed_at=now
@@ -200,12 +248,13 @@ def entity_merge(
     Fact.objects.filter(pk__in=plan.self_loops).update(
         status=FactStatus.RETRACTED, status_changed_at=now
     )
-    Fact.objects.filter(pk__in=plan.contested).update(
-        status=FactStatus.CONTESTED, status_changed_at=now
-    )
+    Fact.objects.filter(pk__in=plan.contested).update(**contested_fields(now=now))
+    _supersede(plan, now)  # priors leave "current" before the winners move into their slot
     Fact.objects.filter(subject_id__in=ids).update(subject=survivor)
     Fact.objects.filter(object_id__in=ids).update(object=survivor)
-    snapshot["conflicts_created"] = _record_contests(access, survivor, contested)
+    snapshot["conflicts_created"] = _record_contests(
+        access, survivor, contested, plan.contest_reasons
+    )
     ConflictRecord.objects.filter(subject_id__in=ids).update(subject=survivor)
     EntityIdentifier.objects.filter(entity_id__in=ids).update(entity=survivor)
     DuplicateCandidate.objects.filter(
@@ -227,6 +276,7 @@ def entity_merge(
             "folded": len(plan.folded),
             "self_loops": len(plan.self_loops),
             "contested": len(plan.contested),
+            "superseded": len(plan.superseded),
             "aliases_added": plan.aliases_added,
             "identifiers": plan.identifiers_moving,
         },
@@ -244,6 +294,17 @@ def entity_merge(
     )
     entity_embeddings_enqueue([survivor.pk])
     return record
+
+
+def _supersede(plan: MergePlan, now: Any) -> None:
+    facts = Fact.objects.in_bulk([*plan.superseded, *plan.superseded.values()])
+    for prior_id, winner_id in plan.superseded.items():
+        prior, winner = facts[prior_id], facts[winner_id]
+        fields = superseded_fields(
+            prior_valid_until=prior.valid_until, newcomer_valid_from=winner.valid_from, now=now
+        )
+        Fact.objects.filter(pk=prior_id).update(**fields)
+        Fact.objects.filter(pk=winner_id).update(supersedes_id=prior_id)
 
 
 def _user(access: ContextAccess) -> Any:
@@ -279,7 +340,17 @@ def _snapshot(survivor: Entity, merged: list[Entity]) -> dict[str, Any]:
         "entities": [
             {"id": e.pk, **{f: getattr(e, f) for f in ENTITY_FIELDS}} for e in [survivor, *merged]
         ],
-        "facts": list(facts.values("id", "subject_id", "object_id", "status", "status_changed_at")),
+        "facts": list(
+            facts.values(
+                "id",
+                "subject_id",
+                "object_id",
+                "status",
+                "status_changed_at",
+                "valid_until",
+                "supersedes_id",
+            )
+        ),
         "identifiers": list(
             EntityIdentifier.objects.filter(entity_id__in=ids).values("id", "entity_id")
         ),
@@ -295,7 +366,9 @@ def _snapshot(survivor: Entity, merged: list[Entity]) -> dict[str, Any]:
     }
 
 
-def _record_contests(access: ContextAccess, survivor: Entity, contested: list[Fact]) -> list[int]:
+def _record_contests(
+    access: ContextAccess, survivor: Entity, contested: list[Fact], reasons: dict[int, str]
+) -> list[int]:
     created = []
     for fact in contested:
         current = Fact.objects.filter(
@@ -314,7 +387,7 @@ def _record_contests(access: ContextAccess, survivor: Entity, contested: list[Fa
                 predicate_id=fact.predicate_id,
                 current_fact=current,
                 contested_fact=fact,
-                reason="two values met when entities were merged",
+                reason=reasons[fact.pk],
             ).pk
         )
     return created
@@ -362,7 +435,7 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
     ConflictRecord.objects.filter(pk__in=snap["conflicts_created"]).delete()
     _restore_facts(record)
     for count in reversed(snap["counts"]):  # a keeper may have absorbed several facts
-        Fact.objects.filter(pk=count["id"]).update(observed_count=count["observed_count"])
+        Fact.objects.filter(pk=count["id"]).update(**{k: v for k, v in count.items() if k != "id"})
     for ident in snap["identifiers"]:
         EntityIdentifier.objects.filter(pk=ident["id"]).update(entity_id=ident["entity_id"])
     for conflict in snap["conflicts"]:
@@ -391,31 +464,45 @@ def _restore_facts(record: Merge) -> None:
 
     A later write wins: a moved fact superseded after the merge stays superseded (restoring
     it would bring back a replaced value, and two current values in one single-valued
-    slot), and a fact re-pointed since keeps its new object. Facts that were current are
-    restored last, so the one-current-value constraint never sees two at once.
+    slot), and a fact re-pointed since keeps its new object. Facts move back to their
+    entities first, then statuses are restored, those that were current last, so the
+    one-current-value constraint never sees two at once.
     """
     merged = set(record.merged_ids)
     priors = sorted(record.snapshot["facts"], key=lambda f: f["status"] == FactStatus.CURRENT)
     now = {f.pk: f for f in Fact.objects.filter(pk__in=[p["id"] for p in priors])}
     kept_later = 0
+    statuses: list[tuple[int, dict[str, Any]]] = []
     for prior in priors:
         fact = now.get(prior["id"])
         if fact is None:
             continue  # deleted since (with an entity it mentioned)
-        changes: dict[str, Any] = {}
+        sides: dict[str, Any] = {}
         for side in ("subject_id", "object_id"):
             if prior[side] in merged and getattr(fact, side) == record.survivor_id:
-                changes[side] = prior[side]
+                sides[side] = prior[side]
+        if sides:
+            Fact.objects.filter(pk=fact.pk).update(**sides)
         changed_later = (
             fact.status_changed_at is not None and fact.status_changed_at > record.created_at
         )
         if changed_later:
             kept_later += 1
-        elif fact.status != prior["status"]:
+            continue
+        changes: dict[str, Any] = {}
+        if fact.status != prior["status"]:
             changes["status"] = prior["status"]
             changes["status_changed_at"] = prior["status_changed_at"]
+            if "valid_until" in prior:  # snapshots before the one collision rule lack it
+                changes["valid_until"] = prior["valid_until"]
+        if "supersedes_id" in prior and fact.supersedes_id != prior["supersedes_id"]:
+            changes["supersedes_id"] = prior["supersedes_id"]
         if changes:
-            Fact.objects.filter(pk=fact.pk).update(**changes)
+            statuses.append((fact.pk, changes))
+    # Every fact is back on its own entities before any status changes, so a value
+    # restored to current never meets, in its slot, the moved value that had replaced it.
+    for pk, changes in statuses:
+        Fact.objects.filter(pk=pk).update(**changes)
     if kept_later:
         note = record.summary.get("undo_note", "")
         record.summary["undo_note"] = (note + "; " if note else "") + (

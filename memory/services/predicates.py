@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from django.db import IntegrityError, transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.errors import Conflict, DomainError, NotFound, ValidationFailed
 from memory.models import (
     ENTITY_TYPES,
     Context,
@@ -31,7 +33,12 @@ from memory.models import (
 from memory.models.predicate import Lifecycle
 from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
 from memory.predicate_names import predicate_check_text, predicate_normalize
-from memory.selectors.predicates import Via, predicate_canonicalize, registry_index_load
+from memory.selectors.predicates import (
+    RegistryIndex,
+    Via,
+    predicate_canonicalize,
+    registry_index_load,
+)
 from memory.services.audit import audit_record
 
 EDITABLE_FIELDS = (
@@ -344,20 +351,58 @@ def predicate_observe(*, context: Context, name: str) -> Predicate:
     return predicate
 
 
-@transaction.atomic
 def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredicate:
-    """The predicate a fact written with ``raw`` is stored under.
+    """The predicate a fact written with ``raw`` is stored under (one form of
+    ``predicates_resolve_for_write``): raises what that function reports for the form."""
+    resolved, _ = predicates_resolve_for_write(context=context, raws={raw})
+    outcome = resolved[raw]
+    if isinstance(outcome, DomainError):
+        raise outcome
+    return outcome
 
-    Hostile text raises ValidationFailed "invalid_predicate"; a rejected predicate raises
-    "rejected_predicate" in both modes. An unregistered form raises UnknownPredicate in a
-    strict context (the caller records it afterwards with predicate_record_refused, outside
-    the transaction that the error rolls back) and becomes an observed predicate in a
-    permissive one.
+
+@transaction.atomic
+def predicates_resolve_for_write(
+    *, context: Context, raws: set[str]
+) -> tuple[dict[str, ResolvedPredicate | DomainError], list[str]]:
+    """The predicate facts written with each form in ``raws`` are stored under, each
+    distinct form once from one registry load; and the forms a strict context refused.
+
+    Per form, instead of a predicate: hostile text gives ValidationFailed
+    "invalid_predicate"; a rejected predicate "rejected_predicate" in both modes; an
+    unregistered form UnknownPredicate in a strict context (listed in the refused forms:
+    the caller records them afterwards with predicate_record_refused, outside the
+    transaction the refusal rolls back) and an observed predicate in a permissive one.
+    Drift the registry already holds has its last-seen stamp written once for the call.
     """
-    result = predicate_canonicalize(context=context, name=raw)
-    if result.registered and result.predicate is not None:
-        return ResolvedPredicate(result.predicate, result.canonical, result.via, True)
-    if result.predicate is not None and result.predicate.status == PredicateStatus.REJECTED:
+    index = registry_index_load(context=context)
+    out: dict[str, ResolvedPredicate | DomainError] = {}
+    refused: list[str] = []
+    seen_drift: set[int] = set()
+    for raw in sorted(raws):
+        try:
+            out[raw] = _resolve_form(context, raw, index, seen_drift)
+        except UnknownPredicate as exc:
+            out[raw] = exc
+            refused.append(raw)
+        except ValidationFailed as exc:
+            out[raw] = exc
+    if seen_drift:
+        now = timezone.now()
+        Predicate.objects.filter(pk__in=seen_drift).update(
+            last_seen_at=now, first_seen_at=Coalesce("first_seen_at", Value(now))
+        )
+    return out, refused
+
+
+def _resolve_form(
+    context: Context, raw: str, index: RegistryIndex, seen_drift: set[int]
+) -> ResolvedPredicate:
+    result = predicate_canonicalize(context=context, name=raw, index=index)
+    known = result.predicate
+    if result.registered and known is not None:
+        return ResolvedPredicate(known, result.canonical, result.via, True)
+    if known is not None and known.status == PredicateStatus.REJECTED:
         raise ValidationFailed(
             f"predicate {result.canonical!r} was rejected by a curator in this context",
             code="rejected_predicate",
@@ -369,6 +414,9 @@ def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredic
             f"{context.slug!r} accepts only registered predicates and their aliases",
             canonical=result.canonical,
         )
+    if known is not None and known.status == PredicateStatus.OBSERVED:
+        seen_drift.add(known.pk)  # drift the registry holds: stamped once, in bulk
+        return ResolvedPredicate(known, known.name, "none", False)
     predicate = predicate_observe(context=context, name=result.canonical)
     return ResolvedPredicate(predicate, result.canonical, "none", False)
 

@@ -345,7 +345,11 @@ def _lock_attached(plan: ResolutionPlan) -> dict[int, Entity]:
     """Lock the entities mentions attach to (ordered: no deadlock between two runs);
     a merge since planning redirects to the survivor."""
     ids = {p.entity_id for p in plan.plans if p.entity_id is not None and p.error is None}
-    return entities_lock_live(list(ids)) if ids else {}
+    if not ids:
+        return {}
+    live = entities_lock_live(ids)
+    rows = Entity.objects.in_bulk(set(live.values()))  # read under the held locks
+    return {pk: rows[target] for pk, target in live.items()}
 
 
 def _create(

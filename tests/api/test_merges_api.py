@@ -153,11 +153,14 @@ def test_merge_folds_identical_facts_and_contests_single_values(api: APIClient, 
     _fact(api, base, subject=a, predicate="works_at", object=acme)
     _fact(api, base, subject=b, predicate="works_at", object=acme)
     _fact(api, base, subject=a, predicate="current_title", value="CTO")
-    _fact(api, base, subject=b, predicate="current_title", value="VP Engineering")
+    # Under the one collision rule, the moving value needs confidence >= 0.7 and >= the
+    # survivor's to replace it: at 0.6 it is contested.
+    _fact(api, base, subject=b, predicate="current_title", value="VP Engineering", confidence=0.6)
     plan = api.post(
         f"{base}/entities/merge", {"survivor": a, "merged": [b], "preview": True}, format="json"
     ).json()
     assert len(plan["folded"]) == 1 and len(plan["contested"]) == 1
+    assert plan["superseded"] == []
     api.post(
         f"{base}/entities/merge",
         {"survivor": a, "merged": [b], "name": "John Smith"},
