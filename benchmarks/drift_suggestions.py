@@ -115,6 +115,7 @@ def evaluate(items: list[LabelledDrift], show: bool = False) -> dict[str, Any]:
         names = {name for name, _ in good}
         wrong_way = [s for s in ranked if s.name in names and (s.name, s.inverse) not in good]
         stats["wrong_direction_offered"] += len(wrong_way)
+        stats["wrong_direction_confident"] += sum(s.confident for s in wrong_way)
         if not first_right or wrong_way:
             misses.append(f"{item.style} {item.name} (want {sorted(good)}): {_brief(ranked)}")
     return {
@@ -136,6 +137,7 @@ def _totals(per_style: dict[str, dict[str, int]]) -> dict[str, Any]:
         "right_first": _share(sum(s["right_first"] for s in with_target), targets),
         "right_and_confident": _share(sum(s["right_confident"] for s in with_target), targets),
         "wrong_direction_offered": sum(s["wrong_direction_offered"] for s in with_target),
+        "wrong_direction_confident": sum(s["wrong_direction_confident"] for s in with_target),
         "inverse_right_first": _share(
             per_style.get("inverse", {}).get("right_first", 0),
             per_style.get("inverse", {}).get("items", 0),

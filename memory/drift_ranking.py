@@ -191,11 +191,29 @@ class Ranker:
             return []
         kind = observed_kind(examples)
         spelled = self._by_spelling(name, kind)
+        self._prefetch([core_words(name), name.replace("_", " ")])
         query = self._vector_of(core_words(name))
         description_query = self._vector_of(name.replace("_", " "))
-        ranked = [
-            self._by_meaning(name, examples, kind, candidate, forms, query, description_query)
-            for candidate, forms in zip(self.candidates, self._forms, strict=True)
+        pairs = list(zip(self.candidates, self._forms, strict=True))
+        first = [
+            self._by_meaning(name, examples, kind, c, forms, query, description_query, False)
+            for c, forms in pairs
+        ]
+        # Reading the example sentences both ways costs embeddings: only for the few
+        # candidates that can make the list.
+        shortlist = {r.name for r in sorted(first, key=lambda r: -r.score)[: limit + 2]}
+        chosen = [(c, forms) for c, forms in pairs if c.name in shortlist]
+        self._prefetch(
+            [
+                t
+                for c, _ in chosen
+                for triple in self._sentence_triples(name, examples, c)
+                for t in triple
+            ]
+        )
+        ranked = [r for r in first if r.name not in shortlist] + [
+            self._by_meaning(name, examples, kind, c, forms, query, description_query, True)
+            for c, forms in chosen
         ]
         if spelled is not None:
             ranked = [spelled, *(r for r in ranked if r.name != spelled.name)]
@@ -240,6 +258,7 @@ class Ranker:
         forms: list[tuple[str, int]],
         query: Vector,
         description_query: Vector,
+        with_sentences: bool,
     ) -> RankedSuggestion:
         own_stems = _stems(name)
         best_similarity, best_direction = -1.0, 1
@@ -288,7 +307,8 @@ class Ranker:
                 direction += VOTE_NAME_BY_MEANING * best_direction * min(1.0, margin * 10)
             if examples:
                 direction += VOTE_TYPES * (forward_fit - backward_fit) / len(examples)
-                direction += VOTE_SENTENCES * self._sentence_vote(name, examples, candidate)
+                if with_sentences:
+                    direction += VOTE_SENTENCES * self._sentence_vote(name, examples, candidate)
         inverse = direction < 0
         settled = (
             candidate.symmetric
@@ -318,23 +338,36 @@ class Ranker:
     ) -> float:
         """Mean of sim(observed sentence, target read forwards) − sim(…, read backwards)
         over the relation examples that have both ends."""
-        pairs = [e for e in examples if e.kind == "relation" and e.object_text][:3]
-        if not pairs:
+        triples = self._sentence_triples(name, examples, candidate)
+        if not triples:
             return 0.0
+        votes = []
+        for said, forwards, backwards in triples:
+            vector = self._vector_of(said)
+            votes.append(
+                float(vector @ self._vector_of(forwards) - vector @ self._vector_of(backwards))
+            )
+        return sum(votes) / len(votes)
+
+    @staticmethod
+    def _sentence_triples(
+        name: str, examples: Sequence[ObservedExample], candidate: CandidatePredicate
+    ) -> list[tuple[str, str, str]]:
+        pairs = [e for e in examples if e.kind == "relation" and e.object_text][:3]
         verb, target = name.replace("_", " "), candidate.name.replace("_", " ")
-        texts = []
-        for e in pairs:
-            texts += [
+        return [
+            (
                 f"{e.subject_text} {verb} {e.object_text}",
                 f"{e.subject_text} {target} {e.object_text}",
                 f"{e.object_text} {target} {e.subject_text}",
-            ]
-        vectors = [self._vector_of(t) for t in texts]
-        votes = [
-            float(vectors[i] @ vectors[i + 1] - vectors[i] @ vectors[i + 2])
-            for i in range(0, len(vectors), 3)
+            )
+            for e in pairs
         ]
-        return sum(votes) / len(votes)
+
+    def _prefetch(self, texts: list[str]) -> None:
+        missing = sorted({t for t in texts if t not in self._vectors})
+        if missing:
+            self._vectors.update(zip(missing, self.embed(missing), strict=True))
 
     def _vector_of(self, text: str) -> Vector:
         vector = self._vectors.get(text)
