@@ -65,7 +65,7 @@ def attribute(subject_type: str, values: tuple[str, ...]) -> tuple[ObservedExamp
     )
 
 
-P, O, J, E, L, T, C, D = (
+P, O, J, E, L, T, C, D = (  # noqa: E741 - one letter per entity type keeps the table a table
     "person",
     "organisation",
     "project",

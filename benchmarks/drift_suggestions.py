@@ -159,18 +159,21 @@ def _brief(ranked: list[RankedSuggestion]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     rows = [
-        "| style | items | right first | right and confident | wrong direction offered | novel without a confident suggestion |",
+        "| style | items | right first | right and confident | wrong direction offered "
+        "| novel without a confident suggestion |",
         "|---|---|---|---|---|---|",
     ]
     for style, s in result["per_style"].items():
         if style == "novel":
             rows.append(
-                f"| novel | {s['items']} | – | – | – | {s.get('novel_unconfident', 0)}/{s['items']} |"
+                f"| novel | {s['items']} | – | – | – | "
+                f"{s.get('novel_unconfident', 0)}/{s['items']} |"
             )
         else:
             rows.append(
                 f"| {style} | {s['items']} | {s.get('right_first', 0)}/{s['items']} | "
-                f"{s.get('right_confident', 0)}/{s['items']} | {s.get('wrong_direction_offered', 0)} | – |"
+                f"{s.get('right_confident', 0)}/{s['items']} | "
+                f"{s.get('wrong_direction_offered', 0)} | – |"
             )
     t = result["totals"]
     rows.append(

@@ -268,15 +268,15 @@ class Ranker:
         kin_similarity, kin_direction = -1.0, 0
         for form, reading in forms:
             similarity = float(self._vectors[core_words(form)] @ query)
-            direction = reading * (-1 if reads_opposite(name, form) else 1)
-            if direction > 0:
+            way = reading * (-1 if reads_opposite(name, form) else 1)
+            if way > 0:
                 forward_best = max(forward_best, similarity)
             else:
                 backward_best = max(backward_best, similarity)
             if similarity > best_similarity:
-                best_similarity, best_direction = similarity, direction
+                best_similarity, best_direction = similarity, way
             if own_stems & _stems(form) and similarity > kin_similarity:
-                kin_similarity, kin_direction = similarity, direction
+                kin_similarity, kin_direction = similarity, way
         description = max(
             float(self._vectors[_description_text(candidate)] @ description_query),
             float(self._vectors[candidate.description] @ description_query)
