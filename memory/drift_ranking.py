@@ -364,6 +364,10 @@ class Ranker:
             for e in pairs
         ]
 
+    def prepare(self, names: Sequence[str]) -> None:
+        """Embed the words of many names in one batch before ranking each of them."""
+        self._prefetch([t for n in names for t in (core_words(n), n.replace("_", " "))])
+
     def _prefetch(self, texts: list[str]) -> None:
         missing = sorted({t for t in texts if t not in self._vectors})
         if missing:

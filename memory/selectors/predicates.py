@@ -133,7 +133,10 @@ def predicate_list(
 ) -> QuerySet[Predicate]:
     """The registry, ordered by category then name, aliases prefetched as ``alias_set``."""
     queryset = Predicate.objects.filter(context=context).prefetch_related(
-        Prefetch("alias_set", queryset=PredicateAlias.objects.only("id", "predicate_id", "alias"))
+        Prefetch(
+            "alias_set",
+            queryset=PredicateAlias.objects.only("id", "predicate_id", "alias", "inverse"),
+        )
     )
     if status is not None:
         queryset = queryset.filter(status=status)
@@ -187,7 +190,8 @@ def _prompt_line(predicate: Predicate) -> str:
     line = f"{predicate.name} ({predicate.kind})"
     if predicate.description:
         line += f": {' '.join(predicate.description.split())}"
-    aliases = sorted(a.alias for a in predicate.alias_set.all())
+    # Inverse aliases are not offered: the prompt teaches the direction that is stored.
+    aliases = sorted(a.alias for a in predicate.alias_set.all() if not a.inverse)
     if aliases:
         line += f" [aliases: {', '.join(aliases)}]"
     return line

@@ -484,9 +484,9 @@ def _snapshot(predicate: Predicate) -> dict[str, Any]:
     state: dict[str, Any] = {f: getattr(predicate, f) for f in EDITABLE_FIELDS}
     state["name"] = predicate.name
     state["status"] = predicate.status
-    state["aliases"] = (
-        sorted(predicate.alias_set.values_list("alias", flat=True)) if predicate.pk else []
-    )
+    rows = list(predicate.alias_set.values_list("alias", "inverse")) if predicate.pk else []
+    state["aliases"] = sorted(alias for alias, inverse in rows if not inverse)
+    state["inverse_aliases"] = sorted(alias for alias, inverse in rows if inverse)
     return state
 
 
@@ -614,11 +614,16 @@ def predicate_restore(*, access: ContextAccess, state: dict[str, Any]) -> Predic
     predicate, _ = Predicate.objects.update_or_create(
         context=context, name=state["name"], defaults={**fields, "status": state["status"]}
     )
-    predicate.alias_set.exclude(alias__in=state.get("aliases", [])).delete()
-    present = set(predicate.alias_set.values_list("alias", flat=True))
-    for alias in state.get("aliases", []):
-        if alias not in present:
-            predicate_alias_attach(context, predicate, alias)
+    wanted = {a: False for a in state.get("aliases", [])} | {
+        a: True for a in state.get("inverse_aliases", [])
+    }
+    present = dict(predicate.alias_set.values_list("alias", "inverse"))
+    predicate.alias_set.exclude(alias__in=list(wanted)).delete()
+    for alias, inverse in wanted.items():
+        if alias in present and present[alias] != inverse:
+            predicate.alias_set.filter(alias=alias).update(inverse=inverse)
+        elif alias not in present:
+            predicate_alias_attach(context, predicate, alias, inverse=inverse)
     audit_record(
         context=context,
         actor=access.user,
