@@ -21,11 +21,16 @@ from curation.views.access import (
     form_problems,
     next_url,
     render_screen,
+    wants_partial,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Role
-from memory.selectors.duplicates import DuplicateCluster, duplicate_cluster_page
+from memory.selectors.duplicates import (
+    DuplicateCluster,
+    duplicate_cluster_page,
+    duplicates_scan_pending,
+)
 from memory.selectors.entities import entities_visible
 from memory.services.duplicates import duplicates_dismiss_recorded
 from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
@@ -33,6 +38,7 @@ from memory.tasks import duplicates_scan_enqueue
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25
+STOP_POLLING = 286  # htmx stops polling on this status
 
 
 @dataclass
@@ -73,6 +79,7 @@ def _page(
     *,
     posted: Posted | None = None,
     status: int = 200,
+    scanning: bool | None = None,
 ) -> HttpResponse:
     """One page of clusters (queries: open pairs as ids; the page's entities and pairs;
     fact counts of the members)."""
@@ -96,7 +103,11 @@ def _page(
         "fact_counts": counts,
         # A problem with a cluster that is no longer listed is shown above the list.
         "problem": posted.error if posted and posted.error and posted.key not in shown else "",
+        # While a scan is queued or running the list polls itself (``?poll=1``).
+        "scanning": duplicates_scan_pending(access.context.pk) if scanning is None else scanning,
     }
+    if request.GET.get("poll") and not context["scanning"] and wants_partial(request):
+        status = STOP_POLLING  # the scan is done: this answer is the last poll
     return render_screen(
         request, TEMPLATE, access, context, section="duplicates", partial="clusters", status=status
     )
@@ -217,7 +228,9 @@ def duplicates_scan_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         f"Scanning {count:,} entities in the background; new candidates appear here when "
         "it finishes (about a minute per 10,000 entities).",
     )
-    return _done(request, access)
+    if request.htmx:  # queued at commit: the list polls until the scan is done
+        return _page(request, access, scanning=True)
+    return redirect("duplicates", access.context.slug)
 
 
 @require_POST

@@ -12,32 +12,56 @@ from memory.api.common import EntityRefSerializer, access_for, query_params
 from memory.api.fields import DistinctListField, JsonInput
 from memory.models import Role
 from memory.models.merge import Merge
-from memory.selectors.duplicates import duplicate_clusters
+from memory.selectors.duplicates import duplicate_cluster_page
 from memory.services.duplicates import duplicates_dismiss
 from memory.services.fsck import CHECKS, fsck_run
 from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
+
+
+class DuplicateExplainSerializer(serializers.Serializer):
+    field = serializers.CharField(help_text='"name", "id:<kind>", "attr:<key>:<comparator>"')
+    level = serializers.CharField(help_text="how closely the two values agree")
+    agrees = serializers.BooleanField()
+    weight = serializers.FloatField(help_text="log2(m/u): positive for, negative against")
+
+
+class PairSerializer(serializers.Serializer):
+    entity_a = serializers.IntegerField(source="entity_a_id")
+    entity_b = serializers.IntegerField(source="entity_b_id")
+    score = serializers.FloatField(help_text="match probability (Fellegi–Sunter)")
+    methods = serializers.ListField(child=serializers.CharField())
+    explain = DuplicateExplainSerializer(many=True)
 
 
 class ClusterSerializer(serializers.Serializer):
     members = EntityRefSerializer(many=True)
     score = serializers.FloatField()
     methods = serializers.ListField(child=serializers.CharField())
+    pairs = PairSerializer(many=True)
 
 
 class DuplicateListApi(APIView):
     class Params(serializers.Serializer):
         min_score = serializers.FloatField(min_value=0, max_value=1, required=False, default=0.0)
         limit = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=200)
+        offset = serializers.IntegerField(min_value=0, max_value=10**7, required=False, default=0)
 
     class OutputSerializer(serializers.Serializer):
-        count = serializers.IntegerField()
+        count = serializers.IntegerField(help_text="clusters on this page")
+        total = serializers.IntegerField(help_text="clusters in all")
         results = ClusterSerializer(many=True)
 
     @extend_schema(parameters=[Params], responses=OutputSerializer)
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        clusters = duplicate_clusters(access=access, **query_params(request, self.Params))
-        return Response(self.OutputSerializer({"count": len(clusters), "results": clusters}).data)
+        clusters, total = duplicate_cluster_page(
+            access=access, **query_params(request, self.Params)
+        )
+        return Response(
+            self.OutputSerializer(
+                {"count": len(clusters), "total": total, "results": clusters}
+            ).data
+        )
 
 
 class DuplicateDismissApi(APIView):

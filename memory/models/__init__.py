@@ -4,12 +4,18 @@ from memory.models.access import ApiToken, ContextMembership, Role
 from memory.models.audit import AuditEvent
 from memory.models.context import Context, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
-from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.duplicate import (
+    DuplicateCandidate,
+    DuplicateKey,
+    DuplicateModel,
+    DuplicateStatus,
+)
 from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
 from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
+from memory.models.turn import Turn
 from memory.models.usage import PredicateUsage
 
 __all__ = [
@@ -22,6 +28,8 @@ __all__ = [
     "ContextMembership",
     "Document",
     "DuplicateCandidate",
+    "DuplicateKey",
+    "DuplicateModel",
     "DuplicateStatus",
     "Entity",
     "EntityIdentifier",
@@ -42,4 +50,5 @@ __all__ = [
     "Run",
     "RunOutcome",
     "SourceKind",
+    "Turn",
 ]

@@ -30,6 +30,8 @@ class DuplicateCandidate(models.Model):
         max_length=10, choices=DuplicateStatus.choices, default=DuplicateStatus.OPEN
     )
     source = models.CharField(max_length=300, blank=True)
+    # Why: the match probability's fields, each {field, level, agrees, weight (log2 m/u)}.
+    explain = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -50,3 +52,41 @@ class DuplicateCandidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entity_a_id} ~ {self.entity_b_id} ({self.score:.2f}, {self.status})"
+
+
+class DuplicateKey(models.Model):
+    """A blocking key of a live entity: the incremental check finds an entity's
+    possible duplicates as the entities of its type sharing one of these (its words in
+    order-free form, bigrams, sounds, each word's sound, dates and codes among its
+    attributes). Kept by every entity write; the full scan rebuilds them."""
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    entity = models.ForeignKey(
+        "memory.Entity", on_delete=models.CASCADE, related_name="duplicate_keys"
+    )
+    type = models.CharField(max_length=40)
+    key = models.CharField(max_length=200)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["context", "type", "key"], name="duplicate_key_lookup"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.entity_id}: {self.key}"
+
+
+class DuplicateModel(models.Model):
+    """A context's learnt Fellegi–Sunter weights (``duplicate_scoring.Model.to_json``):
+    estimated by EM from the context's own entities, re-estimated by every full scan and
+    when the context has doubled since the last estimate."""
+
+    context = models.OneToOneField(
+        "memory.Context", on_delete=models.CASCADE, related_name="duplicate_model"
+    )
+    params = models.JSONField(default=dict)
+    entities = models.IntegerField(default=0)  # live entities when it was estimated
+    fitted_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"duplicate model of context {self.context_id} ({self.entities} entities)"

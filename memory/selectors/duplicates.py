@@ -1,5 +1,6 @@
 """Duplicate clusters as a curator sees them: open pairs between live entities the
-caller may read, joined into clusters (connected components), best first."""
+caller may read, joined into clusters whose members are pairwise candidates, best
+first."""
 
 from __future__ import annotations
 
@@ -39,10 +40,12 @@ def duplicate_cluster_page(
 ) -> tuple[list[DuplicateCluster], int]:
     """Clusters ``offset`` to ``offset + limit`` of the ranking, and how many there are
     (queries: every open pair as plain numbers; the shown clusters' entities; their
-    pairs, with the methods that found them).
+    pairs, with the methods that found them and their explanations).
 
-    Clustering needs every open pair, but only as numbers: entities and pair rows are
-    loaded for the clusters shown, not for the tens of thousands a scan can leave open.
+    A cluster never chains: it is offered only when every two of its members are an open
+    pair (``_cliques``); a group linked through weak links is split into its strongest
+    pairs. Clustering needs every open pair, but only as numbers: entities and pair rows
+    are loaded for the clusters shown.
     """
     readable = access.grants.read_q("entity_a__scope") & access.grants.read_q("entity_b__scope")
     # Merged entities are few: excluding them by id (an anti-join on a short list) beats
@@ -60,27 +63,44 @@ def duplicate_cluster_page(
     if not rows:
         return [], 0
     table = np.array(rows, dtype=np.float64)  # ids stay exact below 2**53
-    pair_ids, scores = table[:, 0].astype(np.int64), table[:, 3]
     ids, ends = np.unique(table[:, 1:3].astype(np.int64), return_inverse=True)
     ends = ends.reshape(-1, 2)
     label = _components(ends[:, 0], ends[:, 1], len(ids))
-    # Each cluster (a root label): its best pair score and its smallest entity id.
-    roots, cluster_of_entity = np.unique(label, return_inverse=True)
-    cluster_of_pair = cluster_of_entity[ends[:, 0]]
-    best = np.zeros(len(roots))
-    np.maximum.at(best, cluster_of_pair, scores)
-    first_id = np.full(len(roots), np.iinfo(np.int64).max)
-    np.minimum.at(first_id, cluster_of_entity, ids)
-    ranked = np.lexsort((first_id, -best))
-    shown = [
-        _Component(
-            ids=set(ids[cluster_of_entity == c].tolist()),
-            pair_ids=pair_ids[cluster_of_pair == c].tolist(),
-            score=float(best[c]),
-        )
-        for c in ranked[offset : offset + limit]
-    ]
-    return _load(shown), len(roots)
+    by_component: dict[int, list[tuple[int, int, int, float]]] = {}
+    for (pk, a, b, score), root in zip(rows, label[ends[:, 0]].tolist(), strict=True):
+        by_component.setdefault(root, []).append((pk, a, b, score))
+    found = [clique for edges in by_component.values() for clique in _cliques(edges)]
+    found.sort(key=lambda c: (-c.score, min(c.ids)))
+    return _load(found[offset : offset + limit]), len(found)
+
+
+def _cliques(edges: list[tuple[int, int, int, float]]) -> list[_Component]:
+    """The group as one cluster when every two members are a pair; otherwise its
+    strongest pairs, each grown by members paired with every member so far (strongest
+    first): "a–b 0.9, b–c 0.8" offers a–b, not a–b–c."""
+    members = {x for _, a, b, _ in edges for x in (a, b)}
+    if len(edges) == len(members) * (len(members) - 1) // 2:
+        return [_Component(members, [pk for pk, *_ in edges], max(s for *_, s in edges))]
+    linked = {(a, b) for _, a, b, _ in edges} | {(b, a) for _, a, b, _ in edges}
+    ordered = sorted(edges, key=lambda e: (-e[3], e[0]))
+    home: dict[int, _Component] = {}
+    out: list[_Component] = []
+    for _pk, a, b, score in ordered:
+        ca, cb = home.get(a), home.get(b)
+        if ca is None and cb is None:
+            component = _Component({a, b}, [], score)
+            out.append(component)
+            home[a] = home[b] = component
+        elif (ca is None) != (cb is None):
+            component, newcomer = (ca, b) if ca is not None else (cb, a)
+            assert component is not None
+            if all((newcomer, x) in linked for x in component.ids):
+                component.ids.add(newcomer)
+                home[newcomer] = component
+    for pk, a, b, _ in ordered:  # each cluster's pairs, strongest first
+        if home.get(a) is not None and home.get(a) is home.get(b):
+            home[a].pair_ids.append(pk)
+    return out
 
 
 def _components(
@@ -125,3 +145,18 @@ def _load(components: list[_Component]) -> list[DuplicateCluster]:
             )
         )
     return clusters
+
+
+def duplicates_scan_pending(context_id: int) -> bool:
+    """Whether a scan of the context is queued or running (its task result is not
+    finished; none with a backend that runs tasks at once)."""
+    from django_tasks import TaskResultStatus
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.tasks import duplicates_scan_task
+
+    return DBTaskResult.objects.filter(
+        task_path=duplicates_scan_task.module_path,
+        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
+        args_kwargs__args=[context_id],
+    ).exists()

@@ -1,83 +1,124 @@
-"""Finding duplicate entities.
+"""Finding duplicate entities: as they are written, and by a full scan for backfill.
 
-Several cheap methods propose pairs inside small blocks, so 100k entities never need
-10^10 comparisons: exact keys and fingerprints group by hash; edit distance compares
-neighbours in key order (a sorted-neighbourhood window); embeddings ask the HNSW index
-for each entity's nearest same-type neighbours. A pair that only spelling or sound
-proposed (phonetic key, edit distance) is kept only when a second signal backs it
-(``_second_signals``). Pairs are stored as DuplicateCandidate rows; a dismissed pair keeps
-its row and is never proposed again.
+Blocking: every live entity keeps a few keys (``blocking_keys``: its words in any order,
+its bigrams, its sounds, each word's sound, its identifiers, dates and codes among its
+attributes) in DuplicateKey; two entities of one type sharing a key that few entities
+have (at most MAX_BLOCK) are a blocked pair, as are embedding neighbours and, in the
+full scan, neighbours in name order (edit distance). 100k entities never need 10^10
+comparisons.
+
+Scoring: each blocked pair is compared field by field and scored by the context's
+Fellegi–Sunter model (``memory.services.duplicate_scoring``), whose weights EM estimates
+from the context's own entities. A pair whose match probability reaches
+MATCH_PROBABILITY is stored as an open DuplicateCandidate with its explanation; an open
+pair the finder stored that falls below it (its evidence gone) is withdrawn. A dismissed
+pair keeps its row and is never proposed again.
+
+Incremental: ``duplicates_check(entity_ids)`` runs inside the transaction of every write
+that creates or changes entities (ingest, POST entities, bulk and CSV seeding, merge
+undo), once per batch: a handful of statements whatever the batch size.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import random
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import jellyfish
 from django.db import connection, transaction
+from django.db.models import Q
 from rapidfuzz import fuzz
-from rapidfuzz.distance import OSA
 
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
 from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
-from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.duplicate import (
+    DuplicateCandidate,
+    DuplicateKey,
+    DuplicateModel,
+    DuplicateStatus,
+)
 from memory.services.audit import audit_record
+from memory.services.duplicate_scoring import (
+    MATCH_PROBABILITY,
+    Comparison,
+    Model,
+    Record,
+    compare,
+    fit,
+    parse_date,
+    sorted_tokens,
+    sound_key,
+)
 
-# Base confidence of each method when it fires alone.
-METHOD_SCORES = {
-    "identifier": 0.98,
-    "key": 0.95,
-    "alias": 0.92,
-    "fingerprint": 0.9,
-    "ngram": 0.85,
-    # Below every precise method, also with a second signal's bonus (docs/DECISIONS.md:
-    # "A duplicate pair found by spelling or sound needs a second signal").
-    "phonetic": 0.75,
-}
-EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100
-EDIT_DISTANCE_WEIGHT = 0.75  # its score: ratio × this, 0.66–0.75
-# Spelling and sound alone: names made of few sounds collide often (at 100k entities 98%
-# of these pairs were two different things), so such a pair needs a second signal.
-WEAK_METHODS = frozenset({"phonetic", "edit_distance"})
-LONG_WORD = 7  # one slip in a shorter word more often spells another name ("kamo"/"kama")
-RARE_WORD = 20  # a word that at most this many entities of a type have tells them apart
-WINDOW = 6  # sorted-neighbourhood window for edit distance
-MAX_BLOCK = 40  # a larger hash block is a common word, not a duplicate signal
+logger = logging.getLogger(__name__)
+
+# Sources of pairs this module stores (and may withdraw); others (an ingest run's
+# embedding review band, a curator's dismissal) are left as they are.
+FINDER_SOURCES = ("scan", "check")
+MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
+# One word's sound is a weaker key than the whole name's: its blocks are kept smaller
+# (at 100k planted entities, 40 would propose 440k pairs for 390 true ones).
+MAX_WORD_BLOCK = 12
+RARE_WORD = 20  # a word at most this many entities of a type have tells names apart
 NEIGHBOURS = 5  # embedding neighbours asked per entity
-MULTI_METHOD_BONUS = 0.03
-ATTRIBUTE_AGREEMENT_BONUS = 0.03
-
-
-@dataclass(frozen=True)
-class _Row:
-    id: int
-    type: str
-    scope: str
-    name: str
-    key: str
-    alias_keys: tuple[str, ...]
-    attributes: dict[str, object]
+EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100, for the scan's name-order window
+WINDOW = 6  # that window
+FIT_SAMPLE = 3_000  # entities whose blocked pairs an incremental re-estimate reads
+RANDOM_PAIRS = 20_000  # random pairs u is counted on
+AUTO_FIT_UP_TO = 50_000  # above this many entities only the full scan re-estimates
+MIN_FIT_ENTITIES = 100
+# Which blocking key found a pair, by its prefix (listed as the pair's methods).
+KEY_METHODS = {
+    "w": "fingerprint",
+    "g": "ngram",
+    "s": "phonetic",
+    "t": "word_sound",
+    "i": "identifier",
+    "d": "date",
+    "c": "code",
+}
 
 
 @dataclass
 class ScanReport:
     entities: int = 0
-    pairs: int = 0
+    pairs: int = 0  # blocked pairs compared
+    stored: int = 0  # pairs at or above the match probability
     new: int = 0
     seconds: float = 0.0
-    unconfirmed: int = 0  # pairs only spelling or sound proposed, without a second signal
-    withdrawn: int = 0  # such open pairs an earlier scan had stored, deleted
+    withdrawn: int = 0  # open pairs the finder had stored that fell below it
+    fitted_pairs: int = 0  # blocked pairs EM estimated the weights on (0: defaults)
     by_method: dict[str, int] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
 
 
-def _fingerprint(key: str) -> str:
-    return " ".join(sorted(set(key.split())))
+@dataclass
+class CheckReport:
+    entities: int = 0
+    compared: int = 0
+    stored: int = 0
+    new: int = 0
+    withdrawn: int = 0
+    refitted: bool = False
+
+
+Pair = tuple[int, int]
+
+
+def _pair(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+# --- blocking keys ------------------------------------------------------------------------
 
 
 def _ngram_fingerprint(key: str, n: int = 2) -> str:
@@ -85,95 +126,120 @@ def _ngram_fingerprint(key: str, n: int = 2) -> str:
     return "".join(sorted({compact[i : i + n] for i in range(max(len(compact) - n + 1, 1))}))
 
 
-def _phonetic(key: str) -> str:
-    return " ".join(jellyfish.metaphone(token) for token in key.split() if token)
+def blocking_keys(record: Record) -> set[str]:
+    """The keys an entity is filed under (each at most 200 characters)."""
+    keys: set[str] = set()
+    for name in (record.key, *record.alias_keys):
+        if not name:
+            continue
+        keys.add("w:" + sorted_tokens(name))
+        if len(name.replace(" ", "")) >= 5:  # short names share bigrams by chance
+            keys.add("g:" + _ngram_fingerprint(name))
+        keys.add("s:" + sound_key(name))
+        for token in set(name.split()):
+            if len(token) >= 3:
+                keys.add("t:" + jellyfish.metaphone(token))
+    for kind, values in record.identifiers.items():
+        keys.update(f"i:{kind}:{value}" for value in values)
+    for attr, value in record.attributes.items():
+        text = str(value).strip() if isinstance(value, (str, int)) else ""
+        if parse_date(text) is not None:
+            keys.add("d:" + parse_date(text).isoformat())  # type: ignore[union-attr]
+        elif 3 <= len(text) <= 20 and text.isdigit():
+            keys.add(f"c:{attr[:60]}:{text}")
+    return {k[:200] for k in keys}
 
 
-def _pairs_in_blocks(blocks: dict[tuple[str, str], list[int]]) -> Iterator[tuple[int, int]]:
-    for members in blocks.values():
-        if 1 < len(members) <= MAX_BLOCK:
-            yield from itertools.combinations(sorted(members), 2)
+def _block_limit(key: str) -> int:
+    return MAX_WORD_BLOCK if key.startswith("t:") else MAX_BLOCK
 
 
-def _hash_methods(rows: list[_Row]) -> dict[str, Iterable[tuple[int, int]]]:
-    keyed: dict[str, dict[tuple[str, str], list[int]]] = {
-        m: defaultdict(list) for m in ("key", "fingerprint", "ngram", "phonetic")
+def _records(context: Context, ids: Iterable[int] | None) -> dict[int, Record]:
+    """Live entities as the comparators read them (all of the context when ``ids`` is
+    None): two statements."""
+    rows = Entity.objects.filter(context=context, merged_into__isnull=True)
+    idents = EntityIdentifier.objects.filter(context=context, entity__merged_into__isnull=True)
+    if ids is not None:
+        wanted = sorted(set(ids))
+        rows, idents = rows.filter(pk__in=wanted), idents.filter(entity_id__in=wanted)
+    by_entity: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for entity_id, kind, value in idents.values_list("entity_id", "kind", "value"):
+        by_entity[entity_id][kind].add(value)
+    return {
+        pk: Record(
+            id=pk,
+            type=type_,
+            scope=scope,
+            key=key,
+            alias_keys=tuple(alias_keys),
+            attributes=attributes if isinstance(attributes, dict) else {},
+            identifiers={k: frozenset(v) for k, v in by_entity.get(pk, {}).items()},
+        )
+        for pk, type_, scope, key, alias_keys, attributes in rows.values_list(
+            "pk", "type", "scope", "normalized_key", "alias_keys", "attributes"
+        )
     }
-    by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for row in rows:
-        keyed["key"][(row.type, row.key)].append(row.id)
-        keyed["fingerprint"][(row.type, _fingerprint(row.key))].append(row.id)
-        if len(row.key.replace(" ", "")) >= 5:  # short names share bigrams by chance
-            keyed["ngram"][(row.type, _ngram_fingerprint(row.key))].append(row.id)
-        keyed["phonetic"][(row.type, _phonetic(row.key))].append(row.id)
-        by_key[(row.type, row.key)].append(row.id)
-    methods: dict[str, Iterable[tuple[int, int]]] = {
-        m: list(_pairs_in_blocks(blocks)) for m, blocks in keyed.items()
-    }
-    methods["alias"] = [
-        (min(row.id, other), max(row.id, other))
-        for row in rows
-        for alias in row.alias_keys
-        for other in by_key.get((row.type, alias), [])[:MAX_BLOCK]
-        if other != row.id
-    ]
-    return methods
 
 
-def _edit_distance_pairs(rows: list[_Row]) -> dict[tuple[int, int], float]:
-    found: dict[tuple[int, int], float] = {}
-    by_type: dict[str, list[_Row]] = defaultdict(list)
-    for row in rows:
-        by_type[row.type].append(row)
-    for typed in by_type.values():
-        # Two orders (the key and the key reversed) catch typos at either end.
-        for order in (lambda r: r.key, lambda r: r.key[::-1]):
-            ranked = sorted(typed, key=order)
-            for i, row in enumerate(ranked):
-                for other in ranked[i + 1 : i + 1 + WINDOW]:
-                    if row.key == other.key:
-                        continue
-                    ratio = fuzz.ratio(row.key, other.key)
-                    if ratio >= EDIT_DISTANCE_MIN:
-                        pair = (min(row.id, other.id), max(row.id, other.id))
-                        score = ratio / 100.0 * EDIT_DISTANCE_WEIGHT
-                        found[pair] = max(found.get(pair, 0.0), score)
-    return found
+def _write_keys(context: Context, records: dict[int, Record], *, replace: bool) -> None:
+    if replace and records:
+        DuplicateKey.objects.filter(entity_id__in=list(records)).delete()
+    DuplicateKey.objects.bulk_create(
+        [
+            DuplicateKey(context=context, entity_id=r.id, type=r.type, key=k)
+            for r in records.values()
+            for k in blocking_keys(r)
+        ],
+        batch_size=5_000,
+    )
 
 
-def _identifiers(context: Context) -> tuple[list[tuple[int, int]], dict[int, set[str]]]:
-    """Pairs that share an identifier; and each entity's identifier domains (of an e-mail
-    address, a url or a domain) that a few entities share (at most MAX_BLOCK: not a mail
-    provider's)."""
-    shared: dict[tuple[str, str], list[int]] = defaultdict(list)
-    holders: dict[str, set[int]] = defaultdict(set)
-    for kind, value, entity_id in EntityIdentifier.objects.filter(
-        context=context, entity__merged_into__isnull=True
-    ).values_list("kind", "value", "entity_id"):
-        shared[(kind, value)].append(entity_id)
-        if domain := _domain(kind, value):
-            holders[domain].add(entity_id)
-    domains: dict[int, set[str]] = defaultdict(set)
-    for domain, ids in holders.items():
-        if 1 < len(ids) <= MAX_BLOCK:
-            for entity_id in ids:
-                domains[entity_id].add(domain)
-    return list(_pairs_in_blocks(shared)), domains
+Rare = dict[str, set[str]]  # type → the sounds of words at most RARE_WORD entities have
 
 
-def _domain(kind: str, value: str) -> str:
-    """The host of an identifier, as ``identifier_normalize`` leaves it; "" if none."""
-    if kind == "email":
-        return value.rpartition("@")[2]
-    if kind == "domain":
-        return value
-    if kind == "url":
-        return value.partition("://")[2].partition("/")[0]
-    return ""
+def _blocked_neighbours(
+    context: Context, records: dict[int, Record]
+) -> tuple[dict[Pair, set[str]], Rare]:
+    """Pairs of each given entity with the entities sharing an uncommon key, and which of
+    their words are rare (one statement: each key's holders, at most MAX_BLOCK + 1)."""
+    wanted = sorted({(r.type, k) for r in records.values() for k in blocking_keys(r)})
+    if not wanted:
+        return {}, {}
+    sql = """
+        SELECT q.type, q.key, h.entity_id
+        FROM unnest(%s::text[], %s::text[]) AS q(type, key)
+        CROSS JOIN LATERAL (
+            SELECT k.entity_id FROM memory_duplicatekey k
+            WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+            LIMIT %s
+        ) h
+    """
+    holders: dict[tuple[str, str], list[int]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, [[t for t, _ in wanted], [k for _, k in wanted], context.pk, MAX_BLOCK + 1]
+        )
+        for type_, key, entity_id in cursor.fetchall():
+            holders[(type_, key)].append(entity_id)
+    found: dict[Pair, set[str]] = defaultdict(set)
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in holders.items():
+        if key.startswith("t:") and len(members) <= RARE_WORD:
+            rare[type_].add(key[2:])
+    for record in records.values():
+        for key in blocking_keys(record):
+            members = holders.get((record.type, key), [])
+            if len(members) > _block_limit(key):
+                continue
+            for other in members:
+                if other != record.id:
+                    found[_pair(record.id, other)].add(KEY_METHODS[key[0]])
+    return found, rare
 
 
-def _embedding_pairs(context: Context, threshold: float) -> dict[tuple[int, int], float]:
-    """Each live entity's nearest same-type neighbours through the HNSW index."""
+def _embedding_neighbours(context: Context, ids: list[int] | None) -> dict[Pair, float]:
+    """Each entity's nearest same-type neighbours through the HNSW index (all live
+    entities of the context when ``ids`` is None)."""
     sql = """
         SELECT e.id, n.id, 1 - (e.embedding <=> n.embedding)
         FROM memory_entity e
@@ -185,103 +251,390 @@ def _embedding_pairs(context: Context, threshold: float) -> dict[tuple[int, int]
             LIMIT %s
         ) n
         WHERE e.context_id = %s AND e.merged_into_id IS NULL AND e.embedding IS NOT NULL
+          AND (%s::bigint[] IS NULL OR e.id = ANY(%s::bigint[]))
     """
-    found: dict[tuple[int, int], float] = {}
+    params: list[Any] = [NEIGHBOURS, context.pk, ids, ids]
+    found: dict[Pair, float] = {}
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.ef_search = 64")
-        cursor.execute(sql, [NEIGHBOURS, context.pk])
+        cursor.execute(sql, params)
         for a, b, similarity in cursor.fetchall():
-            if similarity >= threshold:
-                pair = (min(a, b), max(a, b))
-                found[pair] = max(found.get(pair, 0.0), float(similarity))
+            found[_pair(a, b)] = float(similarity)
     return found
 
 
-def _attributes_agree(a: _Row, b: _Row) -> bool:
-    shared = set(a.attributes) & set(b.attributes)
-    return bool(shared) and all(a.attributes[k] == b.attributes[k] for k in shared)
+def _cosines(pairs: list[Pair]) -> dict[Pair, float]:
+    """Cosine similarity of each pair whose two entities both have a vector."""
+    out: dict[Pair, float] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(pairs), 20_000):
+            chunk = pairs[start : start + 20_000]
+            cursor.execute(
+                """
+                SELECT p.a, p.b, 1 - (x.embedding <=> y.embedding)
+                FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b)
+                JOIN memory_entity x ON x.id = p.a
+                JOIN memory_entity y ON y.id = p.b
+                WHERE x.embedding IS NOT NULL AND y.embedding IS NOT NULL
+                """,
+                [[a for a, _ in chunk], [b for _, b in chunk]],
+            )
+            out.update({(a, b): float(c) for a, b, c in cursor.fetchall()})
+    return out
 
 
-def _second_signals(
-    scores: dict[tuple[int, int], dict[str, float]],
-    by_id: dict[int, _Row],
+def _edit_distance_pairs(records: Iterable[Record]) -> set[Pair]:
+    """Neighbours in name order (and reversed-name order, for slips at either end)."""
+    found: set[Pair] = set()
+    by_type: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_type[record.type].append(record)
+    for typed in by_type.values():
+        for order in (lambda r: r.key, lambda r: r.key[::-1]):
+            ranked = sorted(typed, key=order)
+            for i, record in enumerate(ranked):
+                for other in ranked[i + 1 : i + 1 + WINDOW]:
+                    if fuzz.ratio(record.key, other.key) >= EDIT_DISTANCE_MIN:
+                        found.add(_pair(record.id, other.id))
+    return found
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+def duplicate_model(context: Context) -> Model:
+    row = DuplicateModel.objects.filter(context=context).only("params").first()
+    return Model.from_json(row.params if row else None)
+
+
+def _save_model(context: Context, model: Model, entities: int) -> None:
+    DuplicateModel.objects.update_or_create(
+        context=context, defaults={"params": model.to_json(), "entities": entities}
+    )
+
+
+def _random_pairs(records: list[Record], count: int, seed: int) -> Iterator[list[Comparison]]:
+    """Comparisons of random same-type pairs: almost all two things, so u."""
+    rng = random.Random(seed)
+    by_type: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_type[record.type].append(record)
+    typed = [group for group in by_type.values() if len(group) > 1]
+    if not typed:
+        return
+    weights = [len(g) for g in typed]
+    for group in rng.choices(typed, weights=weights, k=count):
+        a, b = rng.sample(group, 2)
+        yield compare(a, b)
+
+
+def _fit_on(
+    records: dict[int, Record],
+    blocked: dict[Pair, set[str]],
+    cosines: dict[Pair, float],
+    rare: Rare,
+) -> Model:
+    comparisons = [
+        compare(
+            records[a],
+            records[b],
+            cosine=cosines.get((a, b)),
+            rare=rare.get(records[a].type, set()),
+        )
+        for a, b in blocked
+        if a in records and b in records
+    ]
+    return fit(comparisons, _random_pairs(list(records.values()), RANDOM_PAIRS, seed=17))
+
+
+def _live_count(context: Context) -> int:
+    return Entity.objects.filter(context=context, merged_into__isnull=True).count()
+
+
+def _refit_if_grown(context: Context, model: Model) -> Model | None:
+    """Re-estimate the weights from a sample of the context when it has doubled since the
+    last estimate (and is small enough not to wait for a scan): the sampled entities'
+    blocked pairs are a fair sample of all blocked pairs. Then re-score the open pairs.
+    Returns the new model, or None when nothing was due."""
+    row = DuplicateModel.objects.filter(context=context).only("entities").first()
+    fitted_on = row.entities if row else 0
+    if fitted_on >= AUTO_FIT_UP_TO:
+        return None
+    count = _live_count(context)
+    if count < max(MIN_FIT_ENTITIES, 2 * fitted_on):
+        return None
+    ids = list(
+        Entity.objects.filter(context=context, merged_into__isnull=True)
+        .order_by("?")
+        .values_list("pk", flat=True)[:FIT_SAMPLE]
+    )
+    sample = _records(context, ids)
+    blocked, rare = _blocked_neighbours(context, sample)
+    records = sample | _records(context, {x for pair in blocked for x in pair} - set(sample))
+    new = _fit_on(records, blocked, _cosines(sorted(blocked)), rare)
+    new = new if new.fitted_pairs else model
+    _save_model(context, new, count)
+    _rescore_open(context, new)
+    return new
+
+
+def _rescore_open(context: Context, model: Model) -> None:
+    """Score the finder's open pairs again with ``model``; withdraw those now below."""
+    open_pairs = {
+        (a, b): pk
+        for pk, a, b in DuplicateCandidate.objects.filter(
+            context=context, status=DuplicateStatus.OPEN, source__in=FINDER_SOURCES
+        ).values_list("pk", "entity_a_id", "entity_b_id")
+    }
+    if not open_pairs:
+        return
+    records = _records(context, {x for pair in open_pairs for x in pair})
+    cosines = _cosines(sorted(open_pairs))
+    _, rare = _blocked_neighbours(context, records)
+    updates, gone = [], []
+    for (a, b), pk in open_pairs.items():
+        if a not in records or b not in records:
+            continue
+        probability, explain = model.score(
+            compare(
+                records[a],
+                records[b],
+                cosine=cosines.get((a, b)),
+                rare=rare.get(records[a].type, set()),
+            )
+        )
+        if probability < MATCH_PROBABILITY:
+            gone.append(pk)
+        else:
+            updates.append(DuplicateCandidate(pk=pk, score=round(probability, 4), explain=explain))
+    DuplicateCandidate.objects.bulk_update(updates, ["score", "explain"], batch_size=2_000)
+    DuplicateCandidate.objects.filter(pk__in=gone).delete()
+
+
+# --- storing ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Scored:
+    probability: float
+    methods: list[str]
+    explain: list[dict[str, Any]]
+
+
+def _score_pairs(
+    model: Model,
+    records: dict[int, Record],
+    proposed: dict[Pair, set[str]],
+    cosines: dict[Pair, float],
+    rare: Rare,
+) -> dict[Pair, _Scored]:
+    out = {}
+    for (a, b), methods in proposed.items():
+        if a not in records or b not in records or records[a].type != records[b].type:
+            continue
+        x, y = records[a], records[b]
+        comparisons = compare(x, y, cosine=cosines.get((a, b)), rare=rare.get(x.type, set()))
+        probability, explain = model.score(comparisons)
+        found = set(methods)
+        if x.key == y.key:
+            found.add("key")
+        elif y.key in x.alias_keys or x.key in y.alias_keys:
+            found.add("alias")
+        if any(f["field"].startswith("attr:") and f["agrees"] for f in explain):
+            found.add("attributes")
+        out[(a, b)] = _Scored(probability, sorted(found), explain)
+    return out
+
+
+def _store(
+    context: Context,
+    scored: dict[Pair, _Scored],
+    existing: dict[Pair, tuple[int, str, str]],
     *,
-    domains: dict[int, set[str]],
-) -> int:
-    """Keep a pair that only spelling or sound proposed when a second signal backs it:
-    its attributes agree, its entities share an uncommon identifier domain ("domain"), or
-    its names are one word apart ("spelling", ``_one_word_apart``); drop the others and
-    return how many. Embeddings are no such signal: an entity's vector encodes its name,
-    and for two spellings of similar sounds it is about as close whether or not they are
-    one thing (docs/DECISIONS.md, "… needs a second signal")."""
-    words = Counter((row.type, word) for row in by_id.values() for word in set(row.key.split()))
-    weak = [pair for pair, methods in scores.items() if methods.keys() <= WEAK_METHODS]
-    dropped = 0
-    for pair in weak:
-        a, b = by_id[pair[0]], by_id[pair[1]]
-        if domains.get(a.id, set()) & domains.get(b.id, set()):
-            scores[pair]["domain"] = 0.0  # listed with the methods; adds the multi-method bonus
-        elif _one_word_apart(a, b, words):
-            scores[pair]["spelling"] = 0.0
-        elif not _attributes_agree(a, b):  # _store lists "attributes" when they do
-            del scores[pair]
-            dropped += 1
-    return dropped
+    source: str,
+    withdraw: Iterable[Pair],
+) -> tuple[int, int, int]:
+    """Create or update the pairs at or above the match probability; delete the
+    finder's open pairs in ``withdraw`` that are not. Returns (stored, new, withdrawn)."""
+    new_rows, updates = [], []
+    stored = 0
+    for (a, b), s in scored.items():
+        if s.probability < MATCH_PROBABILITY:
+            continue
+        stored += 1
+        score = round(s.probability, 4)
+        known = existing.get((a, b))
+        if known is None:
+            new_rows.append(
+                DuplicateCandidate(
+                    context=context,
+                    entity_a_id=a,
+                    entity_b_id=b,
+                    score=score,
+                    methods=s.methods,
+                    explain=s.explain,
+                    source=source,
+                )
+            )
+        elif known[1] == DuplicateStatus.OPEN and known[2] in FINDER_SOURCES:
+            updates.append(
+                DuplicateCandidate(pk=known[0], score=score, methods=s.methods, explain=s.explain)
+            )
+    DuplicateCandidate.objects.bulk_create(new_rows, batch_size=2_000, ignore_conflicts=True)
+    DuplicateCandidate.objects.bulk_update(
+        updates, ["score", "methods", "explain"], batch_size=2_000
+    )
+    stale = [
+        existing[pair][0]
+        for pair in withdraw
+        if pair in existing
+        and existing[pair][1] == DuplicateStatus.OPEN
+        and existing[pair][2] in FINDER_SOURCES
+        and (pair not in scored or scored[pair].probability < MATCH_PROBABILITY)
+    ]
+    for start in range(0, len(stale), 10_000):
+        DuplicateCandidate.objects.filter(pk__in=stale[start : start + 10_000]).delete()
+    return stored, len(new_rows), len(stale)
 
 
-def _one_word_apart(a: _Row, b: _Row, words: Counter[tuple[str, str]]) -> bool:
-    """The keys differ in one word, spelled one slip apart (a letter inserted, dropped or
-    replaced, two swapped) or with the same sounds, and that word is not all there is to
-    tell them apart: it is long, or they share a word few entities of their type have.
-    "Jon Smith" / "John Smith" and "Kubernetes" / "Kubernets" are; "Kamo Freight" /
-    "Kama Freight" is not (a short word, and many companies are a "Freight")."""
-    mine, theirs = Counter(a.key.split()), Counter(b.key.split())
-    only_mine, only_theirs = list((mine - theirs).elements()), list((theirs - mine).elements())
-    if len(only_mine) != 1 or len(only_theirs) != 1:
-        return False
-    x, y = only_mine[0], only_theirs[0]
-    if OSA.distance(x, y, score_cutoff=1) > 1 and jellyfish.metaphone(x) != jellyfish.metaphone(y):
-        return False
-    shared = (mine & theirs).keys()
-    return min(len(x), len(y)) >= LONG_WORD or any(words[(a.type, w)] <= RARE_WORD for w in shared)
+# --- incremental ---------------------------------------------------------------------------
+
+_collecting: ContextVar[set[int] | None] = ContextVar("duplicates_collecting", default=None)
+
+
+@contextmanager
+def duplicates_check_batch() -> Iterator[set[int]]:
+    """Collect the ids that ``duplicates_check`` calls inside the block ask for, and
+    check them once when the block ends (a bulk writer's batch: one check, not one per
+    row). The block should end inside the writer's transaction."""
+    ids: set[int] = set()
+    token = _collecting.set(ids)
+    try:
+        yield ids
+    finally:
+        _collecting.reset(token)
+    if ids:
+        duplicates_check(sorted(ids))
+
+
+def duplicates_check(entity_ids: Iterable[int]) -> CheckReport | None:
+    """Check these entities (just created or changed) against the live entities of their
+    type: refresh their blocking keys, score every blocked pair and every open pair they
+    are in, store those at or above the match probability and withdraw the finder's open
+    pairs that fell below. Runs in the caller's transaction; inside
+    ``duplicates_check_batch`` it only collects. Returns None when it only collected."""
+    ids = sorted(set(entity_ids))
+    collecting = _collecting.get()
+    if collecting is not None:
+        collecting.update(ids)
+        return None
+    report = CheckReport()
+    if not ids:
+        return report
+    context_ids = set(Entity.objects.filter(pk__in=ids).values_list("context_id", flat=True))
+    for context in Context.objects.filter(pk__in=context_ids):
+        _check_in(context, ids, report)
+    return report
+
+
+def _check_in(context: Context, ids: list[int], report: CheckReport) -> None:
+    with transaction.atomic():
+        mine = _records(context, ids)
+        gone = set(ids) - set(mine)  # merged away or of another context
+        DuplicateKey.objects.filter(context=context, entity_id__in=sorted(gone)).delete()
+        if not mine:
+            return
+        _write_keys(context, mine, replace=True)
+        proposed, rare = _blocked_neighbours(context, mine)
+        for pair in _embedding_neighbours(context, list(mine)):
+            proposed.setdefault(pair, set()).add("embedding")
+        involved = Q(entity_a_id__in=list(mine)) | Q(entity_b_id__in=list(mine))
+        existing = {
+            (a, b): (pk, status, source)
+            for pk, a, b, status, source in DuplicateCandidate.objects.filter(
+                involved, context=context
+            ).values_list("pk", "entity_a_id", "entity_b_id", "status", "source")
+        }
+        for pair, (_, status, source) in existing.items():
+            if status == DuplicateStatus.OPEN and source in FINDER_SOURCES:
+                proposed.setdefault(pair, set())  # re-scored, kept or withdrawn
+        records = mine | _records(context, {x for p in proposed for x in p} - set(mine))
+        current = duplicate_model(context)
+        model = _refit_if_grown(context, current) or current
+        scored = _score_pairs(model, records, proposed, _cosines(sorted(proposed)), rare)
+        stored, new, withdrawn = _store(
+            context, scored, existing, source="check", withdraw=list(existing)
+        )
+    report.entities += len(mine)
+    report.compared += len(scored)
+    report.stored += stored
+    report.new += new
+    report.withdrawn += withdrawn
+
+
+# --- the full scan --------------------------------------------------------------------------
 
 
 @transaction.atomic
 def duplicates_scan(*, context: Context, use_embeddings: bool = True) -> ScanReport:
-    """Find candidate pairs across the context and store them (dismissed pairs stay; open
-    pairs an earlier scan stored on spelling or sound alone go when no second signal backs
-    them now). ``report.phases`` says where the time went (seconds per phase)."""
+    """Rebuild the context's blocking keys, re-estimate its weights by EM on all blocked
+    pairs, score them and store the candidates (dismissed pairs stay; the finder's open
+    pairs below the match probability now go). ``report.phases`` says where the time went."""
     clock = _PhaseClock()
-    rows = [
-        _Row(pk, type_, scope, name, key, tuple(alias_keys), attributes)
-        for pk, type_, scope, name, key, alias_keys, attributes in Entity.objects.filter(
-            context=context, merged_into__isnull=True
-        ).values_list("pk", "type", "scope", "name", "normalized_key", "alias_keys", "attributes")
-    ]
-    by_id = {row.id: row for row in rows}
+    records = _records(context, None)
     clock.lap("read")
-    scores: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
-    for method, pairs in _hash_methods(rows).items():
-        for pair in pairs:
-            scores[pair][method] = METHOD_SCORES[method]
-    clock.lap("keys")
-    identifier_pairs, domains = _identifiers(context)
-    for pair in identifier_pairs:
-        if pair[0] in by_id and pair[1] in by_id:
-            scores[pair]["identifier"] = METHOD_SCORES["identifier"]
-    clock.lap("identifiers")
-    for pair, score in _edit_distance_pairs(rows).items():
-        scores[pair]["edit_distance"] = score
+    DuplicateKey.objects.filter(context=context).delete()
+    _write_keys(context, records, replace=False)
+    clock.lap("keys_written")
+    blocks: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for record in records.values():
+        for key in blocking_keys(record):
+            blocks[(record.type, key)].append(record.id)
+    proposed: dict[Pair, set[str]] = defaultdict(set)
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in blocks.items():
+        if key.startswith("t:") and len(members) <= RARE_WORD:
+            rare[type_].add(key[2:])
+        if 1 < len(members) <= _block_limit(key):
+            for pair in itertools.combinations(sorted(members), 2):
+                proposed[pair].add(KEY_METHODS[key[0]])
+    clock.lap("blocks")
+    for pair in _edit_distance_pairs(records.values()):
+        proposed[pair].add("edit_distance")
     clock.lap("edit_distance")
     if use_embeddings:
-        for pair, score in _embedding_pairs(context, context.review_threshold).items():
-            scores[pair]["embedding"] = score
+        for pair in _embedding_neighbours(context, None):
+            proposed[pair].add("embedding")
         clock.lap("embeddings")
-    unconfirmed = _second_signals(scores, by_id, domains=domains)
-    clock.lap("second_signals")
-    report = ScanReport(entities=len(rows), pairs=len(scores), unconfirmed=unconfirmed)
-    report.new = _store(context, scores, by_id, report)
+    cosines = _cosines(sorted(proposed)) if use_embeddings else {}
+    clock.lap("cosines")
+    model = _fit_on(records, proposed, cosines, rare)
+    if not model.fitted_pairs:  # too few pairs to learn from: keep what there was
+        model = duplicate_model(context)
+    _save_model(context, model, len(records))
+    clock.lap("fit")
+    scored = _score_pairs(model, records, proposed, cosines, rare)
+    clock.lap("score")
+    existing = {
+        (a, b): (pk, status, source)
+        for pk, a, b, status, source in DuplicateCandidate.objects.filter(
+            context=context
+        ).values_list("pk", "entity_a_id", "entity_b_id", "status", "source")
+    }
+    stored, new, withdrawn = _store(context, scored, existing, source="scan", withdraw=existing)
     clock.lap("store")
+    report = ScanReport(
+        entities=len(records),
+        pairs=len(scored),
+        stored=stored,
+        new=new,
+        withdrawn=withdrawn,
+        fitted_pairs=model.fitted_pairs,
+    )
+    for s in scored.values():
+        if s.probability >= MATCH_PROBABILITY:
+            for method in s.methods:
+                report.by_method[method] = report.by_method.get(method, 0) + 1
     report.phases = clock.phases
     report.seconds = round(sum(clock.phases.values()), 3)
     return report
@@ -298,60 +651,7 @@ class _PhaseClock:
         self._last = now
 
 
-def _combined(methods: dict[str, float], agree: bool) -> float:
-    score = max(methods.values()) + MULTI_METHOD_BONUS * (len(methods) - 1)
-    return round(min(score + (ATTRIBUTE_AGREEMENT_BONUS if agree else 0.0), 0.99), 4)
-
-
-def _store(
-    context: Context,
-    scores: dict[tuple[int, int], dict[str, float]],
-    by_id: dict[int, _Row],
-    report: ScanReport,
-) -> int:
-    existing = {
-        (a, b): (pk, status, source, methods)
-        for pk, a, b, status, source, methods in DuplicateCandidate.objects.filter(
-            context=context
-        ).values_list("pk", "entity_a_id", "entity_b_id", "status", "source", "methods")
-    }
-    new_rows, updates = [], []
-    for (a, b), methods in scores.items():
-        agree = _attributes_agree(by_id[a], by_id[b])
-        names = sorted(methods) + (["attributes"] if agree else [])
-        for name in names:
-            report.by_method[name] = report.by_method.get(name, 0) + 1
-        score = _combined(methods, agree)
-        known = existing.get((a, b))
-        if known is None:
-            new_rows.append(
-                DuplicateCandidate(
-                    context=context,
-                    entity_a_id=a,
-                    entity_b_id=b,
-                    score=score,
-                    methods=names,
-                    source="scan",
-                )
-            )
-        elif known[1] == DuplicateStatus.OPEN:
-            updates.append(DuplicateCandidate(pk=known[0], score=score, methods=names))
-    DuplicateCandidate.objects.bulk_create(new_rows, batch_size=2000, ignore_conflicts=True)
-    DuplicateCandidate.objects.bulk_update(updates, ["score", "methods"], batch_size=2000)
-    # Open pairs an earlier scan stored on spelling or sound alone that no second signal
-    # backs now (stored before that rule, or their names have changed) are withdrawn.
-    stale = [
-        pk
-        for pair, (pk, status, source, methods) in existing.items()
-        if status == DuplicateStatus.OPEN
-        and source == "scan"
-        and pair not in scores
-        and set(methods) <= WEAK_METHODS
-    ]
-    for start in range(0, len(stale), 10_000):
-        DuplicateCandidate.objects.filter(pk__in=stale[start : start + 10_000]).delete()
-    report.withdrawn = len(stale)
-    return len(new_rows)
+# --- curators' answers ----------------------------------------------------------------------
 
 
 def duplicates_dismiss(*, access: ContextAccess, entity_ids: list[int]) -> int:

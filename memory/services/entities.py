@@ -21,7 +21,9 @@ from memory.models import Entity, EntityIdentifier, Fact, Role
 from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
+from memory.services.duplicates import duplicates_check
 from memory.tasks import entity_embeddings_enqueue
+from memory.wording import counted
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]
 MAX_ALIASES = 100
@@ -247,6 +249,8 @@ def entity_upsert(
     if created or changed:
         entity_embeddings_enqueue([entity.pk])
         entities_index([entity.pk])  # search postings commit with the entity
+    if created or changed or clean_ids:
+        duplicates_check([entity.pk])  # candidates commit with the entity
     if seeded:
         audit_record(
             context=access.context,
@@ -331,6 +335,7 @@ def entity_update(
         raise Conflict("; ".join(warnings), code="identifier_taken")
     entity_embeddings_enqueue([entity.pk])
     entities_index([entity.pk])
+    duplicates_check([entity.pk])  # re-scored: kept, changed or withdrawn
     audit_record(
         context=access.context,
         actor=access.user,
@@ -380,7 +385,7 @@ def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
         action="entity_delete",
         target_type="entity",
         target_id=snapshot["id"],
-        summary=f"deleted {snapshot['name']} and {count} facts",
+        summary=f"deleted {snapshot['name']} and {counted(count, 'fact')}",
         before=snapshot,
     )
     return count

@@ -29,10 +29,11 @@ from memory.errors import MemoryError_, ValidationFailed
 from memory.models import Entity, Role
 from memory.scopes import ScopeError
 from memory.services.audit import audit_record
+from memory.services.duplicates import duplicates_check_batch
 from memory.services.entities import IdentifierInput, entity_upsert
+from memory.services.vectors import vectors_compute
 from memory.tasks import (
     entity_embeddings_collect,
-    entity_embeddings_compute,
     entity_embeddings_enqueue,
 )
 
@@ -139,9 +140,11 @@ def entities_import(
     for start in range(0, len(records), BATCH_ROWS):
         batch = records[start : start + BATCH_ROWS]
         with entity_embeddings_collect() as changed, transaction.atomic():
-            entries = [
-                _import_one(access=access, record=r, scope_default=scope_default) for r in batch
-            ]
+            # One duplicate check for the batch's entities, in its transaction.
+            with duplicates_check_batch():
+                entries = [
+                    _import_one(access=access, record=r, scope_default=scope_default) for r in batch
+                ]
             if seeded:
                 _seed_batch(access, entries)
         for entry in entries:
@@ -185,7 +188,7 @@ def _embed(entity_ids: list[int], *, now: bool) -> None:
         return
     if now:
         try:
-            entity_embeddings_compute(entity_ids)
+            vectors_compute("entities", entity_ids)
             return
         except Exception:  # the embedder is down: the worker retries later
             logger.warning("import: embedding %s entities failed; queued", len(entity_ids))

@@ -24,6 +24,7 @@ from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
 from memory.services.audit import audit_record
+from memory.services.duplicates import duplicates_check
 from memory.services.fact_rules import (
     FactIdentity,
     FactSlot,
@@ -293,6 +294,7 @@ def entity_merge(
         undo={"op": "merge_undo", "merge_id": record.pk},
     )
     entity_embeddings_enqueue([survivor.pk])
+    duplicates_check([survivor.pk, *ids])  # the survivor's new names; the merged leave
     return record
 
 
@@ -456,6 +458,7 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
         after={"restored": ids},
     )
     entity_embeddings_enqueue(ids)
+    duplicates_check(ids)  # the restored entities are checked again
     return record
 
 

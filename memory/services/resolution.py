@@ -38,9 +38,11 @@ from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.pg import instances_insert
 from memory.search.indexing import entities_index
+from memory.search.texts import entity_embedding_text
+from memory.services.duplicates import duplicates_check
 from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
 from memory.services.extraction import Mention, Ref
-from memory.tasks import entity_embedding_text, entity_embeddings_enqueue
+from memory.tasks import entity_embeddings_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -336,8 +338,10 @@ def resolution_apply(
         r.entity.pk for r in out.values() if r.created and r.entity.embedding is None
     ]
     entity_embeddings_enqueue(stale)
-    # Search postings commit with the entities (entity_upsert does the same).
-    entities_index([e.pk for e in changed] + [r.entity.pk for r in out.values() if r.created])
+    # Search postings and duplicate candidates commit with the entities (as in entity_upsert).
+    written = [e.pk for e in changed] + [r.entity.pk for r in out.values() if r.created]
+    entities_index(written)
+    duplicates_check(written)
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,8 +37,11 @@ def test_merge_a_cluster_see_the_redirect_and_undo_it(
         for n in ("Priya Shah", "Priya Shaw")
     )
     fact_write(access=access, subject=shaw, predicate="lives_in", value="Leeds")
-    DuplicateCandidate.objects.create(
-        context=acme, entity_a=shah, entity_b=shaw, score=0.92, methods=["edit_distance"]
+    DuplicateCandidate.objects.update_or_create(  # the writes' check may have found it
+        context=acme,
+        entity_a=shah,
+        entity_b=shaw,
+        defaults={"score": 0.92, "methods": ["edit_distance"]},
     )
     member("casey", acme, Role.CURATOR)
     log_in(page, "casey")
@@ -66,6 +70,48 @@ def test_merge_a_cluster_see_the_redirect_and_undo_it(
     expect(page.locator("#flash")).to_contain_text("Undid the merge into Priya Shah")
     expect(page.locator(".duplicate-cluster")).to_have_count(1)
     assert Entity.objects.get(pk=shaw.pk).merged_into_id is None
+
+
+def test_a_pair_explains_itself_and_the_list_refreshes_when_a_scan_ends(
+    page: Page,
+    acme: Context,
+    member: Callable[..., Any],
+    task_worker: Callable[[], Any],
+) -> None:
+    access = system_access(acme)
+    born = {"date_of_birth": "1988-04-12", "city": "Leeds"}
+    patel, patil = (
+        entity_upsert(access=access, name=n, type="person", scope=s, attributes=born).entity
+        for n, s in (("Priya Patel", "org/acme"), ("Priya Patil", "org/globex"))
+    )
+    member("casey", acme, Role.CURATOR)
+    log_in(page, "casey")
+
+    # Found as they were written: no scan.
+    page.goto("/c/acme/duplicates/")
+    cluster = page.locator(f"#cluster-{patel.pk}-{patil.pk}")
+    explain = cluster.locator("[data-testid=explain]")
+    explain.locator("summary").click()
+    expect(explain).to_contain_text("Priya Patel ~ Priya Patil")
+    rows = explain.locator("tbody tr")
+    expect(rows.filter(has_text="date_of_birth")).to_contain_text("equal")
+    expect(rows.filter(has_text="date_of_birth").locator("td.num")).to_have_text(re.compile(r"^\+"))
+    expect(rows.filter(has_text="city")).to_contain_text("equal")
+    screenshot(page, "duplicates-explain")
+
+    # A third spelling written behind the page's back; a scan is queued; the list polls
+    # until the worker has run it, then shows the new pair without a reload.
+    entity_upsert(access=access, name="Priya Pattel", type="person", scope="org/initech",
+                  attributes=born)  # fmt: skip
+    page.locator("button:has-text('Scan now')").click()
+    expect(page.locator("[data-testid=scan-running]")).to_be_visible()
+    with page.expect_response(
+        lambda r: "poll=1" in r.url and r.status == 286, timeout=SLOW
+    ) as last:
+        task_worker()
+    assert last.value.status == 286
+    expect(page.locator("[data-testid=scan-running]")).to_have_count(0)
+    expect(page.locator(".duplicate-cluster").first).to_contain_text("Priya Pattel")
 
 
 def test_search_as_you_type_and_switch_modes(

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 
+from memory.access import system_access
 from memory.entity_names import entity_normalize_key
 from memory.models import (
     ApiToken,
@@ -19,6 +20,7 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
+from memory.selectors.duplicates import duplicate_cluster_page
 
 # migrate runs inside the command; a transactional test keeps it away from the test's
 # own transaction.
@@ -61,6 +63,11 @@ def test_demo_loads_drift_duplicates_history_and_a_conflict() -> None:
     assert {("org/acme", "globex"), ("org/globex", "globex")} <= keys
     assert {("org/acme", "jon smith"), ("org/acme", "john smith")} <= keys
     assert entity_normalize_key("ACME Inc.") == "acme"
+    # Found as the demo was loaded, without a scan: Jon / John Smith, Priya Patel / Patil.
+    clusters, _ = duplicate_cluster_page(access=system_access(context))
+    names = [{m.name for m in c.members} for c in clusters]
+    assert {"Jon Smith", "John Smith"} in names and {"Priya Patel", "Priya Patil"} in names
+    assert all(pair.explain for c in clusters for pair in c.pairs)
     superseded = Fact.objects.filter(
         context=context, predicate__name="current_title", status=FactStatus.SUPERSEDED
     )
@@ -84,7 +91,10 @@ def test_demo_twice_does_not_duplicate_and_resets_the_login() -> None:
     curator = authenticate(username="curator", password=new_password)
     assert curator is not None and not curator.is_superuser
     membership = ContextMembership.objects.get(user=curator, context=context)
-    assert membership.role == Role.ADMIN
+    assert membership.role == Role.CURATOR  # the curator login is a curator, not an admin
+    admin_password = re.search(r"^Admin +admin / (\S+)", second, re.MULTILINE)[1]  # type: ignore[index]
+    admin = authenticate(username="admin", password=admin_password)
+    assert ContextMembership.objects.get(user=admin, context=context).role == Role.ADMIN
     token = ApiToken.objects.get(digest=ApiToken.digest_of(_token(second)))
     assert (token.user, token.context, token.grants) == (curator, context, ["read:*", "write:*"])
 

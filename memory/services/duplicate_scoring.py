@@ -1,0 +1,444 @@
+"""Scoring a pair of entities as one thing: a Fellegi–Sunter model over field comparisons.
+
+Each field of the two entities — the name, each identifier kind, each attribute, the
+embedding — is compared by a comparator that returns an agreement *level* (0 = they
+disagree, higher = closer; -1 = a side has no value, so the field says nothing). The
+model holds, for every field and level, ``m`` = P(level | the pair is one thing) and
+``u`` = P(level | two things); a pair's log-odds is the prior's plus the sum of
+log2(m/u) over its compared fields, so agreeing fields add weight and strong
+disagreements (two different dates of birth, two different identifiers of one kind)
+subtract it. ``u`` is counted on random pairs (almost all of them two things), ``m`` and
+the prior are estimated by EM on the blocked pairs, as Splink does (docs/DECISIONS.md
+§28). Before a context has enough entities, ``DEFAULT`` weights stand in.
+
+Comparators come from rapidfuzz (Jaro–Winkler, token-sort ratio, OSA distance) and
+jellyfish (metaphone).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import jellyfish
+import numpy as np
+from rapidfuzz import fuzz
+from rapidfuzz.distance import OSA, JaroWinkler
+
+MISSING = -1
+# Levels per comparator kind, best last; their labels are what ``explain`` shows.
+LEVELS: dict[str, tuple[str, ...]] = {
+    "name": (
+        "different",
+        "alike or same sounds",
+        "one slip apart",
+        "one telling slip apart",
+        "same words",
+    ),
+    "identifier": ("different", "one slip apart", "equal"),
+    "date": ("different", "same year", "day/month swap or one-digit slip", "equal"),
+    "code": ("different", "one slip apart", "equal"),
+    "number": ("different", "within 5%", "within 1%", "equal"),
+    "text": ("different", "faintly alike", "alike", "equal"),
+    "embedding": ("far", "near", "close", "very close"),
+}
+# Hand-set weights for a context too small to learn from: m and u per level, best last.
+DEFAULT_M: dict[str, tuple[float, ...]] = {
+    "name": (0.02, 0.05, 0.18, 0.30, 0.45),  # one person, one name: usually the same words
+    "identifier": (0.05, 0.10, 0.85),
+    "date": (0.02, 0.05, 0.15, 0.78),  # a person's date of birth seldom differs outright
+    "code": (0.08, 0.12, 0.80),
+    "number": (0.10, 0.05, 0.10, 0.75),
+    "text": (0.06, 0.10, 0.24, 0.60),
+    "embedding": (0.05, 0.15, 0.30, 0.50),
+}
+DEFAULT_U: dict[str, tuple[float, ...]] = {
+    # A slip alone (level 2) stays below the match probability; with one agreeing
+    # attribute or identifier it is above.
+    "name": (0.9552, 0.03, 0.012, 0.0008, 0.001),
+    "identifier": (0.9958, 0.004, 0.0002),  # one e-mail address, two people: rare
+    "date": (0.93, 0.065, 0.004, 0.001),
+    "code": (0.97, 0.02, 0.01),
+    "number": (0.9, 0.05, 0.03, 0.02),
+    "text": (0.9, 0.07, 0.02, 0.01),
+    "embedding": (0.9, 0.08, 0.015, 0.005),
+}
+DEFAULT_PRIOR = 0.05  # P(one thing) among blocked pairs before EM says otherwise
+MATCH_PROBABILITY = 0.5  # a pair at or above this is a candidate for a curator
+SMOOTH = 1e-4  # no level is impossible: a single odd field must not be ±infinite
+MAX_WEIGHT = 12.0  # |log2(m/u)| cap, for the same reason
+DATE_RE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
+DMY_RE = re.compile(r"^(\d{1,2})[./](\d{1,2})[./](\d{4})$")
+CODE_RE = re.compile(r"^[0-9][0-9 \-]{0,15}$")
+NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the comparators read of one entity."""
+
+    id: int
+    type: str
+    scope: str
+    key: str  # the normalized key
+    alias_keys: tuple[str, ...] = ()
+    attributes: dict[str, Any] = field(default_factory=dict)
+    identifiers: dict[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    field: str  # "name", "id:email", "attr:date_of_birth:date", "embedding"
+    kind: str  # a key of LEVELS
+    level: int
+
+
+# --- comparators ----------------------------------------------------------------------
+
+
+def sorted_tokens(key: str) -> str:
+    return " ".join(sorted(set(key.split())))
+
+
+def sound_key(key: str) -> str:
+    return " ".join(sorted({jellyfish.metaphone(t) for t in key.split() if t}))
+
+
+LONG_WORD = 7  # one slip in a shorter word more often spells another name ("kamo"/"kama")
+
+
+def name_level(a: Record, b: Record, rare: Collection[str] = frozenset()) -> int:
+    """The best level over both entities' names and aliases. ``rare``: the sounds
+    (metaphone) of words few entities of the type have: sharing one tells two names of
+    one slip apart from two names that merely look alike (docs/DECISIONS.md §21)."""
+    best = 0
+    for x in (a.key, *a.alias_keys):
+        for y in (b.key, *b.alias_keys):
+            best = max(best, _name_pair_level(x, y, rare))
+            if best == 4:
+                return best
+    return best
+
+
+def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
+    """4 the same words; 3 one slip apart where the slip is not all that tells them
+    apart (in a long word, or beside a rare shared word); 2 one slip or very alike
+    otherwise; 1 the same sounds or alike; 0 different (or different numbers)."""
+    if not x or not y:
+        return 0
+    if _numbers(x) != _numbers(y):  # "Apollo 11" / "Apollo 13", "Room 1" / "Room 2"
+        return 0
+    if sorted_tokens(x) == sorted_tokens(y):
+        return 4
+    similarity = max(JaroWinkler.similarity(x, y), fuzz.token_sort_ratio(x, y) / 100.0)
+    slip = _one_slip_word(x, y)
+    if slip is not None or similarity >= 0.94:
+        shared = set(x.split()) & set(y.split())
+        if (slip is not None and slip >= LONG_WORD) or any(
+            jellyfish.metaphone(w) in rare for w in shared
+        ):
+            return 3
+        return 2
+    if similarity >= 0.88 or sound_key(x) == sound_key(y):
+        return 1
+    return 0
+
+
+def _numbers(key: str) -> list[str]:
+    return sorted(token for token in key.split() if any(ch.isdigit() for ch in token))
+
+
+def _one_slip_word(x: str, y: str) -> int | None:
+    """Same words but one, and that one a single slip (letter dropped, added, replaced,
+    two swapped): the shorter spelling's length; None otherwise."""
+    mine, theirs = x.split(), y.split()
+    if len(mine) != len(theirs):
+        return None
+    only_x = sorted(set(mine) - set(theirs))
+    only_y = sorted(set(theirs) - set(mine))
+    if len(only_x) != 1 or len(only_y) != 1:
+        return None
+    u, v = only_x[0], only_y[0]
+    return min(len(u), len(v)) if OSA.distance(u, v, score_cutoff=1) <= 1 else None
+
+
+def identifier_level(xs: frozenset[str], ys: frozenset[str]) -> int:
+    if xs & ys:
+        return 2
+    for x in xs:
+        for y in ys:
+            if min(len(x), len(y)) >= 5 and OSA.distance(x, y, score_cutoff=1) <= 1:
+                return 1
+    return 0
+
+
+def parse_date(value: str) -> date | None:
+    text = value.strip()
+    match = DATE_RE.match(text)
+    if match:
+        year, month, day = (int(g) for g in match.groups())
+    elif match := DMY_RE.match(text):
+        day, month, year = (int(g) for g in match.groups())
+    else:
+        return None
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _date_digits(value: str) -> str:
+    return re.sub(r"\D", "", value)
+
+
+def date_level(x: str, y: str) -> int:
+    dx, dy = parse_date(x), parse_date(y)
+    if dx is not None and dy is not None:
+        if dx == dy:
+            return 3
+        if (dx.year, dx.month, dx.day) == (dy.year, dy.day, dy.month):
+            return 2
+        ix, iy = dx.isoformat(), dy.isoformat()
+        if sum(p != q for p, q in zip(ix, iy, strict=True)) == 1 or OSA.distance(ix, iy) == 1:
+            return 2
+        return 1 if dx.year == dy.year else 0
+    # One side is a date with a slip that makes it no date (month 13): compare digits.
+    gx, gy = _date_digits(x), _date_digits(y)
+    if gx == gy:
+        return 3
+    if len(gx) == len(gy) == 8 and OSA.distance(gx, gy, score_cutoff=1) <= 1:
+        return 2
+    return 1 if gx[:4] == gy[:4] else 0
+
+
+def code_level(x: str, y: str) -> int:
+    gx, gy = re.sub(r"[\s\-]", "", x), re.sub(r"[\s\-]", "", y)
+    if gx == gy:
+        return 2
+    return 1 if OSA.distance(gx, gy, score_cutoff=1) <= 1 else 0
+
+
+def number_level(x: float, y: float) -> int:
+    if x == y:
+        return 3
+    spread = abs(x - y) / max(abs(x), abs(y))
+    return 2 if spread <= 0.01 else 1 if spread <= 0.05 else 0
+
+
+def text_level(x: str, y: str) -> int:
+    a, b = " ".join(x.lower().split()), " ".join(y.lower().split())
+    if a == b:
+        return 3
+    similarity = max(JaroWinkler.similarity(a, b), fuzz.token_sort_ratio(a, b) / 100.0)
+    return 2 if similarity >= 0.92 else 1 if similarity >= 0.8 else 0
+
+
+def embedding_level(cosine: float | None) -> int:
+    if cosine is None:
+        return MISSING
+    return 3 if cosine >= 0.95 else 2 if cosine >= 0.88 else 1 if cosine >= 0.75 else 0
+
+
+def attribute_kind(key: str, x: str, y: str) -> str:
+    """How to compare two values of one attribute: as dates, codes (postcodes, numbers
+    of a house or a record: digits, where one slip matters), numbers, or text."""
+    if DATE_RE.match(x.strip()) or DMY_RE.match(x.strip()):
+        return "date"
+    if CODE_RE.match(x) and CODE_RE.match(y) and "." not in x + y:
+        return "code"
+    if NUMBER_RE.match(x) and NUMBER_RE.match(y):
+        return "number"
+    return "text"
+
+
+def _scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    text = str(value).strip()
+    return text[:200] or None
+
+
+def compare(
+    a: Record, b: Record, *, cosine: float | None = None, rare: Collection[str] = frozenset()
+) -> list[Comparison]:
+    """Every field both entities have, with its level (``rare``: see ``name_level``)."""
+    out = [Comparison("name", "name", name_level(a, b, rare))]
+    for kind in sorted(a.identifiers.keys() & b.identifiers.keys()):
+        level = identifier_level(a.identifiers[kind], b.identifiers[kind])
+        out.append(Comparison(f"id:{kind}", "identifier", level))
+    for key in sorted(a.attributes.keys() & b.attributes.keys()):
+        x, y = _scalar(a.attributes[key]), _scalar(b.attributes[key])
+        if x is None or y is None:
+            continue
+        kind = attribute_kind(key, x, y)
+        if kind == "date":
+            level = date_level(x, y)
+        elif kind == "code":
+            level = code_level(x, y)
+        elif kind == "number":
+            level = number_level(float(x), float(y))
+        else:
+            level = text_level(x, y)
+        out.append(Comparison(f"attr:{key}:{kind}", kind, level))
+    if (level := embedding_level(cosine)) != MISSING:
+        out.append(Comparison("embedding", "embedding", level))
+    return out
+
+
+# --- the model --------------------------------------------------------------------------
+
+
+@dataclass
+class FieldWeights:
+    kind: str
+    m: list[float]
+    u: list[float]
+
+    def weight(self, level: int) -> float:
+        ratio = max(self.m[level], SMOOTH) / max(self.u[level], SMOOTH)
+        return max(-MAX_WEIGHT, min(MAX_WEIGHT, math.log2(ratio)))
+
+
+@dataclass
+class Model:
+    """Per-field m/u weights and the prior; fields the model has not seen use DEFAULT."""
+
+    prior: float = DEFAULT_PRIOR
+    fields: dict[str, FieldWeights] = field(default_factory=dict)
+    fitted_pairs: int = 0  # blocked pairs EM saw; 0 = the defaults
+
+    def weights_of(self, name: str, kind: str) -> FieldWeights:
+        known = self.fields.get(name)
+        if known is not None and known.kind == kind:
+            return known
+        return FieldWeights(kind, list(DEFAULT_M[kind]), list(DEFAULT_U[kind]))
+
+    def score(self, comparisons: Sequence[Comparison]) -> tuple[float, list[dict[str, Any]]]:
+        """The match probability and, per field, its level and weight (log2 m/u)."""
+        prior = min(max(self.prior, 1e-6), 1 - 1e-6)
+        log_odds = math.log2(prior / (1 - prior))
+        explain = []
+        for c in comparisons:
+            weight = self.weights_of(c.field, c.kind).weight(c.level)
+            log_odds += weight
+            explain.append(
+                {
+                    "field": c.field,
+                    "level": LEVELS[c.kind][c.level],
+                    "agrees": c.level > 0 and weight > 0,
+                    "weight": round(weight, 2),
+                }
+            )
+        probability = 1.0 / (1.0 + 2.0 ** (-log_odds))
+        return probability, explain
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prior": self.prior,
+            "fitted_pairs": self.fitted_pairs,
+            "fields": {k: {"kind": f.kind, "m": f.m, "u": f.u} for k, f in self.fields.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Model:
+        if not data:
+            return cls()
+        return cls(
+            prior=float(data.get("prior", DEFAULT_PRIOR)),
+            fitted_pairs=int(data.get("fitted_pairs", 0)),
+            fields={
+                k: FieldWeights(v["kind"], list(v["m"]), list(v["u"]))
+                for k, v in data.get("fields", {}).items()
+                if v.get("kind") in LEVELS and len(v["m"]) == len(LEVELS[v["kind"]])
+            },
+        )
+
+
+MIN_FIT_PAIRS = 200  # fewer blocked pairs than this: keep the defaults
+MIN_FIELD_PAIRS = 30  # a field compared on fewer pairs keeps its default m/u
+EM_ROUNDS = 40
+
+
+def fit(
+    blocked: Iterable[Sequence[Comparison]], random_pairs: Iterable[Sequence[Comparison]]
+) -> Model:
+    """u from ``random_pairs`` (level frequencies, smoothed towards the defaults); m and
+    the prior by EM on ``blocked`` with u held fixed (Splink's way: EM that is free to
+    move u as well finds "same name / other name" instead of "one thing / two")."""
+    pairs: list[list[Comparison]] = [list(c) for c in blocked]
+    if len(pairs) < MIN_FIT_PAIRS or not _identifiable(pairs):
+        return Model()
+    kinds: dict[str, str] = {}
+    for comparisons in pairs:
+        for c in comparisons:
+            kinds.setdefault(c.field, c.kind)
+    names = sorted(kinds)
+    column = {name: i for i, name in enumerate(names)}
+    levels = np.full((len(pairs), len(names)), MISSING, dtype=np.int8)
+    for row, comparisons in enumerate(pairs):
+        for c in comparisons:
+            levels[row, column[c.field]] = c.level
+    u = _u_from_random(random_pairs, kinds)
+    m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
+    prior = DEFAULT_PRIOR
+    for _ in range(EM_ROUNDS):
+        log_m = np.zeros(len(pairs))
+        log_u = np.zeros(len(pairs))
+        for name in names:
+            col = levels[:, column[name]]
+            seen = col >= 0
+            log_m[seen] += np.log(np.maximum(m[name][col[seen]], SMOOTH))
+            log_u[seen] += np.log(np.maximum(u[name][col[seen]], SMOOTH))
+        odds = np.clip(log_m - log_u + math.log(prior / (1 - prior)), -50, 50)
+        posterior = 1.0 / (1.0 + np.exp(-odds))
+        prior = float(np.clip(posterior.mean(), 1e-4, 0.9))
+        for name in names:
+            col = levels[:, column[name]]
+            seen = col >= 0
+            if seen.sum() < MIN_FIELD_PAIRS:
+                continue
+            counts = np.bincount(col[seen], weights=posterior[seen], minlength=len(m[name]))
+            total = counts.sum()
+            if total > 1.0:
+                m[name] = (counts + SMOOTH) / (total + SMOOTH * len(counts))
+    fields = {
+        name: FieldWeights(kinds[name], m[name].round(6).tolist(), u[name].round(6).tolist())
+        for name in names
+        if (levels[:, column[name]] >= 0).sum() >= MIN_FIELD_PAIRS
+    }
+    return Model(prior=round(prior, 6), fields=fields, fitted_pairs=len(pairs))
+
+
+def _identifiable(blocked: list[list[Comparison]]) -> bool:
+    """EM separates "one thing" from "two" only with several conditionally independent
+    fields: besides the name (and the embedding, which encodes the name), at least two
+    identifiers or attributes each compared on a fifth of the pairs. On names alone it
+    finds any split it likes (at 30k planted entities: "names one slip apart"), so a
+    context of bare names keeps the default weights."""
+    counts: dict[str, int] = {}
+    for comparisons in blocked:
+        for c in comparisons:
+            if c.field not in ("name", "embedding"):
+                counts[c.field] = counts.get(c.field, 0) + 1
+    return sum(n >= len(blocked) / 5 for n in counts.values()) >= 2
+
+
+def _u_from_random(
+    random_pairs: Iterable[Sequence[Comparison]], kinds: dict[str, str]
+) -> dict[str, np.ndarray]:
+    counts = {name: np.zeros(len(LEVELS[kind])) for name, kind in kinds.items()}
+    for comparisons in random_pairs:
+        for c in comparisons:
+            if c.field in counts and kinds[c.field] == c.kind:
+                counts[c.field][c.level] += 1
+    u = {}
+    for name, kind in kinds.items():
+        # Fifty pseudo-pairs of the default: rare levels never seen at random stay rare,
+        # not impossible, and a field seldom compared at random keeps its default.
+        prior = np.array(DEFAULT_U[kind]) * 50
+        u[name] = (counts[name] + prior) / (counts[name].sum() + prior.sum())
+    return u
