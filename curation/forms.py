@@ -168,7 +168,8 @@ class PredicateDefinitionForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # One datalist per form (a page may hold several): its id follows the field's.
-        field_id = self.auto_id % "category" if "%s" in str(self.auto_id) else "category"
+        auto_id = str(self.auto_id) if self.auto_id else ""
+        field_id = auto_id % "category" if "%s" in auto_id else "category"
         self.fields["category"].widget.attrs["list"] = f"{field_id}-choices"
 
     def clean_category(self) -> str:

@@ -160,7 +160,9 @@ def waiting_long(job: Any, seconds: int = 3) -> bool:
     from django.utils import timezone
 
     created = getattr(job, "created_at", None)
-    return bool(created) and (timezone.now() - created).total_seconds() >= seconds
+    if created is None:
+        return False
+    return (timezone.now() - created).total_seconds() >= seconds
 
 
 @register.filter
