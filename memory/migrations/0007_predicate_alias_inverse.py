@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0006_fact_indexes'),
+        ("memory", "0006_fact_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='predicatealias',
-            name='inverse',
+            model_name="predicatealias",
+            name="inverse",
             field=models.BooleanField(default=False),
         ),
     ]
