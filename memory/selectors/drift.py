@@ -91,6 +91,7 @@ def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -
     if not items:
         return
     ranker = drift_ranker(context=access.context)
+    ranker.prepare([item.predicate.name for item in items])  # one embedding batch for all
     for item in items:
         item.suggestions = ranker.rank(item.predicate.name, [_example(f) for f in item.examples])
 
