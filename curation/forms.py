@@ -85,14 +85,6 @@ class DriftBulkForm(forms.Form):
     def targets(self) -> dict[str, str]:
         return {n: (self.data.get(f"target:{n}") or "").strip() for n in self.names_chosen()}
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("action") == "alias":
-            missing = [n for n, t in self.targets().items() if not t]
-            if missing:
-                raise ValidationError(f"no alias target for {', '.join(missing)}")
-        return data
-
 
 class PredicateDefinitionForm(forms.Form):
     """A predicate's editable fields (promote a drift item, or edit a registered one)."""

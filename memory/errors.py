@@ -45,6 +45,3 @@ class ServiceUnavailable(DomainError):
     status = 503
     code = "unavailable"
 
-
-# temporary: removed when the parallel branches are merged
-MemoryError_ = DomainError

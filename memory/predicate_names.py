@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from rapidfuzz.distance import DamerauLevenshtein
 
@@ -27,6 +28,9 @@ _SEPARATORS = re.compile(r"[\s_-]+")
 # Fuzzy snapping only considers tokens at least this long; shorter ones (at, of, to, on,
 # by, with...) carry the meaning of the predicate and must match exactly.
 _FUZZY_MIN_TOKEN = 4
+# A registered name of this many letters (underscores aside) may be two slips away.
+_TWO_SLIP_MIN_LETTERS = 6
+_NOT_A_TYPO = 3
 
 _KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 _ROW_OFFSETS = (0.0, 0.5, 1.0)  # how far each QWERTY row is shifted to the right
@@ -72,28 +76,118 @@ def predicate_check_text(raw: str) -> None:
 
 
 def fuzzy_typo_match(form: str, candidates: Iterable[str]) -> str | None:
-    """The one candidate that ``form`` is a single typo of, else None.
+    """The one candidate that ``form`` is a typo of, else None.
 
     ``form`` and the candidates are normalized names. The match is deliberately narrow so
     that it fixes slips of the keyboard and never maps onto another concept: the same
-    number of ``_`` tokens, all tokens equal except one, and that one differs by a single
-    typo-shaped edit (see ``_is_typo``). ``manager`` stays away from ``manages``,
-    ``knows`` from ``owns``, ``works_with`` from ``works_at``. An exact candidate wins;
-    two or more typo matches are ambiguous and give None.
+    number of ``_`` tokens, short tokens (``at``, ``to``, ``on``) equal, and the differing
+    tokens each a typo of the candidate's token (see ``_token_typo_cost``), at most one
+    slip in all for a candidate under six letters and two for a longer one
+    (``curent_titel``, ``acquird``). ``manager`` stays away from ``manages``, ``knows``
+    from ``owns``, ``works_on`` from ``works_at``, ``hates`` from ``hosted``. An exact
+    candidate wins; two or more typo matches are ambiguous and give None.
     """
     pool = set(candidates)
     if form in pool:
         return form
     tokens = form.split("_")
-    matches = [c for c in sorted(pool) if _tokens_one_typo_apart(tokens, c.split("_"))]
+    matches = [c for c in sorted(pool) if _is_typo_of(tokens, c)]
     return matches[0] if len(matches) == 1 else None
 
 
-def _tokens_one_typo_apart(tokens: list[str], other: list[str]) -> bool:
+def _is_typo_of(tokens: list[str], candidate: str) -> bool:
+    other = candidate.split("_")
     if len(tokens) != len(other):
         return False
-    differing = [(a, b) for a, b in zip(tokens, other, strict=True) if a != b]
-    return len(differing) == 1 and _is_typo(*differing[0])
+    budget = 2 if len(candidate.replace("_", "")) >= _TWO_SLIP_MIN_LETTERS else 1
+    spent = 0
+    for typed, word in zip(tokens, other, strict=True):
+        if typed != word:
+            spent += _token_typo_cost(typed, word)
+            if spent > budget:
+                return False
+    return spent > 0
+
+
+def _token_typo_cost(typed: str, word: str) -> int:
+    """How many slips turn ``word`` into ``typed`` (3 meaning "not a typo").
+
+    One typo-shaped edit (``_is_typo``) counts 1 even between real words (``work`` for
+    ``works``). Otherwise ``typed`` must not be an English word or an inflection of one —
+    ``funded``, ``owes``, ``hates`` and ``notes`` are other concepts, not slips — and then
+    up to two edits of the kinds hands make count: two neighbouring letters swapped, a
+    letter dropped, a letter typed twice or in between, a neighbouring key hit.
+    """
+    if _is_typo(typed, word):
+        return 1
+    if min(len(typed), len(word)) < _FUZZY_MIN_TOKEN or typed[0] != word[0]:
+        return _NOT_A_TYPO
+    if is_english_word(typed):
+        return _NOT_A_TYPO
+    return _slips(typed, word, _NOT_A_TYPO - 1)
+
+
+def _slips(typed: str, word: str, budget: int) -> int:
+    """The fewest typo-shaped edits (at most ``budget``) from ``word`` to ``typed``, else
+    _NOT_A_TYPO. Explores edits only at the first difference, so it stays tiny."""
+    i = 0
+    while i < len(typed) and i < len(word) and typed[i] == word[i]:
+        i += 1
+    if i == len(typed) and i == len(word):
+        return 0
+    if budget == 0:
+        return _NOT_A_TYPO
+    options: list[tuple[str, str]] = []
+    if (
+        i + 1 < len(typed)
+        and i + 1 < len(word)
+        and typed[i] == word[i + 1]
+        and typed[i + 1] == word[i]
+    ):
+        options.append((typed[i + 2 :], word[i + 2 :]))  # swapped neighbours
+    if i < len(word):
+        options.append((typed[i:], word[i + 1 :]))  # a letter dropped
+    if i < len(typed):
+        options.append((typed[i + 1 :], word[i:]))  # a letter added
+    if (
+        i < len(typed)
+        and i < len(word)
+        and i != len(word) - 1
+        and typed[i] in _KEY_NEIGHBOURS.get(word[i], frozenset())
+    ):
+        options.append((typed[i + 1 :], word[i + 1 :]))  # a neighbouring key
+    best = _NOT_A_TYPO
+    for rest_typed, rest_word in options:
+        best = min(best, 1 + _slips(rest_typed, rest_word, budget - 1))
+    return best
+
+
+_INFLECTIONS = ("ies", "es", "s", "ed", "d", "ing", "er", "ers")
+
+
+def is_english_word(token: str) -> bool:
+    """Whether ``token`` is an English word or a regular inflection of one (``hates``,
+    ``hosted``, ``mentoring``): the word lists carry base forms only."""
+    words = _english_words()
+    if token in words:
+        return True
+    for suffix in _INFLECTIONS:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            stem = token[: -len(suffix)]
+            if stem in words or (suffix == "ies" and stem + "y" in words):
+                return True
+            # Doubled final consonant before the ending: planned, stopping.
+            if len(stem) > 3 and stem[-1] == stem[-2] and stem[:-1] in words:
+                return True
+    return False
+
+
+@lru_cache(maxsize=1)
+def _english_words() -> frozenset[str]:
+    # Two dictionaries shipped inside the package (about 260k lower-case words, 0.1 s).
+    from english_words import get_english_words_set
+
+    return frozenset(get_english_words_set(["web2", "gcide"], lower=True, alpha=True))
 
 
 def _is_typo(typed: str, word: str) -> bool:

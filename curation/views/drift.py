@@ -53,7 +53,22 @@ class DriftRow:
 
     @property
     def top_target(self) -> str:
-        return self.item.suggestions[0].name if self.item.suggestions else ""
+        """The first suggestion when it is confident (``inverse:`` marks a backwards one);
+        a weak one is never pre-selected nor applied in bulk."""
+        top = self.item.suggestions[0] if self.item.suggestions else None
+        if top is None or not top.confident:
+            return ""
+        return f"{INVERSE_PREFIX}{top.name}" if top.inverse else top.name
+
+
+INVERSE_PREFIX = "inverse:"
+
+
+def _target_of(value: str) -> tuple[str, bool]:
+    """A target as the page sends it: ``works_at`` or ``inverse:works_at``."""
+    if value.startswith(INVERSE_PREFIX):
+        return value.removeprefix(INVERSE_PREFIX), True
+    return value, False
 
 
 def _promote_form(item: DriftItem) -> PredicateDefinitionForm:
@@ -144,16 +159,20 @@ def drift_resolve_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRes
     form = DriftResolveForm(request.POST)
     if not form.is_valid():
         return _page(request, access, errors={name: "; ".join(form_problems(form))}, status=400)
+    target, inverse = _target_of(form.cleaned_data["target"] or "")
     try:
         event = drift_resolve(
             access=access,
             name=name,
             action=form.cleaned_data["action"],
-            target=form.cleaned_data["target"] or None,
+            target=target or None,
+            inverse=inverse and form.cleaned_data["action"] == "alias",
         )
     except (ValidationFailed, NotFound) as exc:
         return _page(request, access, errors={name: exc.message}, status=400)
     except Conflict as exc:
+        if exc.code in ("kind_mismatch", "several_values"):  # about this item: shown on it
+            return _page(request, access, errors={name: exc.message}, status=409)
         messages.error(request, exc.message)
         return _page(request, access, status=409)
     return _done(request, access, event)
@@ -209,10 +228,20 @@ def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     action, targets = form.cleaned_data["action"], form.targets()
     done: list[AuditEvent] = []
     failed: dict[str, str] = {}
+    skipped = [n for n in form.names_chosen() if action == "alias" and not targets.get(n)]
     for name in form.names_chosen():
+        if name in skipped:
+            continue
+        target, inverse = _target_of(targets.get(name) or "")
         try:
             done.append(
-                drift_resolve(access=access, name=name, action=action, target=targets.get(name))
+                drift_resolve(
+                    access=access,
+                    name=name,
+                    action=action,
+                    target=target or None,
+                    inverse=inverse and action == "alias",
+                )
             )
         except (ValidationFailed, NotFound, Conflict) as exc:
             failed[name] = exc.message
@@ -222,6 +251,12 @@ def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
             request,
             f"{verb} {len(done)} drift item{'s' if len(done) != 1 else ''}: "
             f"{', '.join(e.target_id for e in done)}. Each can be undone from the audit log.",
+        )
+    if skipped:
+        messages.warning(
+            request,
+            f"Skipped {', '.join(skipped)}: no confident suggestion; choose a target for "
+            f"{'each' if len(skipped) > 1 else 'it'} yourself.",
         )
     if failed:
         return _page(request, access, errors=failed, status=400 if not done else 200)

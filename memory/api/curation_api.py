@@ -21,6 +21,7 @@ from memory.api.facts import FactOutputSerializer
 from memory.api.fields import JsonInput, PredicateTextField, predicate_path_check
 from memory.api.pagination import StandardPagination
 from memory.api.predicates import NAME_PARAMETER, PredicateFieldsSerializer
+from memory.errors import ValidationFailed
 from memory.models import Role
 from memory.models.fact import ConflictStatus
 from memory.selectors.curation import audit_list, conflict_get, conflict_list
@@ -31,16 +32,31 @@ from memory.selectors.drift import (
     drift_suggestions_attach,
 )
 from memory.services.conflicts import conflict_resolve
-from memory.services.drift import drift_resolve
+from memory.services.drift import drift_alias, drift_resolve
 from memory.services.undo import audit_undo
 
 
 class SuggestionSerializer(serializers.Serializer):
     name = serializers.CharField()
     score = serializers.FloatField()
-    string_similarity = serializers.FloatField()
-    shared_words = serializers.FloatField()
-    embedding_similarity = serializers.FloatField()
+    confident = serializers.BooleanField(
+        help_text="score at or above the calibrated threshold, kinds match, direction clear"
+    )
+    inverse = serializers.BooleanField(help_text="the observed name is this target read backwards")
+    kind_match = serializers.BooleanField()
+    basis = serializers.ChoiceField(choices=["typo", "inverse_name", "meaning"])
+    name_similarity = serializers.FloatField()
+    description_similarity = serializers.FloatField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class AliasPlanSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    target = serializers.CharField()
+    inverse = serializers.BooleanField()
+    facts_moving = serializers.IntegerField()
+    subjects_with_several_values = serializers.IntegerField()
+    warnings = serializers.ListField(child=serializers.CharField())
 
 
 class DriftItemSerializer(serializers.Serializer):
@@ -84,16 +100,53 @@ class DriftResolveApi(APIView):
         action = serializers.ChoiceField(choices=["alias", "promote", "reject"])
         target = PredicateTextField(required=False)
         definition = PredicateFieldsSerializer(required=False)
+        inverse = serializers.BooleanField(
+            required=False, default=False, help_text="alias: the name is the target backwards"
+        )
+        force = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="alias: go ahead although a single-valued target gets several values",
+        )
+        preview = serializers.BooleanField(
+            required=False, default=False, help_text="alias: answer the plan, write nothing"
+        )
 
     @extend_schema(
-        parameters=[NAME_PARAMETER], request=InputSerializer, responses=AuditEventOutputSerializer
+        parameters=[NAME_PARAMETER],
+        request=InputSerializer,
+        responses={
+            200: AuditEventOutputSerializer,
+            400: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+        description="Resolve one drift item. With `preview: true` (alias only) the answer is "
+        "the plan instead (`AliasPlan`: facts moving, subjects left with several values of a "
+        "single-valued target, type-hint warnings) and nothing is written. 409 "
+        "`kind_mismatch` across kinds, `several_values` without `force`; 400 "
+        "`inverse_not_relation`, `alias_onto_self`.",
     )
     def post(self, request: Request, ctx: str, name: str) -> Response:
         access = access_for(request, ctx)
         access.require_role(Role.CURATOR)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        event = drift_resolve(access=access, name=predicate_path_check(name), **data.validated_data)
+        values = dict(data.validated_data)
+        if values.pop("preview"):
+            if values["action"] != "alias" or not values.get("target"):
+                raise ValidationFailed(
+                    "preview is for the alias action with a target", code="invalid_action"
+                )
+            plan = drift_alias(
+                access=access,
+                name=predicate_path_check(name),
+                target=values["target"],
+                inverse=values["inverse"],
+                force=values["force"],
+                preview=True,
+            )
+            return Response(AliasPlanSerializer(plan).data)
+        event = drift_resolve(access=access, name=predicate_path_check(name), **values)
         return Response(AuditEventOutputSerializer(event).data)
 
 

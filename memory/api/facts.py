@@ -39,6 +39,10 @@ class FactOutputSerializer(serializers.ModelSerializer):
     object = EntityRefSerializer(allow_null=True)
     predicate = serializers.CharField(source="predicate.name")
     source = FactSourceSerializer(source="*")  # type: ignore[assignment]
+    read_through_inverse = serializers.SerializerMethodField(
+        help_text="the inverse alias this fact was read through (subject and object as "
+        "stored, the query's ends swapped), or null"
+    )
 
     class Meta:
         model = Fact
@@ -61,7 +65,12 @@ class FactOutputSerializer(serializers.ModelSerializer):
             "supersedes",
             "scope",
             "source",
+            "read_through_inverse",
         ]
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_read_through_inverse(self, fact: Fact) -> str | None:
+        return getattr(fact, "read_through_inverse", None) or None
 
 
 @extend_schema_field(

@@ -228,7 +228,12 @@ class PredicateCanonicalizeApi(APIView):
         input = serializers.CharField()
         canonical = serializers.CharField()
         registered = serializers.BooleanField()
-        via = serializers.ChoiceField(choices=["exact", "normalized", "alias", "fuzzy", "none"])
+        via = serializers.ChoiceField(
+            choices=["exact", "normalized", "alias", "inverse", "fuzzy", "none"]
+        )
+        inverse = serializers.BooleanField(
+            help_text="true through an inverse alias: canonical with subject and object swapped"
+        )
 
     class Params(serializers.Serializer):
         name = PredicateTextField()

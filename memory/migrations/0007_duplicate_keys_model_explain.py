@@ -5,38 +5,70 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0006_fact_indexes'),
+        ("memory", "0006_fact_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='duplicatecandidate',
-            name='explain',
+            model_name="duplicatecandidate",
+            name="explain",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.CreateModel(
-            name='DuplicateModel',
+            name="DuplicateModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('params', models.JSONField(default=dict)),
-                ('entities', models.IntegerField(default=0)),
-                ('fitted_at', models.DateTimeField(auto_now=True)),
-                ('context', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='duplicate_model', to='memory.context')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("params", models.JSONField(default=dict)),
+                ("entities", models.IntegerField(default=0)),
+                ("fitted_at", models.DateTimeField(auto_now=True)),
+                (
+                    "context",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="duplicate_model",
+                        to="memory.context",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='DuplicateKey',
+            name="DuplicateKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('type', models.CharField(max_length=40)),
-                ('key', models.CharField(max_length=200)),
-                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.context')),
-                ('entity', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='duplicate_keys', to='memory.entity')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("type", models.CharField(max_length=40)),
+                ("key", models.CharField(max_length=200)),
+                (
+                    "context",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="memory.context",
+                    ),
+                ),
+                (
+                    "entity",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="duplicate_keys",
+                        to="memory.entity",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['context', 'type', 'key'], name='duplicate_key_lookup')],
+                "indexes": [
+                    models.Index(fields=["context", "type", "key"], name="duplicate_key_lookup")
+                ],
             },
         ),
     ]

@@ -9,73 +9,124 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0006_fact_indexes'),
+        ("memory", "0006_fact_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Turn',
+            name="Turn",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(max_length=300)),
-                ('text', models.TextField()),
-                ('speaker', models.CharField(blank=True, max_length=200)),
-                ('said_at', models.DateTimeField(blank=True, null=True)),
-                ('thread', models.CharField(blank=True, max_length=200)),
-                ('ref', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
-                ('embedding_model', models.CharField(blank=True, max_length=100)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("scope", models.CharField(max_length=300)),
+                ("text", models.TextField()),
+                ("speaker", models.CharField(blank=True, max_length=200)),
+                ("said_at", models.DateTimeField(blank=True, null=True)),
+                ("thread", models.CharField(blank=True, max_length=200)),
+                ("ref", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
+                ),
+                ("embedding_model", models.CharField(blank=True, max_length=100)),
             ],
         ),
         migrations.AddIndex(
-            model_name='chunk',
-            index=models.Index(condition=models.Q(('embedding__isnull', True)), fields=['id'], name='chunk_unembedded'),
+            model_name="chunk",
+            index=models.Index(
+                condition=models.Q(("embedding__isnull", True)),
+                fields=["id"],
+                name="chunk_unembedded",
+            ),
         ),
         migrations.AddIndex(
-            model_name='entity',
-            index=models.Index(condition=models.Q(('embedding__isnull', True), ('merged_into__isnull', True)), fields=['id'], name='entity_unembedded'),
+            model_name="entity",
+            index=models.Index(
+                condition=models.Q(("embedding__isnull", True), ("merged_into__isnull", True)),
+                fields=["id"],
+                name="entity_unembedded",
+            ),
         ),
         migrations.AddIndex(
-            model_name='keyword',
-            index=models.Index(condition=models.Q(('embedding__isnull', True)), fields=['id'], name='keyword_unembedded'),
+            model_name="keyword",
+            index=models.Index(
+                condition=models.Q(("embedding__isnull", True)),
+                fields=["id"],
+                name="keyword_unembedded",
+            ),
         ),
         migrations.AddField(
-            model_name='turn',
-            name='context',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='turns', to='memory.context'),
+            model_name="turn",
+            name="context",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="turns",
+                to="memory.context",
+            ),
         ),
         migrations.AddField(
-            model_name='turn',
-            name='run',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='turns', to='memory.run'),
+            model_name="turn",
+            name="run",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="turns",
+                to="memory.run",
+            ),
         ),
         migrations.AddField(
-            model_name='fact',
-            name='turn',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='facts', to='memory.turn'),
+            model_name="fact",
+            name="turn",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="facts",
+                to="memory.turn",
+            ),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(condition=models.Q(('turn__isnull', False)), fields=['turn'], name='fact_turn'),
+            model_name="fact",
+            index=models.Index(
+                condition=models.Q(("turn__isnull", False)), fields=["turn"], name="fact_turn"
+            ),
         ),
         migrations.AddIndex(
-            model_name='turn',
-            index=models.Index(fields=['context', 'thread', 'said_at'], name='turn_thread'),
+            model_name="turn",
+            index=models.Index(fields=["context", "thread", "said_at"], name="turn_thread"),
         ),
         migrations.AddIndex(
-            model_name='turn',
-            index=models.Index(django.contrib.postgres.indexes.OpClass('scope', name='varchar_pattern_ops'), name='turn_scope_prefix'),
+            model_name="turn",
+            index=models.Index(
+                django.contrib.postgres.indexes.OpClass("scope", name="varchar_pattern_ops"),
+                name="turn_scope_prefix",
+            ),
         ),
         migrations.AddIndex(
-            model_name='turn',
-            index=models.Index(condition=models.Q(('embedding__isnull', True)), fields=['id'], name='turn_unembedded'),
+            model_name="turn",
+            index=models.Index(
+                condition=models.Q(("embedding__isnull", True)),
+                fields=["id"],
+                name="turn_unembedded",
+            ),
         ),
         migrations.AddIndex(
-            model_name='turn',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='turn_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="turn",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="turn_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
     ]

@@ -87,6 +87,9 @@ class PredicateAlias(models.Model):
     context = models.ForeignKey("memory.Context", on_delete=models.CASCADE)
     predicate = models.ForeignKey(Predicate, on_delete=models.CASCADE, related_name="alias_set")
     alias = models.CharField(max_length=100)
+    # An inverse alias names ``predicate`` read backwards (``employs`` of ``works_at``):
+    # writes through it swap subject and object, reads through it swap back.
+    inverse = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

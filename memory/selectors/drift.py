@@ -7,34 +7,26 @@ from datetime import datetime
 from functools import lru_cache
 
 import numpy as np
-import numpy.typing as npt
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef
-from rapidfuzz import fuzz
 
 from memory.access import ContextAccess
+from memory.drift_ranking import (
+    CandidatePredicate,
+    ObservedExample,
+    RankedSuggestion,
+    Ranker,
+    Vector,
+)
 from memory.embeddings import embed_for_request
-from memory.models import Fact, FactStatus, Predicate, PredicateStatus
+from memory.models import Context, Fact, FactStatus, Predicate, PredicateStatus
 from memory.selectors.usage import drift_is_visible, predicate_usage
 
-SUGGESTIONS = 3
 EXAMPLES = 3
-# How the three signals add up. Embeddings catch synonyms (employed_by ~ works_at) that
-# share no letters; string similarity catches spelling variants; shared words break ties.
-WEIGHT_EMBEDDING = 0.5
-WEIGHT_STRING = 0.3
-WEIGHT_WORDS = 0.2
 SUGGESTIONS_HINT = "drift suggestions are ranked by meaning too, so they need it"
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    name: str
-    score: float
-    string_similarity: float
-    shared_words: float
-    embedding_similarity: float
+# The ranking's own record of a suggestion (score, confident, inverse, kind_match, why).
+Suggestion = RankedSuggestion
 
 
 @dataclass
@@ -92,19 +84,55 @@ def drift_list(
 
 
 def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -> None:
-    """Rank registered predicates for each item (queries: registered predicates; their
-    aliases) — for one page of a long drift list, not all of it. Raises
+    """Rank registered predicates for each item (``memory.drift_ranking``; queries:
+    registered predicates; their aliases) — for one page of a long drift list, not all of
+    it. Attach examples first: their kinds and types are evidence. Raises
     ServiceUnavailable (``embedder_unavailable``) when the names cannot be embedded."""
     if not items:
         return
-    registered = list(
-        Predicate.objects.filter(context=access.context, status=PredicateStatus.REGISTERED)
+    ranker = drift_ranker(context=access.context)
+    ranker.prepare([item.predicate.name for item in items])  # one embedding batch for all
+    for item in items:
+        item.suggestions = ranker.rank(item.predicate.name, [_example(f) for f in item.examples])
+
+
+def drift_ranker(*, context: Context) -> Ranker:
+    """The context's registered predicates prepared for ranking (two queries)."""
+    registered = (
+        Predicate.objects.filter(context=context, status=PredicateStatus.REGISTERED)
         .prefetch_related("alias_set")
         .order_by("name")
     )
-    candidates = _candidates(registered)
-    for item in items:
-        item.suggestions = _suggest(item.predicate.name, candidates)
+    return Ranker([_candidate(p) for p in registered], _embed)
+
+
+def drift_suggestions(observed: Predicate, registered: list[Predicate]) -> list[Suggestion]:
+    """Registered predicates ranked for ``observed`` (no examples)."""
+    return Ranker([_candidate(p) for p in registered], _embed).rank(observed.name)
+
+
+def _candidate(predicate: Predicate) -> CandidatePredicate:
+    aliases = list(predicate.alias_set.all())
+    return CandidatePredicate(
+        name=predicate.name,
+        kind=predicate.kind,
+        description=predicate.description,
+        subject_types=tuple(predicate.subject_types),
+        object_types=tuple(predicate.object_types),
+        inverse=predicate.inverse,
+        aliases=tuple(a.alias for a in aliases if not a.inverse),
+        inverse_aliases=tuple(a.alias for a in aliases if a.inverse),
+    )
+
+
+def _example(fact: Fact) -> ObservedExample:
+    return ObservedExample(
+        kind=fact.kind,
+        subject_type=fact.subject.type,
+        subject_text=fact.subject.name,
+        object_type=fact.object.type if fact.object is not None else None,
+        object_text=fact.object.name if fact.object is not None else fact.value_text[:200],
+    )
 
 
 def drift_examples_attach(*, items: list[DriftItem]) -> None:
@@ -119,83 +147,14 @@ def drift_examples_attach(*, items: list[DriftItem]) -> None:
         item.examples = [by_pk[pk] for pk in ids[item.predicate.pk] if pk in by_pk]
 
 
-@dataclass(frozen=True)
-class _Candidates:
-    """The registered predicates as the ranking needs them, prepared once per list."""
-
-    names: list[str]
-    forms: list[list[tuple[str, frozenset[str]]]]  # (name or alias, its words)
-    vectors: npt.NDArray[np.float64]
-
-
-def _candidates(registered: list[Predicate]) -> _Candidates:
-    forms = [
-        [
-            (form, frozenset(form.split("_")))
-            for form in (p.name, *(a.alias for a in p.alias_set.all()))
-        ]
-        for p in registered
-    ]
-    vectors = _vectors(settings.MEMORY_EMBED_MODEL, tuple(_describe(p) for p in registered))
-    return _Candidates([p.name for p in registered], forms, vectors)
-
-
-def drift_suggestions(observed: Predicate, registered: list[Predicate]) -> list[Suggestion]:
-    """Registered predicates ranked by string, word and embedding similarity."""
-    if not registered:
-        return []
-    return _suggest(observed.name, _candidates(registered))
-
-
-def _suggest(name: str, candidates: _Candidates) -> list[Suggestion]:
-    # One matrix product instead of a Python loop over 384 dimensions per predicate.
-    query = _vector(settings.MEMORY_EMBED_MODEL, _words(name))
-    similarities = (candidates.vectors @ query).tolist()
-    words_of_name = frozenset(name.split("_"))
-    ranked = []
-    for target, forms, similarity in zip(
-        candidates.names, candidates.forms, similarities, strict=True
-    ):
-        string = max(fuzz.ratio(name, form) for form, _ in forms) / 100.0
-        words = max(_jaccard(words_of_name, form_words) for _, form_words in forms)
-        embedding = max(0.0, similarity)
-        score = WEIGHT_EMBEDDING * embedding + WEIGHT_STRING * string + WEIGHT_WORDS * words
-        ranked.append(Suggestion(target, round(score, 4), string, words, embedding))
-    ranked.sort(key=lambda s: (-s.score, s.name))
-    return [
-        Suggestion(
-            s.name,
-            s.score,
-            round(s.string_similarity, 4),
-            round(s.shared_words, 4),
-            round(s.embedding_similarity, 4),
-        )
-        for s in ranked[:SUGGESTIONS]
-    ]
-
-
-def _words(name: str) -> str:
-    return name.replace("_", " ")
-
-
-def _describe(predicate: Predicate) -> str:
-    return f"{_words(predicate.name)}: {predicate.description}".strip(": ")
-
-
-def _jaccard(left: frozenset[str], right: frozenset[str]) -> float:
-    union = len(left | right)
-    return len(left & right) / union if union else 0.0
-
-
 # The registry changes rarely; its embeddings are cached per distinct registry text, and
 # per model: vectors of two models are not comparable. A failure is not cached.
-@lru_cache(maxsize=64)
-def _vectors(model: str, texts: tuple[str, ...]) -> npt.NDArray[np.float64]:
-    return np.asarray(embed_for_request(list(texts), hint=SUGGESTIONS_HINT), dtype=np.float64)
+@lru_cache(maxsize=1024)
+def _vectors(model: str, texts: tuple[str, ...]) -> tuple[Vector, ...]:
+    vectors = np.asarray(embed_for_request(list(texts), hint=SUGGESTIONS_HINT), dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return tuple(vectors / np.where(norms == 0, 1.0, norms))
 
 
-@lru_cache(maxsize=4096)
-def _vector(model: str, text: str) -> npt.NDArray[np.float64]:
-    vector = np.asarray(embed_for_request([text], hint=SUGGESTIONS_HINT)[0], dtype=np.float64)
-    norm = float(np.linalg.norm(vector)) or 1.0
-    return vector / norm
+def _embed(texts: list[str]) -> list[Vector]:
+    return list(_vectors(settings.MEMORY_EMBED_MODEL, tuple(texts)))

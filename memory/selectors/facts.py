@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.models import Entity, Fact, FactStatus
+from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_canonicalize
 
 RANK_HALF_LIFE_DAYS = 90.0
@@ -56,15 +57,24 @@ def fact_list(
     as_of: datetime | None = None,
     include_superseded: bool = False,
 ) -> QuerySet[Fact]:
-    """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``)."""
+    """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``).
+
+    Through an inverse alias (``employs`` of ``works_at``) the ends swap: ``subject=X``
+    finds the ``works_at`` facts whose object is X, and each fact carries
+    ``read_through_inverse`` (the name it was asked by) so the caller can say so."""
     facts = facts_visible(access=access)
+    through_inverse = ""
+    if predicate:
+        resolved = predicate_canonicalize(context=access.context, name=predicate)
+        facts = facts.filter(predicate__name=resolved.canonical)
+        if resolved.inverse:
+            through_inverse = predicate_normalize(predicate)
+            subject, object = object, subject
+            facts = facts.annotate(read_through_inverse=Value(through_inverse))
     if subject is not None:
         facts = facts.filter(subject=subject)
     if object is not None:
         facts = facts.filter(object=object)
-    if predicate:
-        canonical = predicate_canonicalize(context=access.context, name=predicate).canonical
-        facts = facts.filter(predicate__name=canonical)
     if kind:
         facts = facts.filter(kind=kind)
     if scope:

@@ -13,7 +13,7 @@ from memory.models import Context, Predicate, PredicateAlias, PredicateMode, Pre
 from memory.predicate_library import CATEGORIES
 from memory.predicate_names import fuzzy_typo_match, predicate_check_text, predicate_normalize
 
-Via = Literal["exact", "normalized", "alias", "fuzzy", "none"]
+Via = Literal["exact", "normalized", "alias", "inverse", "fuzzy", "none"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class Canonicalization:
     registered: bool
     via: Via
     predicate: Predicate | None
+    # Through an inverse alias: ``canonical`` read backwards (``employs`` → ``works_at``).
+    inverse: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class RegistryIndex:
 
     by_name: dict[str, Predicate]
     alias_to_name: dict[str, str]
+    inverse_aliases: frozenset[str] = frozenset()
 
     def registered_forms(self) -> dict[str, Predicate]:
         """Every registered name and alias, mapped to its registered predicate."""
@@ -49,10 +52,15 @@ def registry_index_load(*, context: Context) -> RegistryIndex:
     """Load the registry of ``context`` (queries: predicates; aliases)."""
     by_name = {p.name: p for p in Predicate.objects.filter(context=context)}
     by_id = {p.pk: p.name for p in by_name.values()}
-    aliases = PredicateAlias.objects.filter(context=context).values_list("alias", "predicate_id")
+    aliases = list(
+        PredicateAlias.objects.filter(context=context).values_list(
+            "alias", "predicate_id", "inverse"
+        )
+    )
     return RegistryIndex(
         by_name=by_name,
-        alias_to_name={alias: by_id[pid] for alias, pid in aliases if pid in by_id},
+        alias_to_name={alias: by_id[pid] for alias, pid, _ in aliases if pid in by_id},
+        inverse_aliases=frozenset(alias for alias, pid, inverse in aliases if inverse),
     )
 
 
@@ -83,12 +91,15 @@ def _canonicalize(index: RegistryIndex, raw: str, *, fuzzy: bool) -> Canonicaliz
     if form in index.alias_to_name:
         target = index.by_name[index.alias_to_name[form]]
         registered = target.status == PredicateStatus.REGISTERED
+        if form in index.inverse_aliases:
+            return Canonicalization(raw, target.name, registered, "inverse", target, True)
         return Canonicalization(raw, target.name, registered, "alias", target)
     if found is None and fuzzy:
         forms = index.registered_forms()
         match = fuzzy_typo_match(form, forms)
         if match is not None:
-            return Canonicalization(raw, forms[match].name, True, "fuzzy", forms[match])
+            backwards = match in index.inverse_aliases
+            return Canonicalization(raw, forms[match].name, True, "fuzzy", forms[match], backwards)
     return Canonicalization(raw, form, False, "none", found)
 
 
@@ -122,7 +133,10 @@ def predicate_list(
 ) -> QuerySet[Predicate]:
     """The registry, ordered by category then name, aliases prefetched as ``alias_set``."""
     queryset = Predicate.objects.filter(context=context).prefetch_related(
-        Prefetch("alias_set", queryset=PredicateAlias.objects.only("id", "predicate_id", "alias"))
+        Prefetch(
+            "alias_set",
+            queryset=PredicateAlias.objects.only("id", "predicate_id", "alias", "inverse"),
+        )
     )
     if status is not None:
         queryset = queryset.filter(status=status)
@@ -176,7 +190,8 @@ def _prompt_line(predicate: Predicate) -> str:
     line = f"{predicate.name} ({predicate.kind})"
     if predicate.description:
         line += f": {' '.join(predicate.description.split())}"
-    aliases = sorted(a.alias for a in predicate.alias_set.all())
+    # Inverse aliases are not offered: the prompt teaches the direction that is stored.
+    aliases = sorted(a.alias for a in predicate.alias_set.all() if not a.inverse)
     if aliases:
         line += f" [aliases: {', '.join(aliases)}]"
     return line

@@ -74,6 +74,7 @@ class _Usage:
     used: int
     live: int
     last_used_at: float  # epoch seconds; 0 when never stamped
+    observed: bool = False  # drift: not registered, not yet reviewed
 
 
 def scope_lineage(scope: str) -> list[str]:
@@ -104,7 +105,7 @@ def vocabulary_gather(
     visible = scopes_visible_from(scope=scope, grants=grants)
     if not visible:
         return Vocabulary(scope, (), (), (), (), (), False)
-    usage = _usage(context=context, scopes=visible)
+    usage = _without_drift(context, _usage(context=context, scopes=visible))
     entities, truncated = _entities(context=context, scopes=visible, text=text, embed=embed)
     return Vocabulary(
         scope=scope,
@@ -125,12 +126,12 @@ def vocabulary_gather(
 # compilation and datetime parsing cost more than PostgreSQL's work here.
 _USAGE_SQL = """
 SELECT u.kind, p.name, sum(u.used), sum(u.live),
-       coalesce(extract(epoch FROM max(u.last_used_at)), 0)::float8
+       coalesce(extract(epoch FROM max(u.last_used_at)), 0)::float8, p.status = %s
 FROM memory_predicateusage u
 JOIN memory_predicate p ON p.id = u.predicate_id
 WHERE u.context_id = %s AND u.scope = ANY(%s) AND u.kind = ANY(%s)
   AND p.status <> %s AND NOT p.exclude_from_prompt
-GROUP BY u.kind, p.name
+GROUP BY u.kind, p.name, p.status
 """
 
 
@@ -139,11 +140,61 @@ def _usage(*, context: Context, scopes: list[str]) -> dict[str, list[_Usage]]:
     by_kind: dict[str, list[_Usage]] = {kind: [] for kind in kinds}
     with connection.cursor() as cursor:
         cursor.execute(
-            _USAGE_SQL, [context.pk, scopes, [str(k) for k in kinds], PredicateStatus.REJECTED]
+            _USAGE_SQL,
+            [
+                PredicateStatus.OBSERVED,
+                context.pk,
+                scopes,
+                [str(k) for k in kinds],
+                PredicateStatus.REJECTED,
+            ],
         )
-        for kind, name, used, live, last in cursor.fetchall():
-            by_kind[kind].append(_Usage(name, int(used), int(live), float(last)))
+        for kind, name, used, live, last, observed in cursor.fetchall():
+            by_kind[kind].append(_Usage(name, int(used), int(live), float(last), bool(observed)))
     return by_kind
+
+
+def _without_drift(context: Context, by_kind: dict[str, list[_Usage]]) -> dict[str, list[_Usage]]:
+    """The prompt must not teach drift: an observed form with a confident registered match
+    (``is_located_in`` → ``located_in``) counts towards that registered name instead.
+    Aliased forms are no rows of their own and rejected ones are not selected. Without the
+    embedder only spelling (typos, inverse names) can match; the lists still work."""
+    drift = sorted({u.name for items in by_kind.values() for u in items if u.observed})
+    if not drift:
+        return by_kind
+    matches = _confident_matches(context, drift)
+    out: dict[str, list[_Usage]] = {}
+    for kind, items in by_kind.items():
+        merged: dict[str, _Usage] = {}
+        for u in items:
+            name = matches.get(u.name, u.name) if u.observed else u.name
+            prior = merged.get(name)
+            merged[name] = (
+                _Usage(name, u.used, u.live, u.last_used_at, u.observed and name == u.name)
+                if prior is None
+                else _Usage(
+                    name,
+                    prior.used + u.used,
+                    prior.live + u.live,
+                    max(prior.last_used_at, u.last_used_at),
+                    prior.observed,
+                )
+            )
+        out[kind] = list(merged.values())
+    return out
+
+
+def _confident_matches(context: Context, names: list[str]) -> dict[str, str]:
+    from memory.errors import ServiceUnavailable
+    from memory.selectors.drift import drift_ranker
+
+    try:
+        ranker = drift_ranker(context=context)
+        ranker.prepare(names)
+        ranked = {name: ranker.rank(name, limit=1) for name in names}
+    except ServiceUnavailable:
+        return {}
+    return {name: top[0].name for name, top in ranked.items() if top and top[0].confident}
 
 
 def _most_used(items: list[_Usage], *, count: Any) -> list[str]:

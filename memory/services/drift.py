@@ -7,16 +7,19 @@ second finds the predicate no longer observed and gets a 409.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import AuditEvent, Entity, Fact, FactStatus, Predicate, PredicateStatus, Role
 from memory.models import Conflict as ConflictRecord
+from memory.models.predicate import PredicateKind
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_get
 from memory.services.audit import audit_record
@@ -64,51 +67,120 @@ def _predicate_state(predicate: Predicate) -> dict[str, Any]:
     return {name: getattr(predicate, name) for name in fields}
 
 
+@dataclass(frozen=True)
+class AliasPlan:
+    """What aliasing ``name`` onto ``target`` would do, checked before anything moves."""
+
+    name: str
+    target: str
+    inverse: bool
+    facts_moving: int
+    # (subject, scope) slots of a single-valued target that would hold several values.
+    subjects_with_several_values: int
+    warnings: list[str]
+
+
 @transaction.atomic
-def drift_alias(*, access: ContextAccess, name: str, target: str) -> AuditEvent:
+def drift_alias(
+    *,
+    access: ContextAccess,
+    name: str,
+    target: str,
+    inverse: bool = False,
+    force: bool = False,
+    preview: bool = False,
+) -> AuditEvent | AliasPlan:
     """Make observed ``name`` an alias of registered ``target``; its facts move to the
     target (keeping their raw predicate) under the write rules (services/fact_rules.py):
     a moved fact identical to a current target fact folds into it (its count grows); for
     a single-valued target, a moved value meeting the current one supersedes it only with
-    confidence ≥ 0.7 and ≥ the current's, else it is kept contested with a Conflict."""
+    confidence ≥ 0.7 and ≥ the current's, else it is kept contested with a Conflict.
+
+    With ``inverse`` the name means the target read backwards: each fact (S name O) moves
+    as (O target S) and the alias is an inverse alias. Refused: a target of another kind
+    than the facts (Conflict ``kind_mismatch``), ``inverse`` on a non-relation
+    (``inverse_not_relation``), the name itself as target (``alias_onto_self``), and — unless
+    ``force`` — a single-valued target the move would leave with several current values for
+    some subject (Conflict ``several_values``). ``preview`` answers the plan (with type-hint
+    warnings) and writes nothing."""
     access.require_role(Role.CURATOR)
     context = registry_lock(access.context)
     observed = _observed(access, name)
     goal = predicate_get(context=context, name=target)
+    if goal.pk == observed.pk:
+        raise ValidationFailed(
+            f"{observed.name!r} cannot be an alias of itself", code="alias_onto_self"
+        )
     if goal.status != PredicateStatus.REGISTERED:
         raise ValidationFailed(f"{goal.name!r} is not a registered predicate", code="bad_target")
-    moved = list(Fact.objects.filter(predicate=observed).order_by("recorded_at", "pk"))
+    moved = list(
+        Fact.objects.filter(predicate=observed)
+        .select_related("subject", "object")
+        .order_by("recorded_at", "pk")
+    )
+    _check_kinds(observed, goal, moved, inverse=inverse)
+    if inverse:
+        for fact in moved:  # the stored ends, once the alias reads backwards
+            # _check_kinds made sure every one has an object.
+            fact.subject_id, fact.object_id = fact.object_id, fact.subject_id  # type: ignore[assignment]
+            fact.subject, fact.object = fact.object, fact.subject  # type: ignore[assignment]
     _lock_subjects(moved)  # before reading the target's current facts: writers queue here
     existing = list(
         Fact.objects.filter(
             predicate=goal, status=FactStatus.CURRENT, subject_id__in={f.subject_id for f in moved}
         )
     )
+    plan = AliasPlan(
+        name=observed.name,
+        target=goal.name,
+        inverse=inverse,
+        facts_moving=len(moved),
+        subjects_with_several_values=_several_values(goal, moved, existing),
+        warnings=_type_warnings(goal, moved),
+    )
+    if preview:
+        return plan
+    if plan.subjects_with_several_values and not force:
+        count = plan.subjects_with_several_values
+        raise Conflict(
+            f"{goal.name!r} is single-valued: moving the facts of {observed.name!r} would give "
+            f"{count} subject{'s' if count != 1 else ''} several current values; the write "
+            "rules then supersede or record conflicts for curators. Send force: true to go "
+            "ahead",
+            code="several_values",
+            details={"subjects": count, "target": goal.name},
+        )
     now = timezone.now()
     status_changes, conflicts = _fold_into_target(
         access=access, moved=moved, existing=existing, goal=goal, now=now
     )
     state = _predicate_state(observed)
-    Fact.objects.filter(pk__in=[f.pk for f in moved]).update(
-        predicate=goal, single_valued=goal.single_valued
-    )
+    moving = Fact.objects.filter(pk__in=[f.pk for f in moved])
+    if inverse:
+        # One UPDATE reads the old values on the right: the ends swap.
+        moving.update(subject=F("object"), object=F("subject"))
+    moving.update(predicate=goal, single_valued=goal.single_valued)
     ConflictRecord.objects.filter(predicate=observed).update(predicate=goal)
     ConflictRecord.objects.bulk_create(conflicts)
     observed.delete()
-    predicate_alias_attach(context, goal, state["name"])
+    predicate_alias_attach(context, goal, state["name"], inverse=inverse)
     return audit_record(
         context=context,
         actor=access.user,
         action="drift_alias",
         target_type="predicate",
         target_id=state["name"],
-        summary=f"aliased {state['name']} → {goal.name}; moved {len(moved)} facts",
+        summary=(
+            f"aliased {state['name']} → {'inverse of ' if inverse else ''}{goal.name}; "
+            f"moved {len(moved)} facts{' (subject and object swapped)' if inverse else ''}"
+        ),
         before={"predicate": state, "facts": len(moved)},
-        after={"target": goal.name},
+        after={"target": goal.name, "inverse": inverse, "warnings": plan.warnings},
         undo={
             "op": "drift_alias_revert",
             "state": state,
             "target": goal.name,
+            "inverse": inverse,
             "fact_ids": [f.pk for f in moved],
             "changes": status_changes,
             "conflicts_created": [c.pk for c in conflicts],
@@ -183,6 +255,65 @@ def _fold_into_target(
                 )
             )
     return changes, conflicts
+
+
+def _check_kinds(observed: Predicate, goal: Predicate, moved: list[Fact], *, inverse: bool) -> None:
+    kinds = sorted({f.kind for f in moved})
+    wrong = [k for k in kinds if k != goal.kind]
+    if wrong:
+        raise Conflict(
+            f"{observed.name!r} holds {' and '.join(k + ' facts' for k in kinds)} and "
+            f"{goal.name!r} is a {goal.kind}: an alias cannot cross kinds ({wrong[0]} → "
+            f"{goal.kind}); promote it or alias it to a {wrong[0]}",
+            code="kind_mismatch",
+            details={"observed_kinds": kinds, "target_kind": goal.kind},
+        )
+    if inverse and goal.kind != PredicateKind.RELATION:
+        raise ValidationFailed(
+            f"{goal.name!r} is a {goal.kind}: only a relation can be read backwards",
+            code="inverse_not_relation",
+        )
+    if inverse and any(f.object_id is None for f in moved):
+        raise ValidationFailed(
+            f"some facts of {observed.name!r} have no object entity to swap with the subject",
+            code="inverse_not_relation",
+        )
+
+
+def _several_values(goal: Predicate, moved: list[Fact], existing: list[Fact]) -> int:
+    """Subjects (per scope) a single-valued ``goal`` would hold more than one distinct
+    current value for once the moved facts arrive."""
+    if not goal.single_valued:
+        return 0
+    values: dict[tuple[int, str], set[tuple[Any, str]]] = defaultdict(set)
+    for fact in [*existing, *(f for f in moved if f.status == FactStatus.CURRENT)]:
+        values[(fact.subject_id, fact.scope)].add((fact.object_id, fact.value_text))
+    return sum(1 for held in values.values() if len(held) > 1)
+
+
+def _type_warnings(goal: Predicate, moved: list[Fact]) -> list[str]:
+    """The moved facts whose subject or object type is outside the target's hints."""
+    subject_misfits = Counter(
+        f.subject.type
+        for f in moved
+        if goal.subject_types and f.subject.type not in goal.subject_types
+    )
+    object_misfits = Counter(
+        f.object.type
+        for f in moved
+        if f.object is not None and goal.object_types and f.object.type not in goal.object_types
+    )
+    warnings = [
+        f"{n} fact{'s' if n != 1 else ''} would have a {kind} subject; {goal.name} expects "
+        f"{', '.join(goal.subject_types)}"
+        for kind, n in sorted(subject_misfits.items())
+    ]
+    warnings += [
+        f"{n} fact{'s' if n != 1 else ''} would have a {kind} object; {goal.name} expects "
+        f"{', '.join(goal.object_types)}"
+        for kind, n in sorted(object_misfits.items())
+    ]
+    return warnings
 
 
 def _identity(fact: Fact, goal: Predicate) -> FactIdentity:
@@ -264,11 +395,19 @@ def drift_resolve(
     action: DriftAction,
     target: str | None = None,
     definition: dict[str, Any] | None = None,
+    inverse: bool = False,
+    force: bool = False,
 ) -> AuditEvent:
+    if action != "alias" and (inverse or force):
+        raise ValidationFailed(
+            "inverse and force apply to the alias action only", code="invalid_action"
+        )
     if action == "alias":
         if not target:
             raise ValidationFailed("alias needs a target predicate", code="missing_target")
-        return drift_alias(access=access, name=name, target=target)
+        event = drift_alias(access=access, name=name, target=target, inverse=inverse, force=force)
+        assert isinstance(event, AuditEvent)
+        return event
     if action == "promote":
         return drift_promote(access=access, name=name, definition=definition or {})
     if action == "reject":
@@ -290,6 +429,10 @@ def drift_alias_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     # Move the facts back first, so restoring a target fact to current cannot collide
     # with a moved fact that is still current on the target.
     facts.update(predicate=observed, single_valued=observed.single_valued)
+    if undo.get("inverse"):
+        Fact.objects.filter(pk__in=undo["fact_ids"]).update(
+            subject=F("object"), object=F("subject")
+        )
     ConflictRecord.objects.filter(pk__in=undo.get("conflicts_created", [])).delete()
     ConflictRecord.objects.filter(contested_fact_id__in=undo["fact_ids"]).update(predicate=observed)
     by_id: dict[int, dict[str, Any]] = defaultdict(dict)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -155,6 +155,21 @@ def facts_write_batch(
     resolved, refused = predicates_resolve_for_write(
         context=access.context, raws={f.predicate for f in facts}
     )
+    # A write through an inverse alias (``Acme employs Alex``) is stored as its target
+    # read forwards (``Alex works_at Acme``): swap the ends before anything is locked.
+    for item in items:
+        outcome = resolved.get(item.input.predicate)
+        if isinstance(outcome, ResolvedPredicate) and outcome.inverse:
+            if item.input.object is None:
+                resolved_error = ValidationFailed(
+                    f"{item.input.predicate[:80]!r} is an inverse alias of "
+                    f"{outcome.canonical!r}: a fact through it needs an object entity",
+                    code="missing_object",
+                )
+                item.error = resolved_error
+                continue
+            item.input = replace(item.input, subject=item.input.object, object=item.input.subject)
+    facts = [item.input for item in items]
     # The lock that makes supersession and re-observation safe under concurrent writers:
     # every write for one subject queues here. Objects are locked too, so a merge cannot
     # move one away between our read and our insert.
@@ -172,6 +187,8 @@ def facts_write_batch(
         base=_base_fields(access, scope, source_kind, source_ref, run, document_id),
     )
     for item in items:
+        if item.error is not None:
+            continue
         outcome = resolved[item.input.predicate]
         if isinstance(outcome, DomainError):
             item.error = outcome

@@ -77,6 +77,8 @@ class ResolvedPredicate:
     canonical: str
     via: Via
     registered: bool
+    # Written through an inverse alias: store with subject and object swapped.
+    inverse: bool = False
 
 
 # --- the standard library -------------------------------------------------------------
@@ -105,6 +107,17 @@ def registry_install_standard(*, context: Context) -> int:
                 aliases.append(
                     PredicateAlias(context=context, predicate=by_name[entry.name], alias=alias)
                 )
+    # The library's inverse names start as inverse aliases (``employs`` of ``works_at``),
+    # unless the name is registered itself (``manages`` / ``reports_to``) or taken.
+    for entry in STANDARD_PREDICATES:
+        inverse = predicate_normalize(entry.inverse) if entry.inverse else ""
+        if inverse and inverse != entry.name and inverse not in taken and entry.name in by_name:
+            taken.add(inverse)
+            aliases.append(
+                PredicateAlias(
+                    context=context, predicate=by_name[entry.name], alias=inverse, inverse=True
+                )
+            )
     PredicateAlias.objects.bulk_create(aliases)
     return len(created)
 
@@ -293,7 +306,9 @@ def predicate_alias_add(
     return created
 
 
-def predicate_alias_attach(context: Context, predicate: Predicate, form: str) -> PredicateAlias:
+def predicate_alias_attach(
+    context: Context, predicate: Predicate, form: str, *, inverse: bool = False
+) -> PredicateAlias:
     """Create the alias row after the namespace checks; the caller holds the context lock."""
     named = Predicate.objects.filter(context=context, name=form).first()
     if named is not None and named.pk != predicate.pk:
@@ -316,7 +331,14 @@ def predicate_alias_attach(context: Context, predicate: Predicate, form: str) ->
         raise Conflict(
             f"alias {form!r} collides with an alias of {owner.name!r}", code="predicate_collision"
         )
-    return PredicateAlias.objects.create(context=context, predicate=predicate, alias=form)
+    if inverse and predicate.kind != PredicateKind.RELATION:
+        raise ValidationFailed(
+            f"{predicate.name!r} is a {predicate.kind}: only a relation can be read backwards",
+            code="inverse_not_relation",
+        )
+    return PredicateAlias.objects.create(
+        context=context, predicate=predicate, alias=form, inverse=inverse
+    )
 
 
 # --- drift and writes -----------------------------------------------------------------
@@ -401,7 +423,7 @@ def _resolve_form(
     result = predicate_canonicalize(context=context, name=raw, index=index)
     known = result.predicate
     if result.registered and known is not None:
-        return ResolvedPredicate(known, result.canonical, result.via, True)
+        return ResolvedPredicate(known, result.canonical, result.via, True, result.inverse)
     if known is not None and known.status == PredicateStatus.REJECTED:
         raise ValidationFailed(
             f"predicate {result.canonical!r} was rejected by a curator in this context",
@@ -462,9 +484,9 @@ def _snapshot(predicate: Predicate) -> dict[str, Any]:
     state: dict[str, Any] = {f: getattr(predicate, f) for f in EDITABLE_FIELDS}
     state["name"] = predicate.name
     state["status"] = predicate.status
-    state["aliases"] = (
-        sorted(predicate.alias_set.values_list("alias", flat=True)) if predicate.pk else []
-    )
+    rows = list(predicate.alias_set.values_list("alias", "inverse")) if predicate.pk else []
+    state["aliases"] = sorted(alias for alias, inverse in rows if not inverse)
+    state["inverse_aliases"] = sorted(alias for alias, inverse in rows if inverse)
     return state
 
 
@@ -592,11 +614,16 @@ def predicate_restore(*, access: ContextAccess, state: dict[str, Any]) -> Predic
     predicate, _ = Predicate.objects.update_or_create(
         context=context, name=state["name"], defaults={**fields, "status": state["status"]}
     )
-    predicate.alias_set.exclude(alias__in=state.get("aliases", [])).delete()
-    present = set(predicate.alias_set.values_list("alias", flat=True))
-    for alias in state.get("aliases", []):
-        if alias not in present:
-            predicate_alias_attach(context, predicate, alias)
+    wanted = {a: False for a in state.get("aliases", [])} | {
+        a: True for a in state.get("inverse_aliases", [])
+    }
+    present = dict(predicate.alias_set.values_list("alias", "inverse"))
+    predicate.alias_set.exclude(alias__in=list(wanted)).delete()
+    for alias, inverse in wanted.items():
+        if alias in present and present[alias] != inverse:
+            predicate.alias_set.filter(alias=alias).update(inverse=inverse)
+        elif alias not in present:
+            predicate_alias_attach(context, predicate, alias, inverse=inverse)
     audit_record(
         context=context,
         actor=access.user,

@@ -79,7 +79,7 @@ def test_alias_onto_single_valued_keeps_one_current_value(api: APIClient, base: 
     _write(api, base, subject=alex, predicate="jobTitle", value="CTO")
     event = api.post(
         f"{base}/drift/job_title/resolve",
-        {"action": "alias", "target": "current_title"},
+        {"action": "alias", "target": "current_title", "force": True},
         format="json",
     )
     assert event.status_code == 200, event.content

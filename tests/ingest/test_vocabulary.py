@@ -55,6 +55,24 @@ def test_relation_labels_are_the_hundred_most_used(
     assert labels == tuple(f"common_{i:03d}" for i in range(100))
 
 
+def test_the_prompt_shows_the_registered_name_for_drift_with_a_confident_match(
+    access: ContextAccess, alex: Entity, acme: Entity, make_entity: Callable[..., Entity]
+) -> None:
+    berlin = make_entity("Berlin", "location", SCOPE)
+    _write(
+        access,
+        [
+            FactInput(acme, "is_located_in", "relation", object=berlin),
+            FactInput(alex, "speaks_language", "relation", object=acme),
+        ],
+    )
+
+    labels = _gather(access).relation_labels
+
+    assert "located_in" in labels and "is_located_in" not in labels
+    assert "speaks_language" in labels  # unreviewed and nothing registered means it
+
+
 @pytest.mark.parametrize("kind", ["attribute", "action"])
 def test_the_last_25_places_go_to_recent_keys_not_already_listed(
     access: ContextAccess, alex: Entity, kind: str

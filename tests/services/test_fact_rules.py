@@ -59,7 +59,7 @@ def _alias(access: ContextAccess, alex: Entity, confidence: float) -> None:
     fact_write(
         access=access, subject=alex, predicate="job_title_now", value="VP", confidence=confidence
     )
-    drift_alias(access=access, name="job_title_now", target="current_title")
+    drift_alias(access=access, name="job_title_now", target="current_title", force=True)
 
 
 def _merge(access: ContextAccess, alex: Entity, confidence: float) -> None:

@@ -76,6 +76,14 @@ def test_check_text_length_counts_the_normalized_form() -> None:
         ("wprks_at", "works_at"),
         ("commited_to", "committed_to"),
         ("manage", "manages"),
+        # Two slips in a name of six or more letters (issue 13), in one token or two.
+        ("acquird", "acquired"),
+        ("acqired", "acquired"),
+        ("colleage_of", "colleague_of"),
+        ("curent_titel", "current_title"),
+        ("hosetd", "hosted"),
+        ("emailled", "emailed"),
+        ("subsidairy_of", "subsidiary_of"),
     ],
 )
 def test_fuzzy_fixes_typos_of_library_names(typo: str, expected: str) -> None:
@@ -98,7 +106,12 @@ def test_fuzzy_fixes_typos_of_library_names(typo: str, expected: str) -> None:
         "worksat",
         "works_at_home",
         "wroks_ta",
-        "curent_titel",
+        "works_on",
+        "reports_on",
+        "hates",
+        "mentored",
+        "owed",
+        "attends",
     ],
 )
 def test_fuzzy_never_maps_onto_another_concept(other_concept: str) -> None:
@@ -136,6 +149,18 @@ def test_no_library_name_is_a_typo_of_another() -> None:
     for name in LIBRARY_NAMES:
         others = [n for n in LIBRARY_NAMES if n != name]
         assert fuzzy_typo_match(name, others) is None, name
+
+
+def test_a_real_word_is_never_two_slips_of_another() -> None:
+    # "funded" is a word of its own: one dropped letter from "founded" is not a slip.
+    assert fuzzy_typo_match("funded", ["founded"]) is None
+    assert fuzzy_typo_match("hates", ["hosted"]) is None
+
+
+def test_a_short_name_allows_one_slip_only() -> None:
+    assert fuzzy_typo_match("onws", ["owns"]) == "owns"
+    assert fuzzy_typo_match("nwos", ["owns"]) is None
+    assert fuzzy_typo_match("knwso", ["knows"]) is None
 
 
 def test_short_tokens_must_match_exactly() -> None:

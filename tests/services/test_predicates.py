@@ -110,8 +110,18 @@ def test_standard_predicates_carry_the_library_flags(context: Context) -> None:
 
 
 def test_standard_aliases_are_installed_normalized(context: Context) -> None:
+    inverse = dict(
+        PredicateAlias.objects.filter(context=context, inverse=True).values_list(
+            "alias", "predicate__name"
+        )
+    )
+    # The library's inverse names start as inverse aliases, unless registered themselves.
+    assert inverse["employs"] == "works_at" and inverse["parent_of"] == "subsidiary_of"
+    assert "manages" not in inverse and "merged_with" not in inverse
     aliases = dict(
-        PredicateAlias.objects.filter(context=context).values_list("alias", "predicate__name")
+        PredicateAlias.objects.filter(context=context, inverse=False).values_list(
+            "alias", "predicate__name"
+        )
     )
     assert aliases["employed_by"] == "works_at"
     assert aliases["employee_of"] == "works_at"
@@ -256,7 +266,7 @@ def test_predicate_list_filters_and_prefetches_aliases(
         identity = list(predicate_list(context=context, category="identity"))
         aliases = {p.name: [a.alias for a in p.alias_set.all()] for p in identity}
     assert len(identity) == 7
-    assert aliases["works_at"] == ["employed_by", "employee_of"]
+    assert aliases["works_at"] == ["employed_by", "employee_of", "employs"]
     predicate_observe(context=context, name="likes_pizza")
     observed = predicate_list(context=context, status=PredicateStatus.OBSERVED)
     assert [p.name for p in observed] == ["likes_pizza"]
