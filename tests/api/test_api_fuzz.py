@@ -188,6 +188,8 @@ UNSTATABLE_REFUSALS = {
     "undecodable": "an uploaded file is UTF-8 text (the schema can only say binary)",
     "thread_needs_turns": "search's thread filter applies to target turns only",
     "missing_query": "a context block needs a query or an entity (one of two fields)",
+    "invalid_action": "drift resolve's inverse and force go with action alias only",
+    "invalid_registry_file": "a registry import is an export file or a list of predicates",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
 # run (SPEC §1): a 503 the schema states, not a server error.

@@ -32,6 +32,7 @@ def test_canonicalize(api: APIClient, base: str) -> None:
         "canonical": "works_at",
         "registered": True,
         "via": "normalized",
+        "inverse": False,
     }
     alias = api.get(f"{base}/predicates/canonicalize", {"name": "employed_by"}).json()
     assert alias["via"] == "alias" and alias["canonical"] == "works_at"
@@ -41,6 +42,7 @@ def test_canonicalize(api: APIClient, base: str) -> None:
         "canonical": "likes_pizza",
         "registered": False,
         "via": "none",
+        "inverse": False,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -125,7 +126,10 @@ def with_mcp(url: str, token: str | None, work: Callable[[Client], Awaitable[T]]
         ):
             return await work(client)
 
-    return anyio.run(main)
+    # In a thread of its own: when the browser tests ran first, Playwright's sync API
+    # keeps an event loop running in this (the main) thread for the rest of the session.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, main).result()
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
