@@ -196,14 +196,14 @@ def small(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str
 def with_embeddings(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     from memory.embeddings import embed_texts
     from memory.services.entities import entity_upsert
-    from memory.tasks import entity_embeddings_compute
+    from memory.services.vectors import vectors_compute
 
     # One embedded entity per type in the visible scopes: the similarity tier is active.
     seeds = [
         entity_upsert(access=access, name=f"Seed {t}", type=t, scope="bench").entity.pk
         for t in TYPES
     ]
-    entity_embeddings_compute(seeds)
+    vectors_compute("entities", seeds)
     embed_texts(["warm up the model"])
     return {
         f"{per_entity}_facts_per_entity": _embedded_shape(access, args, rng, per_entity)
@@ -216,7 +216,7 @@ def _embedded_shape(
 ) -> dict[str, Any]:
     from memory.embeddings import embed_texts
     from memory.models import Entity
-    from memory.tasks import entity_embedding_text
+    from memory.search.texts import entity_embedding_text
 
     ingest_rates, embed_rates, fact_rates = [], [], []
     attached: list[int] = []

@@ -71,7 +71,7 @@ def seed(args: argparse.Namespace, rng: random.Random) -> Seed:
     from memory.services.documents import document_create, documents_embed
     from memory.services.ingest import run_create, run_execute
     from memory.services.tokens import token_issue
-    from memory.tasks import entity_embeddings_compute
+    from memory.services.vectors import vectors_compute
 
     context = context_create(slug=CTX)
     access = system_access(context)
@@ -91,7 +91,7 @@ def seed(args: argparse.Namespace, rng: random.Random) -> Seed:
         )
         assert run_execute(run_id=run.pk).outcome == RunOutcome.SUCCEEDED
     entities = list(Entity.objects.filter(context=context).values("id", "name", "type"))
-    entity_embeddings_compute([e["id"] for e in entities])
+    vectors_compute("entities", [e["id"] for e in entities])
     DBTaskResult.objects.all().delete()  # the same embeddings, queued by the seed runs
 
     users = get_user_model()

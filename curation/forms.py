@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django import forms
@@ -96,28 +97,98 @@ class DriftBulkForm(forms.Form):
 class PredicateDefinitionForm(forms.Form):
     """A predicate's editable fields (promote a drift item, or edit a registered one)."""
 
-    description = forms.CharField(max_length=2000, required=False, widget=forms.Textarea)
-    example = forms.CharField(max_length=2000, required=False)
-    category = forms.RegexField(
-        regex=r"^[a-z][a-z0-9_]{0,49}$",
-        initial="general",
-        error_messages={"invalid": "lowercase letters, digits and _, starting with a letter"},
+    description = forms.CharField(
+        max_length=2000,
+        required=False,
+        widget=forms.Textarea,
+        help_text="What the predicate means, in a sentence the extraction prompt shows.",
     )
-    kind = forms.ChoiceField(choices=PredicateKind.choices)
+    example = forms.CharField(
+        max_length=2000,
+        required=False,
+        help_text="One example fact, e.g. “Alex works_at Acme”.",
+    )
+    category = forms.CharField(
+        max_length=50,
+        initial="general",
+        help_text="Pick an existing category or type a new one; the registry groups by it.",
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+    )
+    kind = forms.ChoiceField(
+        choices=PredicateKind.choices,
+        help_text="Relation: between two entities. Attribute: an entity's value. "
+        "Action: something an entity did.",
+    )
     subject_types = forms.MultipleChoiceField(
-        choices=ENTITY_TYPE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        choices=ENTITY_TYPE_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Entity types the subject may have; none ticked allows any.",
     )
     object_types = forms.MultipleChoiceField(
-        choices=ENTITY_TYPE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        choices=ENTITY_TYPE_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Entity types the object may have (relations); none ticked allows any.",
     )
-    inverse = forms.CharField(max_length=100, required=False)
-    default_importance = forms.FloatField(min_value=0.0, max_value=1.0, initial=0.5)
-    ranking_weight = forms.FloatField(min_value=0.01, max_value=10.0, initial=1.0)
-    single_valued = forms.BooleanField(required=False)
-    is_aggregate = forms.BooleanField(required=False)
-    lifecycle = forms.ChoiceField(choices=Lifecycle.choices)
-    default_validity_days = forms.IntegerField(min_value=1, max_value=36500, required=False)
-    exclude_from_prompt = forms.BooleanField(required=False)
+    inverse = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="The same fact read the other way (employs for works_at); facts written "
+        "with it are stored under this predicate, subject and object swapped.",
+    )
+    default_importance = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        initial=0.5,
+        help_text="0 to 1: how much a fact of this predicate matters when an entity's facts "
+        "are ranked for an agent (0.5 is neutral).",
+    )
+    ranking_weight = forms.FloatField(
+        min_value=0.01,
+        max_value=10.0,
+        initial=1.0,
+        help_text="Multiplies the ranking score (1 leaves it as is; 2 ranks these facts "
+        "twice as high).",
+    )
+    single_valued = forms.BooleanField(
+        required=False,
+        help_text="A subject has one current value: a new one supersedes the old.",
+    )
+    is_aggregate = forms.BooleanField(
+        required=False, help_text="One value updated in place (a count or total)."
+    )
+    lifecycle = forms.ChoiceField(
+        choices=Lifecycle.choices,
+        help_text="How facts age: kept until replaced, or expiring after their validity.",
+    )
+    default_validity_days = forms.IntegerField(
+        min_value=1,
+        max_value=36500,
+        required=False,
+        help_text="Days a fact stays current when the lifecycle expires it; empty for never.",
+    )
+    exclude_from_prompt = forms.BooleanField(
+        required=False,
+        help_text="Keep it out of the vocabulary the extraction model is shown.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # One datalist per form (a page may hold several): its id follows the field's.
+        field_id = self.auto_id % "category" if "%s" in str(self.auto_id) else "category"
+        self.fields["category"].widget.attrs["list"] = f"{field_id}-choices"
+
+    def clean_category(self) -> str:
+        """ "Organizational" or "Human resources" as shown are the stored organizational /
+        human_resources: categories are compared as the registry stores them."""
+        raw: str = self.cleaned_data["category"]
+        category = "_".join(raw.strip().lower().replace("-", " ").split())
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,49}", category):
+            raise ValidationError(
+                "a category is letters, digits, spaces or _, starting with a letter"
+            )
+        return category
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -211,7 +282,9 @@ class EntityFilterForm(forms.Form):
     )
     type = forms.ChoiceField(choices=[("", "Any type"), *ENTITY_TYPE_CHOICES], required=False)
     scope = forms.CharField(
-        max_length=300, required=False, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
     )
     seeded = forms.ChoiceField(
         choices=[("", "Seeded or not"), ("yes", "Seeded"), ("no", "Not seeded")], required=False
@@ -288,7 +361,7 @@ class EntitySeedForm(_EntityFieldsForm):
     field_order = ["name", "type", "scope", "aliases", "identifiers", "attributes"]
 
     scope = forms.CharField(
-        max_length=300, widget=forms.TextInput(attrs={"placeholder": "org/acme"})
+        max_length=300, widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"})
     )
     identifiers = forms.CharField(
         required=False,
@@ -384,3 +457,54 @@ class DuplicateClusterForm(forms.Form):
 
 def cluster_key(ids: Any) -> str:
     return "-".join(str(i) for i in sorted({int(i) for i in ids if str(i).isdigit()}))
+
+
+class DocumentFilterForm(forms.Form):
+    q = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Title",
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Words in the title", "autocomplete": "off"}
+        ),
+    )
+    scope = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
+        help_text="Only documents in exactly this scope.",
+    )
+
+    def clean_scope(self) -> str:
+        scope: str = self.cleaned_data["scope"]
+        return _scope(scope) if scope.strip() else ""
+
+    def filters(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {"title": data.get("q") or None, "scope": data.get("scope") or None}
+
+
+class TokenCreateForm(forms.Form):
+    user = forms.TypedChoiceField(
+        coerce=int,
+        label="For",
+        help_text="The member the token acts as (with their role in this context).",
+    )
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="What the token is for, e.g. “support agent”.",
+    )
+    grants = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "read:*\nwrite:org/acme/*"}),
+        help_text="One per line: read or write (or read,write), a colon and a scope pattern — "
+        "* for every scope, P/* for P and below, P for P alone.",
+    )
+
+    def __init__(self, *args: Any, members: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["user"].choices = members  # type: ignore[attr-defined]
+
+    def clean_grants(self) -> list[str]:
+        return _lines(self.cleaned_data["grants"])

@@ -13,6 +13,7 @@ from curation import views
 from curation.views import (
     audit,
     conflicts,
+    documents,
     drift,
     duplicates,
     entities,
@@ -21,6 +22,7 @@ from curation.views import (
     runs,
     search,
     seeding,
+    tokens,
 )
 
 context_patterns = [
@@ -73,10 +75,20 @@ context_patterns = [
     path("entities/<int:entity_id>/", entities.entity_detail, name="entity"),
     path("entities/<int:entity_id>/edit", entities.entity_edit, name="entity-edit"),
     path("entities/<int:entity_id>/delete", entities.entity_delete_view, name="entity-delete"),
+    path("documents/", documents.documents, name="documents"),
+    path("documents/<int:document_id>/", documents.document_detail, name="document"),
+    path(
+        "documents/<int:document_id>/delete",
+        documents.document_delete_view,
+        name="document-delete",
+    ),
     path("search/", search.search_view, name="search"),
     path("runs/", runs.runs, name="runs"),
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
     path("runs/<int:run_id>/retry", runs.run_retry_view, name="run-retry"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/create", tokens.token_create_view, name="token-create"),
+    path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:event_id>/undo", audit.audit_undo_view, name="audit-undo"),
 ]

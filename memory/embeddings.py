@@ -127,6 +127,51 @@ def embedder_get() -> Embedder:
         return _embedder_for(settings.MEMORY_EMBED_MODEL)
 
 
+class _WarmUp:
+    """The background load of the local model started with the server: "idle" (never
+    asked), "loading", "ready" or "failed"."""
+
+    def __init__(self) -> None:
+        self.state = "idle"
+        self._started = threading.Lock()
+
+    def start(self) -> threading.Thread | None:
+        if not self._started.acquire(blocking=False):
+            return None  # already started in this process
+        if settings.MEMORY_EMBED_MODEL.startswith("openai:"):
+            self.state = "ready"  # nothing to load: the endpoint is asked per request
+            return None
+        self.state = "loading"
+        thread = threading.Thread(target=self._load, name="embedder-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def _load(self) -> None:
+        try:
+            embed_texts(["warm up"])
+        except Exception:
+            logger.exception("could not load the embedding model; vector search will fail")
+            self.state = "failed"
+        else:
+            self.state = "ready"
+            logger.info("the embedding model is loaded")
+
+
+_warm_up = _WarmUp()
+
+
+def embedder_warm_up() -> threading.Thread | None:
+    """Load the local model in a background thread now (a server's start), so the first
+    page or search that needs it does not wait ~10 s. Returns the thread (None when it
+    was already started or there is nothing to load)."""
+    return _warm_up.start()
+
+
+def embedder_loading() -> bool:
+    """Whether the warm-up started at the server's start is still loading the model."""
+    return _warm_up.state == "loading"
+
+
 def embed_texts(texts: list[str]) -> list[list[float]]:
     return embedder_get().embed(texts)
 

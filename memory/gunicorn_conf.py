@@ -46,16 +46,11 @@ loglevel = env_str("MEMORY_WEB_LOG_LEVEL", "info")
 
 
 def post_worker_init(worker: Any) -> None:
-    """Load the local embedding model before this process takes its first request, so
-    the first searches do not wait for it. A failure is logged, not fatal: everything but
-    vector search still works."""
-    from django.conf import settings
+    """Start loading the local embedding model before this process takes its first
+    request, in a background thread: pages that do not need it answer at once, and the
+    dashboard says the model is loading until it is ready. A failure is logged, not
+    fatal: everything but vector search still works."""
+    from memory.embeddings import embedder_warm_up
 
-    if not settings.MEMORY_EMBED_MODEL.startswith("openai:"):
-        try:
-            from memory.embeddings import embed_texts
-
-            embed_texts(["warm up"])
-        except Exception:
-            worker.log.exception("could not load the embedding model; vector search will fail")
-    worker.log.info("worker %s ready", worker.pid)
+    embedder_warm_up()
+    worker.log.info("worker %s ready (the embedding model loads in the background)", worker.pid)

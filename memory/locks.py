@@ -17,6 +17,7 @@ from django.db import DatabaseError, connection
 # Namespaces in use: 0x4D44_0001 ingest runs, 0x4D44_0002 usage compaction (per context).
 IMPORT_JOB_LOCK = 0x4D44_0003
 DUPLICATE_SCAN_LOCK = 0x4D44_0004  # (namespace, context id): one scan per context at a time
+EMBEDDING_DRAIN_LOCK = 0x4D44_0005  # (namespace, context id or 0): one embedding drain at a time
 
 
 @contextlib.contextmanager

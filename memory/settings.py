@@ -91,6 +91,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "memory.api.errors.BodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -203,6 +204,9 @@ MEMORY_CHAT_MODEL = env_str("MEMORY_CHAT_MODEL")
 MEMORY_EMBED_MODEL = env_str("MEMORY_EMBED_MODEL", "local:all-MiniLM-L6-v2")
 MEMORY_LLM_TIMEOUT_SECONDS = env_float("MEMORY_LLM_TIMEOUT_SECONDS", 60.0)
 MEMORY_LLM_MAX_RETRIES = env_int("MEMORY_LLM_MAX_RETRIES", 3)
+# The dashboard's search hides results found only by vector similarity below this cosine
+# (all-MiniLM-L6-v2 puts unrelated English texts at about 0.0-0.2); 0 shows everything.
+MEMORY_SEARCH_VECTOR_FLOOR = env_float("MEMORY_SEARCH_VECTOR_FLOOR", 0.25)
 MEMORY_MAX_TEXT_BYTES = env_int("MEMORY_MAX_TEXT_BYTES", 256 * 1024)
 
 LOGGING = {

@@ -12,12 +12,10 @@ from django.db import transaction
 from django_tasks import TaskResultStatus, task
 from django_tasks.base import Task
 
-from memory.embeddings import embed_texts, embedding_model_id
-from memory.models import Entity
+from memory.search.tasks import embeddings_drain_enqueue
 
 logger = logging.getLogger(__name__)
 
-EMBED_BATCH = 256
 # Set inside ``entity_embeddings_collect``: the ids enqueue calls would have queued.
 _collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collecting", default=None)
 
@@ -46,39 +44,9 @@ def task_results_fail_lost(*, task: Task[Any, Any], args: list[Any], reason: str
     return count
 
 
-def entity_embedding_text(entity: Entity) -> str:
-    """What an entity's vector encodes: its name, type and other spellings."""
-    aliases = ", ".join(entity.aliases[:10])
-    return f"{entity.name} ({entity.type})" + (f"; also known as {aliases}" if aliases else "")
-
-
-def entity_embeddings_compute(entity_ids: list[int]) -> int:
-    """Embed the given live entities now; returns how many vectors were written."""
-    written = 0
-    model_id = embedding_model_id()
-    for start in range(0, len(entity_ids), EMBED_BATCH):
-        batch = list(
-            Entity.objects.filter(pk__in=entity_ids[start : start + EMBED_BATCH]).only(
-                "pk", "name", "type", "aliases"
-            )
-        )
-        vectors = embed_texts([entity_embedding_text(e) for e in batch])
-        with transaction.atomic():  # one commit per batch, not per vector
-            for entity, vector in zip(batch, vectors, strict=True):
-                Entity.objects.filter(pk=entity.pk).update(
-                    embedding=vector, embedding_model=model_id
-                )
-                written += 1
-    return written
-
-
-@task()
-def entity_embeddings_task(entity_ids: list[int]) -> int:
-    return entity_embeddings_compute(entity_ids)
-
-
 def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
-    """Queue embedding work once the current transaction commits (never for a rollback).
+    """Have these entities embedded once the current transaction commits (by the
+    worker's drain, ``memory.search.tasks``; never for a rollback).
 
     Inside ``entity_embeddings_collect`` the ids are collected for the caller instead.
     """
@@ -87,7 +55,7 @@ def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
     if collecting is not None:
         collecting.extend(ids)
     elif ids:
-        transaction.on_commit(lambda: entity_embeddings_task.enqueue(ids))
+        embeddings_drain_enqueue()
 
 
 @contextmanager

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memory.api import contexts, curation_api, entities, facts, health, merges_api, predicates
 from memory.api.errors import json_error_view
+from memory.mcp.view import McpEndpoint
 
 ctx = "api/v1/contexts/<str:ctx>"
 
@@ -80,9 +83,13 @@ urlpatterns = [
     *curation_patterns,
     path(f"{ctx}/", include("memory.api.ingest_urls")),
     path(f"{ctx}/", include("memory.api.search_urls")),
+    # MCP (streamable HTTP), in this process: the same tokens, grants and services.
+    path("mcp", McpEndpoint.as_view(), name="mcp"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico whatever the page links; the icon is an SVG.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", include("curation.urls")),
 ]
 

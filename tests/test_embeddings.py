@@ -6,7 +6,7 @@ from memory.access import ContextAccess
 from memory.embeddings import DIMENSIONS, embed_texts, embedding_model_id
 from memory.models import Entity
 from memory.services.entities import entity_upsert
-from memory.tasks import entity_embeddings_compute
+from memory.services.vectors import vectors_compute
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -22,7 +22,7 @@ def test_local_model_gives_normalized_384_dimension_vectors() -> None:
 
 def test_entity_embeddings_are_stored_with_their_model_id(access: ContextAccess) -> None:
     entity = entity_upsert(access=access, name="Acme Corp", type="organisation", scope="s").entity
-    assert entity_embeddings_compute([entity.pk]) == 1
+    assert vectors_compute("entities", [entity.pk]) == 1
     stored = Entity.objects.get(pk=entity.pk)
     assert stored.embedding is not None and len(stored.embedding) == DIMENSIONS
     assert stored.embedding_model == embedding_model_id() == "local:all-MiniLM-L6-v2"

@@ -89,3 +89,93 @@ def signed(value: float) -> str:
     """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
     number = float(value)
     return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"
+
+
+def ago(moment: Any) -> str:
+    """A past moment as "just now" (under a minute), else "3 minutes ago"."""
+    from datetime import datetime
+
+    from django.utils import timezone
+    from django.utils.timesince import timesince
+
+    if not isinstance(moment, datetime):
+        return ""
+    if (timezone.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
+@register.filter
+def duration_ms(value: Any) -> str:
+    """Milliseconds for a person: "112 ms", "2.4 s", "3 min 05 s"; None → "—"."""
+    try:
+        ms = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+@register.filter
+def plural(count: Any, forms: str) -> str:
+    """``3|plural:"fact,facts"`` → "3 facts"; ``1`` → "1 fact" (with thousands commas)."""
+    singular, _, many = forms.partition(",")
+    try:
+        number = int(count)
+    except (TypeError, ValueError):
+        return f"{count} {many or singular}"
+    return f"{number:,} {singular if number == 1 else (many or singular + 's')}"
+
+
+@register.filter
+def took(started: Any, finished: Any) -> str:
+    """The time between two moments, as ``duration_ms`` writes it ("112 ms")."""
+    try:
+        return duration_ms((finished - started).total_seconds() * 1000)
+    except (TypeError, AttributeError):
+        return "—"
+
+
+@register.simple_tag
+def registry_categories_of(context: Any) -> list[str]:
+    """The categories a context's registered predicates use (for a category picker)."""
+    from curation.selectors import registry_categories
+
+    return registry_categories(context=context) if context is not None else []
+
+
+@register.filter
+def job_words(job: Any) -> str:
+    """An import's state in plain words: "finished with 1 error", "importing", ..."""
+    status = str(getattr(job, "status", ""))
+    failed = int(getattr(job, "failed_count", 0) or 0)
+    if status == "succeeded":
+        return (
+            f"finished with {failed:,} error{'s' if failed != 1 else ''}" if failed else "finished"
+        )
+    return {"pending": "waiting for a worker", "running": "importing", "failed": "failed"}.get(
+        status, status
+    )
+
+
+@register.filter
+def job_tone(job: Any) -> str:
+    """The badge's colour class for ``job_words``."""
+    status = str(getattr(job, "status", ""))
+    if status == "succeeded":
+        return "warn" if getattr(job, "failed_count", 0) else "ok"
+    return {"failed": "bad", "running": "info", "pending": "info"}.get(status, "")
+
+
+@register.filter
+def waiting_long(job: Any, seconds: int = 3) -> bool:
+    """A pending job nobody picked up for a few seconds (a worker takes it within one
+    poll when it runs: saying "waiting" at once only flashes)."""
+    from django.utils import timezone
+
+    created = getattr(job, "created_at", None)
+    return bool(created) and (timezone.now() - created).total_seconds() >= seconds

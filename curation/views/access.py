@@ -16,6 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
 from memory.access import ContextAccess, context_access_resolve
+from memory.embeddings import embedder_loading
 from memory.errors import Conflict, MemoryError_, NotFound, ServiceUnavailable, ValidationFailed
 from memory.errors import PermissionDenied as AccessDenied
 from memory.models import Role
@@ -132,6 +133,7 @@ def render_screen(
         "can_curate": access.has_role(Role.CURATOR),
         "can_administer": access.has_role(Role.ADMIN),
         "section": section,
+        "embedder_loading": embedder_loading(),
         # Lazy: only the full page (its context switcher) runs this query.
         "contexts": context_list(user=request.user),
         **context,

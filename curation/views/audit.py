@@ -24,26 +24,11 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict
 from memory.models import AuditEvent, Role
+from memory.selectors.audit import ACTION_LABELS, audit_rows
 from memory.selectors.curation import audit_list
 from memory.services.undo import audit_undo
 
 PAGE_SIZE = 50
-# The filter's choices: the actions memory's services record.
-ACTIONS = (
-    "drift_alias",
-    "drift_reject",
-    "predicate_register",
-    "predicate_update",
-    "predicate_unregister",
-    "predicate_restore",
-    "predicate_alias_add",
-    "predicate_alias_remove",
-    "conflict_resolve",
-    "entity_seed",
-    "entity_update",
-    "entity_delete",
-    "context_update",
-)
 
 
 class CappedPaginator(Paginator):  # type: ignore[type-arg]
@@ -73,8 +58,9 @@ def _page(request: HtmxHttpRequest, access: ContextAccess, *, status: int = 200)
     page = CappedPaginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "page": page,
+        "rows": audit_rows(access=access, events=page.object_list),
         "action": action or "",
-        "actions": ACTIONS,
+        "actions": list(ACTION_LABELS.items()),
         "action_query": urlencode({"action": action}) if action else "",
     }
     return render_screen(

@@ -37,6 +37,7 @@ from memory.models import Entity, Role
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
 from memory.selectors.facts import entity_facts_ranked
 from memory.services.entities import entity_delete, entity_update
+from memory.wording import counted
 
 PAGE_SIZE = 50
 # Rows per page of each section of an entity's page: a hub's 170 rendered facts were most
@@ -44,7 +45,7 @@ PAGE_SIZE = 50
 RANKED = 20
 TIMELINE = 20
 INCOMING = 10
-OUT_EDGES = 50  # the picture shows 16 neighbours; more edges only tell "50+"
+OUT_EDGES = 60  # the picture shows 50 neighbours; more edges only tell "60+"
 IN_EDGES = 25
 MAX_PAGE = 10_000
 # The id a section's pager targets → the partial of entity.html that answers it.
@@ -252,5 +253,5 @@ def entity_delete_view(request: HtmxHttpRequest, ctx: str, entity_id: int) -> Ht
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     entity = entity_get(access=access, entity_id=entity_id)
     count = entity_delete(access=access, entity=entity)
-    messages.success(request, f"Deleted {entity.name} and {count} facts about it.")
+    messages.success(request, f"Deleted {entity.name} and {counted(count, 'fact')} about it.")
     return redirect("entities", access.context.slug)

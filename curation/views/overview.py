@@ -15,6 +15,7 @@ from curation.views.access import (
     wants_partial,
 )
 from memory.selectors.runs import run_list
+from memory.services.vectors import embedding_backlog
 
 CHART_RANGES = (7, 30, 90)
 RECENT_RUNS = 5
@@ -45,10 +46,13 @@ def overview(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         )
     counts, health = overview_read(access=access)
     runs = list(run_list(access=access)[:RECENT_RUNS])
+    # Until these are 0, vector and hybrid search miss those rows.
+    waiting = embedding_backlog(context=access.context, visible=access.grants.read_q())
+    backlog = {"total": sum(waiting.values()), "targets": [(t, n) for t, n in waiting.items() if n]}
     return render_screen(
         request,
         "curation/overview.html",
         access,
-        {"counts": counts, "health": health, "runs": runs, "chart": chart},
+        {"counts": counts, "health": health, "runs": runs, "chart": chart, "backlog": backlog},
         section="overview",
     )

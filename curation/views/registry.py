@@ -31,6 +31,7 @@ from curation.selectors import (
     registry_rows,
 )
 from curation.services import registry_import
+from curation.templatetags.curation_tags import flags
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -41,12 +42,14 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
 from memory.selectors.predicates import predicate_get
+from memory.selectors.registry import predicate_last_update, subjects_with_several_values
 from memory.services.predicates import (
     predicate_alias_add,
     predicate_alias_remove,
     predicate_unregister,
     predicate_update,
 )
+from memory.wording import counted
 
 TEMPLATE = "curation/registry.html"
 DETAIL_TEMPLATE = "curation/predicate.html"
@@ -219,11 +222,30 @@ def predicate_flag(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRespons
         return _row(request, access, predicate, error="unknown flag", status=400)
     flag, value = form.cleaned_data["flag"], form.cleaned_data["value"]
     try:
-        predicate_update(access=access, predicate=predicate, **{flag: value})
+        updated = predicate_update(access=access, predicate=predicate, **{flag: value})
     except ValidationFailed as exc:
         return _row(request, access, predicate, error=exc.message, status=400)
-    state = f"{flag.replace('_', ' ')} {'on' if value else 'off'}"
-    return _row(request, access, predicate, success=f"{predicate.name}: {state}.")
+    label = dict((f, lbl) for f, lbl, _ in flags(updated))[flag]
+    event = predicate_last_update(access=access, predicate=updated)
+    messages.success(
+        request,
+        f"{updated.name}: {label} is now {'on' if value else 'off'}.",
+        extra_tags=f"undo:{event.pk}" if event and event.undo else "",
+    )
+    if flag == "single_valued" and value:
+        several = subjects_with_several_values(access=access, predicate=updated)
+        if several:
+            messages.warning(
+                request,
+                f"{several:,} subject{'s' if several != 1 else ''} already hold"
+                f"{'s' if several == 1 else ''} several current {updated.name} values. The flag "
+                "applies to new writes; resolve the existing ones on each entity's page "
+                "(or undo this).",
+            )
+    # A full page, so the message and its Undo are shown (a row swap has no room for it).
+    if request.POST.get("view") == "detail":
+        return redirect("predicate", access.context.slug, updated.name)
+    return redirect(f"{_registry_url(access)}#p-{updated.name}")
 
 
 @require_POST
@@ -264,5 +286,5 @@ def registry_import_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         form.add_error(None, "Nothing was imported: fix the predicates marked below.")
         return _list_page(request, access, import_form=form, import_report=report, status=400)
     request.session[IMPORT_REPORT_KEY] = report
-    messages.success(request, f"Imported {len(report)} predicates.")
+    messages.success(request, f"Imported {counted(len(report), 'predicate')}.")
     return redirect("registry", access.context.slug)

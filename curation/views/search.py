@@ -3,7 +3,9 @@ a scope filter and each result's explanation (BM25, vector, fused, graph boost).
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpResponse
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from curation.views.access import (
@@ -12,6 +14,7 @@ from curation.views.access import (
     dashboard_view,
     render_screen,
 )
+from curation.views.documents import CHUNKS_PER_PAGE
 from memory.errors import ServiceUnavailable, ValidationFailed
 from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
@@ -29,6 +32,20 @@ def _scopes(raw: str) -> list[str] | None:
     if any(len(p) > MAX_SCOPE_LENGTH + 2 for p in patterns):
         raise ValidationFailed("a scope pattern is too long", code="invalid_scope")
     return patterns or None
+
+
+def _document_links(slug: str, response: SearchResponse | None) -> dict[int, str]:
+    """Each chunk result's place in its document's page (the page of chunks it is on)."""
+    if response is None:
+        return {}
+    links = {}
+    for result in response.results:
+        document_id = result.meta.get("document_id")
+        if result.type == "chunk" and document_id is not None:
+            number = int(result.meta.get("ordinal", 0)) // CHUNKS_PER_PAGE + 1
+            base = reverse("document", args=[slug, document_id])
+            links[result.id] = f"{base}?page={number}#chunk-{result.id}"
+    return links
 
 
 @require_safe
@@ -52,12 +69,14 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
                 k=RESULTS,
                 scopes=_scopes(scope),
                 target=target,
+                vector_floor=settings.MEMORY_SEARCH_VECTOR_FLOOR or None,
             )
         except (ValidationFailed, ScopeError) as exc:
             error, status = getattr(exc, "message", str(exc)), 400
         except ServiceUnavailable as exc:
             error, status = exc.message, 503
     context = {
+        "links": _document_links(access.context.slug, response),
         "q": q,
         "mode": mode,
         "target": target,
@@ -67,6 +86,7 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         "response": response,
         "error": error,
         "max_query": MAX_QUERY_CHARS,
+        "vector_floor": settings.MEMORY_SEARCH_VECTOR_FLOOR,
     }
     return render_screen(
         request, TEMPLATE, access, context, section="search", partial="results", status=status

@@ -25,6 +25,7 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import Role
+from memory.selectors.registry import entity_names
 from memory.services.entities import entity_upsert
 
 TEMPLATE = "curation/seeding.html"
@@ -46,7 +47,10 @@ def _page(
     admin = access.has_role(Role.ADMIN)
     rows = (job.report or {}).get("rows", []) if job is not None else []
     errors = [r for r in rows if r["status"] == "error"]
+    page = Paginator(rows, REPORT_PAGE).get_page(request.GET.get("page"))
+    shown_ids = [r["entity_id"] for r in page if r.get("entity_id")]
     context = {
+        "names": entity_names(access=access, entity_ids=shown_ids),
         "seed_form": seed_form or EntitySeedForm(initial={"type": "organisation"}),
         "upload_form": upload_form or SeedUploadForm(),
         "jobs": import_job_list(access=access) if admin and job is None else [],
@@ -54,7 +58,7 @@ def _page(
         "errors": errors[:ERRORS_SHOWN],
         "errors_hidden": max(len(errors) - ERRORS_SHOWN, 0),
         # Every row, a page at a time (a 50,000-row report is the download's job).
-        "rows": Paginator(rows, REPORT_PAGE).get_page(request.GET.get("page")),
+        "rows": page,
         "rows_total": len(rows),
     }
     partial = "job" if job is not None else None

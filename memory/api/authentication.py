@@ -17,6 +17,11 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = authentication.get_authorization_header(request).split()
+        if header and header[0].lower() == b"bearer":
+            # The common OAuth habit: say what this API wants instead of a bare 401.
+            raise exceptions.AuthenticationFailed(
+                "this API takes 'Authorization: Token <token>', not 'Bearer <token>'"
+            )
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         if len(header) != 2:
@@ -26,7 +31,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed("the token is not valid") from exc
         token = (
-            ApiToken.objects.select_related("user")
+            ApiToken.objects.select_related("user", "context")
             .filter(digest=ApiToken.digest_of(raw), revoked_at__isnull=True)
             .first()
         )

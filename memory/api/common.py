@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory.access import ContextAccess, context_access_resolve
+from memory.errors import ValidationFailed
 from memory.models import ApiToken
 
 
@@ -52,5 +53,14 @@ def query_params(request: Request, params: type[serializers.Serializer]) -> dict
     false, and an absent filter must stay absent.
     """
     data = params(data=request.query_params.dict())
-    data.is_valid(raise_exception=True)
+    if not data.is_valid():
+        problems = "; ".join(
+            f"{name}: {' '.join(str(m) for m in messages)}"
+            for name, messages in data.errors.items()
+        )
+        raise ValidationFailed(
+            f"invalid query parameter{'s' if len(data.errors) > 1 else ''}: {problems}",
+            code="invalid",
+            details=data.errors,
+        )
     return dict(data.validated_data)

@@ -13,6 +13,7 @@ from memory.errors import PermissionDenied
 from memory.models import ApiToken, Context, PredicateMode, Role
 from memory.selectors.contexts import context_list
 from memory.services.contexts import context_create, context_update
+from memory.services.vectors import embedding_backlog
 
 
 class ContextOutputSerializer(serializers.ModelSerializer):
@@ -29,6 +30,18 @@ class ContextOutputSerializer(serializers.ModelSerializer):
             "llm_judge_enabled",
             "created_at",
         ]
+
+
+class ContextDetailOutputSerializer(ContextOutputSerializer):
+    embedding_backlog = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="rows of this context the caller may read that still wait for a vector, "
+        "per target (chunks, turns, facts, entities, keywords): until a count is 0, vector "
+        "and hybrid search miss those rows",
+    )
+
+    class Meta(ContextOutputSerializer.Meta):
+        fields = [*ContextOutputSerializer.Meta.fields, "embedding_backlog"]
 
 
 class ContextListApi(APIView):
@@ -79,10 +92,14 @@ class ContextDetailApi(APIView):
         review_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
         llm_judge_enabled = serializers.BooleanField(required=False)
 
-    @extend_schema(responses=ContextOutputSerializer)
+    @extend_schema(responses=ContextDetailOutputSerializer)
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
-        return Response(ContextOutputSerializer(access.context).data)
+        context = access.context
+        context.embedding_backlog = embedding_backlog(  # type: ignore[attr-defined]
+            context=context, visible=access.grants.read_q()
+        )
+        return Response(ContextDetailOutputSerializer(context).data)
 
     @extend_schema(request=InputSerializer, responses=ContextOutputSerializer)
     def patch(self, request: Request, ctx: str) -> Response:

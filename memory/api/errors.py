@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
 from django.http import Http404, JsonResponse
@@ -61,11 +63,23 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
     details: Any = None
     if isinstance(exc, exceptions.ValidationError):
-        message, details = "the request body is not valid", response.data
+        message, details = _body_message(response.data), response.data
     else:
         message = str(getattr(exc, "detail", str(exc)))
     response.data = error_body(code, message, details)
     return response
+
+
+def _body_message(errors: Any) -> str:
+    """ "the request body is not valid: text: …" naming the fields (the first few)."""
+    if not isinstance(errors, dict) or not errors:
+        return "the request body is not valid"
+    named = []
+    for name, problems in list(errors.items())[:5]:
+        first = problems[0] if isinstance(problems, list) and problems else problems
+        named.append(f"{name}: {first if isinstance(first, str) else 'not valid'}")
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return f"the request body is not valid: {'; '.join(named)}{more}"
 
 
 def json_error_view(status_code: int, code: str, message: str) -> Any:
@@ -79,6 +93,8 @@ def json_error_view(status_code: int, code: str, message: str) -> Any:
     }[status_code]
 
     def view(request: Any, exception: Exception | None = None) -> Any:
+        if isinstance(exception, RequestDataTooBig) and request.path.startswith("/api/"):
+            return body_too_large()
         if request.path.startswith("/api/"):
             return JsonResponse(error_body(code, message), status=status_code)
         if status_code == 500:
@@ -86,3 +102,35 @@ def json_error_view(status_code: int, code: str, message: str) -> Any:
         return fallback(request, exception)
 
     return view
+
+
+def body_too_large() -> JsonResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return JsonResponse(
+        error_body(
+            "body_too_large",
+            f"the request body is larger than the limit of {limit:,} bytes "
+            f"({limit / 1024 / 1024:g} MB)",
+            {"limit_bytes": limit},
+        ),
+        status=413,
+    )
+
+
+class BodyLimitMiddleware:
+    """An API request whose Content-Length passes DATA_UPLOAD_MAX_MEMORY_SIZE gets a 413
+    naming the limit before anything reads it (Django would answer a bare 400)."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        if request.path.startswith("/api/"):
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            if limit is not None and length > limit:
+                return body_too_large()
+        return self.get_response(request)

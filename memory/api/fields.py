@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -161,6 +162,11 @@ class JsonInput(serializers.Serializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             errors: dict[str, list[str]] = {}
+            # A misspelt or unsupported field must not vanish silently (SPEC §6).
+            for name in sorted(set(data) - set(self.fields)):
+                errors[str(name)[:100]] = [
+                    f"unknown field; this body takes {', '.join(sorted(self.fields))}"
+                ]
             for field in self._writable_fields:
                 problem = _json_type_problem(field, data.get(field.field_name, empty))
                 if problem:
@@ -188,3 +194,44 @@ def _json_type_problem(field: serializers.Field, value: Any) -> str | None:
     else:
         return None
     return None if ok else f"must be {expected}"
+
+
+def _inline_refs(schema: Any, definitions: dict[str, Any]) -> Any:
+    """A JSON schema with its ``$ref``s to ``$defs`` replaced by their definitions (the
+    OpenAPI document has no ``$defs`` for them to point at)."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return _inline_refs(definitions[schema["$ref"].rsplit("/", 1)[-1]], definitions)
+        options = schema.get("anyOf")
+        if isinstance(options, list) and {"type": "null"} in options:
+            # JSON Schema's "X or null" is OpenAPI 3.0's "X, nullable".
+            rest = [o for o in options if o != {"type": "null"}]
+            merged = {k: v for k, v in schema.items() if k != "anyOf"}
+            merged |= rest[0] if len(rest) == 1 else {"anyOf": rest}
+            merged["nullable"] = True
+            return _inline_refs(merged, definitions)
+        return {k: _inline_refs(v, definitions) for k, v in schema.items() if k != "$defs"}
+    if isinstance(schema, list):
+        return [_inline_refs(item, definitions) for item in schema]
+    return schema
+
+
+def triples_schema() -> dict[str, Any]:
+    """The ``triples`` body as the ingest service validates it (memory/llm/schemas.py)."""
+    from memory.llm.schemas import TriplesInput
+
+    schema = TriplesInput.model_json_schema()
+    inlined: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
+    inlined.pop("title", None)
+    inlined["description"] = (
+        "The graph to write as given (with `infer: triples` or `preview`): entities, "
+        "relations, attributes and actions; unknown fields are refused."
+    )
+    inlined["nullable"] = True
+    return inlined
+
+
+@extend_schema_field(triples_schema())
+class TriplesField(serializers.JSONField):
+    """``triples``: checked in full by the ingest service (per-item errors); typed here
+    for the OpenAPI schema."""

@@ -28,6 +28,12 @@ class HealthApi(APIView):
         embedder = serializers.DictField()
         chat_model = serializers.DictField()
         task_worker = serializers.DictField()
+        embedding_backlog = serializers.DictField(
+            child=serializers.IntegerField(),
+            help_text="rows waiting for a vector, per target (chunks, turns, facts, entities, "
+            "keywords), over every context; null when the database is down",
+            allow_null=True,
+        )
 
     @extend_schema(responses={200: OutputSerializer, 503: OutputSerializer}, auth=[])
     def get(self, request: Request) -> Response:
@@ -43,7 +49,11 @@ class HealthApi(APIView):
             overall = "degraded"
         else:
             overall = "ok"
-        return Response({"status": overall, **parts}, status=503 if overall == "down" else 200)
+        backlog = _embedding_backlog() if overall != "down" else None
+        return Response(
+            {"status": overall, **parts, "embedding_backlog": backlog},
+            status=503 if overall == "down" else 200,
+        )
 
 
 def _database() -> dict[str, object]:
@@ -55,6 +65,15 @@ def _database() -> dict[str, object]:
     except Exception as exc:  # the point of a health check is to report, not raise
         return {"status": "error", "error": str(exc)[:200]}
     return {"status": "ok", "server_version": server, "pgvector": row[0] if row else None}
+
+
+def _embedding_backlog() -> dict[str, int] | None:
+    from memory.services.vectors import embedding_backlog
+
+    try:
+        return embedding_backlog()
+    except Exception:  # reported as unknown, never a 500
+        return None
 
 
 def _embedder() -> dict[str, object]:

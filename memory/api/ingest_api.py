@@ -5,22 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
-from memory.api.fields import JsonInput, ScopeField
+from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
-from memory.embeddings import embed_for_request
-from memory.llm.prompt import vocabulary_render
 from memory.models import Run, RunOutcome
-from memory.scopes import scope_validate
+from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.selectors.runs import run_get, run_list
-from memory.selectors.vocabulary import vocabulary_gather
+from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.ingest import (
     INFER_MODES,
     run_create,
@@ -28,9 +26,9 @@ from memory.services.ingest import (
     run_execute,
     run_retry,
 )
+from memory.services.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
-VOCABULARY_HINT = "the vocabulary without `text` still works"
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -100,7 +98,10 @@ def _respond(run: Run, *, wait: bool) -> Response:
     """202 with the queued run, or — having waited — 200 with the finished run and result."""
     if not wait:
         run_enqueue(run=run)
-        return Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        response = Response(RunQueuedSerializer({"run": run}).data, status=status.HTTP_202_ACCEPTED)
+        # Where to poll for the outcome.
+        response["Location"] = reverse("api-run", args=[run.context.slug, run.pk])
+        return response
     run = run_execute(run_id=run.pk)
     body = {"run": RunDetailSerializer(run).data, "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
@@ -115,11 +116,27 @@ class MemoryCreateApi(APIView):
         )
         scope = ScopeField()
         infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
-        triples = serializers.JSONField(required=False, allow_null=True, default=None)
+        triples = TriplesField(required=False, allow_null=True, default=None)
         source = serializers.CharField(  # type: ignore[assignment]
             required=False, allow_blank=True, default="", max_length=300
         )
         wait = serializers.BooleanField(required=False, default=False)
+        speaker = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_SPEAKER_CHARS,
+            help_text="who said the turn",
+        )  # fmt: skip
+        said_at = serializers.DateTimeField(
+            required=False, allow_null=True, default=None,
+            help_text="when it was said (ISO 8601; no zone means UTC)",
+        )  # fmt: skip
+        thread = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_THREAD_CHARS,
+            help_text="the conversation the turn belongs to (search filters by it)",
+        )  # fmt: skip
+        ref = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_REF_CHARS,
+            help_text="the caller's own id for the turn",
+        )  # fmt: skip
 
     @extend_schema(
         request=InputSerializer,
@@ -134,8 +151,11 @@ class MemoryCreateApi(APIView):
         description="Write a memory. `infer`: `llm` (the chat model extracts), `triples` "
         "(`triples: {entities, relations, attributes, actions}` as given), `preview` "
         "(triples if given, else the model: everything runs, nothing is kept but the run), "
-        "`none` (stored as a document). 202 with the queued run, or with `wait: true` 200 "
-        "with the finished run and its result.",
+        "`none` (the text is kept as a turn only). Whatever the mode (but `preview`), the text "
+        "is kept as a searchable turn with the optional `speaker`, `said_at`, `thread` and "
+        "`ref` (`POST search` with `target: turns`), and the facts it yields point back to "
+        "it. 202 with the queued run, or with `wait: true` 200 with the finished run and "
+        "its result.",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
@@ -149,6 +169,9 @@ class MemoryCreateApi(APIView):
             infer=v["infer"],
             triples=v["triples"],
             source=v["source"],
+            turn=turn_fields_clean(
+                speaker=v["speaker"], said_at=v["said_at"], thread=v["thread"], ref=v["ref"]
+            ),
         )
         return _respond(run, wait=v["wait"])
 
@@ -225,28 +248,5 @@ class VocabularyApi(APIView):
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         params = query_params(request, self.Params)
-        scope = scope_validate(params["scope"])
-        access.require_read(scope)
-        return Response(self.OutputSerializer(_vocabulary(access, scope, params["text"])).data)
-
-
-def _vocabulary(access: ContextAccess, scope: str, text: str) -> dict[str, Any]:
-    vocabulary = vocabulary_gather(
-        context=access.context,
-        scope=scope,
-        grants=access.grants,
-        text=text,
-        embed=lambda t: embed_for_request([t], hint=VOCABULARY_HINT)[0],
-    )
-    return {
-        "scope": vocabulary.scope,
-        "visible_scopes": list(vocabulary.visible_scopes),
-        "entities": [
-            {"id": e.id, "name": e.name, "type": e.type, "why": e.why} for e in vocabulary.entities
-        ],
-        "entities_truncated": vocabulary.entities_truncated,
-        "relation_labels": list(vocabulary.relation_labels),
-        "attribute_keys": list(vocabulary.attribute_keys),
-        "action_verbs": list(vocabulary.action_verbs),
-        "prompt_section": vocabulary_render(vocabulary),
-    }
+        listing = vocabulary_listing(access=access, scope=params["scope"], text=params["text"])
+        return Response(self.OutputSerializer(listing).data)

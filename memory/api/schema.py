@@ -29,6 +29,7 @@ from memory.api.fields import (
     NON_BLANK_TEXT_PATTERN,
     TEXT_PATTERN,
     DistinctListField,
+    JsonInput,
     PatternField,
     PositiveFloatField,
 )
@@ -61,9 +62,12 @@ class MemoryAutoSchema(AutoSchema):
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction == "request":
-            fields = force_instance(serializer).fields
+            instance = force_instance(serializer)
+            fields = instance.fields
             for name, property_schema in schema["properties"].items():
                 _document_request_field(fields.get(name), property_schema)
+            if isinstance(instance, JsonInput):
+                schema["additionalProperties"] = False  # JsonInput refuses unknown fields
         return schema
 
     def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -12,14 +13,17 @@ from rest_framework.views import APIView
 
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import (
+    NON_BLANK_TEXT_PATTERN,
     NOT_ONLY_WHITESPACE_PATTERN,
     JsonInput,
+    PatternField,
     ScopeField,
     ScopeFilterField,
 )
 from memory.api.pagination import StandardPagination
 from memory.errors import ValidationFailed
 from memory.models import Role
+from memory.models.turn import MAX_THREAD_CHARS
 from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.documents import (
     KEYWORD_SORTS,
@@ -145,7 +149,9 @@ class DocumentListApi(APIView):
             "warnings": [problem] if problem else [],
         }
         code = status.HTTP_202_ACCEPTED if problem else status.HTTP_201_CREATED
-        return Response(body, status=code)
+        response = Response(body, status=code)
+        response["Location"] = reverse("api-document", args=[ctx, document.pk])
+        return response
 
 
 class DocumentDetailApi(APIView):
@@ -288,13 +294,17 @@ class ExplainSerializer(serializers.Serializer):
 
 
 class SearchResultSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["chunk", "fact", "entity"])
+    type = serializers.ChoiceField(choices=["chunk", "turn", "fact", "entity"])
     id = serializers.IntegerField()
     text = serializers.CharField()
     score = serializers.FloatField()
     scope = serializers.CharField()
     explain = ExplainSerializer()
-    meta = serializers.DictField()
+    meta = serializers.DictField(
+        help_text="per type: a chunk's document_id, document_title, ordinal; a turn's ref, "
+        "thread, speaker, said_at and run; a fact's subject_id, predicate, object_id, "
+        "status; an entity's entity_type"
+    )
 
 
 class SearchOutputSerializer(serializers.Serializer):
@@ -314,11 +324,19 @@ class SearchApi(APIView):
         )
         target = serializers.ChoiceField(choices=list(TARGETS), default="chunks")
         graph_alpha = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.3)
+        thread = PatternField(
+            NON_BLANK_TEXT_PATTERN,
+            message="thread: some text other than whitespace",
+            required=False,
+            max_length=MAX_THREAD_CHARS,
+            help_text="target turns only: the turns of this conversation",
+        )
 
     @extend_schema(
         request=InputSerializer,
         responses={200: SearchOutputSerializer, 503: ErrorSerializer},
-        description="Search chunks, facts or entities. Modes: bm25, vector, hybrid "
+        description="Search chunks, turns, facts or entities (`thread` narrows turns to "
+        "one conversation; with another target it is refused). Modes: bm25, vector, hybrid "
         "(reciprocal rank fusion, k=60), hybrid_graph (hybrid plus a graph-density boost "
         "weighted by `graph_alpha`). `scope` narrows the caller's read grants with patterns "
         "(`P` or `P/*`). Each result's `explain` gives its BM25 and vector rank and score, "
@@ -338,6 +356,7 @@ class SearchApi(APIView):
             scopes=params.get("scope"),
             target=params["target"],
             graph_alpha=params["graph_alpha"],
+            thread=params.get("thread"),
         )
         return Response(SearchOutputSerializer(asdict(response)).data)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from memory.api import search_api
+from memory.api import context_api, search_api
 
 urlpatterns: list[URLPattern] = [
     path("documents", search_api.DocumentListApi.as_view(), name="api-documents"),
@@ -21,4 +21,5 @@ urlpatterns: list[URLPattern] = [
     path("keywords/search", search_api.KeywordSearchApi.as_view(), name="api-keywords-search"),
     path("keywords/<str:text>", search_api.KeywordDetailApi.as_view(), name="api-keyword"),
     path("search", search_api.SearchApi.as_view(), name="api-search"),
+    path("context", context_api.MemoryBlockApi.as_view(), name="api-context-block"),
 ]

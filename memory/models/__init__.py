@@ -15,6 +15,7 @@ from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
+from memory.models.turn import Turn
 from memory.models.usage import PredicateUsage
 
 __all__ = [
@@ -49,4 +50,5 @@ __all__ = [
     "Run",
     "RunOutcome",
     "SourceKind",
+    "Turn",
 ]

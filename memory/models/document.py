@@ -46,6 +46,10 @@ class Chunk(models.Model):
         ]
         indexes = [
             models.Index(OpClass("scope", name="varchar_pattern_ops"), name="chunk_scope_prefix"),
+            # The embedding backlog and the worker's drain read the rows without a vector.
+            models.Index(
+                fields=["id"], condition=models.Q(embedding__isnull=True), name="chunk_unembedded"
+            ),
             HnswIndex(
                 name="chunk_embedding_hnsw",
                 fields=["embedding"],
@@ -70,6 +74,11 @@ class Keyword(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["context", "text"], name="keyword_unique_text")
+        ]
+        indexes = [
+            models.Index(
+                fields=["id"], condition=models.Q(embedding__isnull=True), name="keyword_unembedded"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -87,6 +87,12 @@ class Entity(models.Model):
             # Entity search as you type: every word of the query a prefix of a word of the
             # key (``to_tsvector('simple', key) @@ 'acm:* & corp:*'``; see entity_list).
             GinIndex(SearchVector("normalized_key", config="simple"), name="entity_key_words"),
+            # The embedding backlog and the worker's drain read the rows without a vector.
+            models.Index(
+                fields=["id"],
+                condition=models.Q(embedding__isnull=True, merged_into__isnull=True),
+                name="entity_unembedded",
+            ),
             # Embedding neighbours (resolution, duplicates, search).
             HnswIndex(
                 name="entity_embedding_hnsw",

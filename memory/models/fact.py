@@ -80,6 +80,15 @@ class Fact(models.Model):
     document = models.ForeignKey(
         "memory.Document", on_delete=models.SET_NULL, null=True, blank=True
     )
+    # The turn this fact was extracted from (provenance), when it came from one.
+    turn = models.ForeignKey(
+        "memory.Turn",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="facts",
+        db_index=False,  # the partial index fact_turn: most facts come from no turn
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
@@ -105,6 +114,8 @@ class Fact(models.Model):
             ),
         ]
         indexes = [
+            # Provenance (a turn's facts) and graph expansion from turns.
+            models.Index(fields=["turn"], condition=models.Q(turn__isnull=False), name="fact_turn"),
             # An entity's facts (detail page, ranking, supersession, re-observation).
             models.Index(fields=["subject", "predicate", "status"], name="fact_subject_predicate"),
             # An entity's newest facts by status (entity page: out-edges, timeline).

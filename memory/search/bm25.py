@@ -57,13 +57,19 @@ PAIR_SEED_SHARE = 0.4
 # compared with this much slack so that rounding can never prune a true top-k document.
 _SLACK = 1e-9
 
-_REF_COLUMN = {Target.CHUNK: "chunk_id", Target.FACT: "fact_id", Target.ENTITY: "entity_id"}
+_REF_COLUMN = {
+    Target.CHUNK: "chunk_id",
+    Target.FACT: "fact_id",
+    Target.ENTITY: "entity_id",
+    Target.TURN: "turn_id",
+}
 
 # Rows that may be returned besides the scope filter: live facts and entities only.
 # Scalar subqueries rather than joins, so that they stay one look-up per row when a
 # merged probe stage turns nested loops off (``_plan_for_posting_lists``).
 _LIVE = {
     Target.CHUNK: "TRUE",
+    Target.TURN: "TRUE",
     Target.FACT: (
         "(SELECT f.status FROM memory_fact f WHERE f.id = search_searchdoc.fact_id) = 'current'"
     ),
@@ -282,7 +288,7 @@ def _ranking_depth(*, target: Target, visible_sql: tuple[str, list[object]], lim
     one more costs a look-up of its chunk id)."""
     if visible_sql[0] != "TRUE":
         return max(limit * 50, 1000)
-    return limit if target == Target.CHUNK else max(limit * 4, 100)
+    return limit if target in (Target.CHUNK, Target.TURN) else max(limit * 4, 100)
 
 
 def _ranked(

@@ -8,7 +8,8 @@ hybrid candidates, and personalized PageRank.
    links (keyword–chunk, or keyword–document when the phrase sits in no single chunk),
    chunk–document, the
    documents' facts (``Fact.document``), fact–entity (subject and object) and
-   keyword–entity (the keyword's text is the entity's normalized name). Every node is
+   keyword–entity (the keyword's text is the entity's normalized name), and turn–fact
+   (the facts extracted from a turn, ``Fact.turn``). Every node is
    read through the caller's scope filter, so invisible records are never reached and
    never pass mass on. Each neighbour query reads at most ``NEIGHBOURS_CAP`` rows.
 3. **Density.** Personalized PageRank (damping 0.85) restarting at the keyword seeds,
@@ -32,7 +33,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from pgvector.django import CosineDistance
 
 from memory.entity_names import entity_normalize_key
-from memory.models import Chunk, Document, Entity, Fact, Keyword, KeywordLink
+from memory.models import Chunk, Document, Entity, Fact, Keyword, KeywordLink, Turn
 from memory.search.keywords import keyphrase_words
 from memory.search.models import Target
 
@@ -43,8 +44,9 @@ HOPS = 2
 DAMPING = 0.85
 ITERATIONS = 30
 
-Node = tuple[str, int]  # ("k" keyword | "c" chunk | "d" document | "f" fact | "e" entity, id)
-_TARGET_KIND = {Target.CHUNK: "c", Target.FACT: "f", Target.ENTITY: "e"}
+# ("k" keyword | "c" chunk | "d" document | "f" fact | "e" entity | "t" turn, id)
+Node = tuple[str, int]
+_TARGET_KIND = {Target.CHUNK: "c", Target.FACT: "f", Target.ENTITY: "e", Target.TURN: "t"}
 
 
 def _phrases(query: str, longest: int = 3) -> list[str]:
@@ -114,6 +116,19 @@ def _neighbours(kind: str, ids: set[int], *, context_id: int, visible: Q) -> set
     elif kind == "f":
         rows = _facts(visible).filter(pk__in=ids).values_list(*_FACT_COLUMNS)
         edges |= _fact_edges(list(rows), visible=visible)
+        for fact, turn in (
+            _facts(visible)
+            .filter(pk__in=ids, turn__isnull=False)
+            .filter(Exists(Turn.objects.filter(visible, pk=OuterRef("turn_id"))))
+            .values_list("pk", "turn_id")[:cap]
+        ):
+            edges.add((("f", fact), ("t", turn)))
+    elif kind == "t":
+        # A turn reaches the facts extracted from it, and through them their entities.
+        for fact, turn in (
+            _facts(visible).filter(turn_id__in=ids).values_list("pk", "turn_id")[:cap]
+        ):
+            edges.add((("t", turn), ("f", fact)))
     elif kind == "e":
         facts = _facts(visible).filter(Q(subject_id__in=ids) | Q(object_id__in=ids))
         rows = facts.order_by("-recorded_at", "-pk").values_list(*_FACT_COLUMNS)[:cap]

@@ -20,7 +20,7 @@ from memory.models import Context, Entity, Fact
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
-from memory.search.tasks import fact_embeddings_enqueue
+from memory.search.tasks import embeddings_drain_enqueue
 from memory.search.texts import entity_text, fact_text_of
 
 REBUILD_BATCH = 2000
@@ -91,7 +91,7 @@ def _facts_reindex(fact_ids: list[int]) -> None:
         )
     for context_id, items in by_context.items():
         postings_replace(context_id=context_id, target=Target.FACT, items=items)
-    fact_embeddings_enqueue(fact_ids)
+    embeddings_drain_enqueue()  # their sentences changed: the drain embeds them
 
 
 def _entities_reindex(entity_ids: list[int]) -> None:

@@ -1,7 +1,7 @@
-"""The search index: BM25 postings for chunks, facts and entities, and fact vectors.
+"""The search index: BM25 postings for chunks, facts, entities and turns, and fact vectors.
 
-Chunks and entities keep their vectors on their own rows (``memory.Chunk.embedding``,
-``memory.Entity.embedding``); facts have none there, so ``FactVector`` holds them.
+Chunks, entities and turns keep their vectors on their own rows (``Chunk.embedding``,
+``Entity.embedding``, ``Turn.embedding``); facts have none there, so ``FactVector`` holds them.
 
 Consistency is the database's job. Writers only insert ``SearchDoc`` rows with their
 postings, or delete ``SearchDoc`` rows; statement-level triggers (migrations 0001 and
@@ -24,6 +24,7 @@ class Target(models.TextChoices):
     CHUNK = "chunk"
     FACT = "fact"
     ENTITY = "entity"
+    TURN = "turn"
 
 
 class SearchTerm(models.Model):
@@ -52,6 +53,20 @@ class SearchTerm(models.Model):
         return f"{self.target}:{self.text}"
 
 
+_REF_FIELDS = {"chunk": "chunk", "fact": "fact", "entity": "entity", "turn": "turn"}
+
+
+def _one_target_q() -> models.Q:
+    """Each search document indexes exactly the record its target names."""
+    condition = models.Q()
+    for target, field in _REF_FIELDS.items():
+        condition |= models.Q(
+            target=target,
+            **{f"{other}__isnull": other != field for other in _REF_FIELDS.values()},
+        )
+    return condition
+
+
 class SearchDoc(models.Model):
     """One indexed chunk, fact or entity: its scope, length and the terms it holds.
 
@@ -70,6 +85,9 @@ class SearchDoc(models.Model):
     entity = models.OneToOneField(
         "memory.Entity", on_delete=models.CASCADE, null=True, related_name="search_doc"
     )
+    turn = models.OneToOneField(
+        "memory.Turn", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    )
     scope = models.CharField(max_length=300)
     length = models.PositiveIntegerField()
     # The distinct terms: the delete trigger finds the postings by (term_id, doc_id)
@@ -79,29 +97,14 @@ class SearchDoc(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=(
-                    models.Q(
-                        target="chunk",
-                        chunk__isnull=False,
-                        fact__isnull=True,
-                        entity__isnull=True,
-                    )
-                    | models.Q(
-                        target="fact", chunk__isnull=True, fact__isnull=False, entity__isnull=True
-                    )
-                    | models.Q(
-                        target="entity",
-                        chunk__isnull=True,
-                        fact__isnull=True,
-                        entity__isnull=False,
-                    )
-                ),
+                condition=_one_target_q(),
                 name="search_doc_one_target",
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.target} {self.chunk_id or self.fact_id or self.entity_id}"
+        ref = self.chunk_id or self.fact_id or self.entity_id or self.turn_id
+        return f"{self.target} {ref}"
 
 
 class SearchPosting(models.Model):

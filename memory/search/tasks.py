@@ -1,119 +1,79 @@
-"""Embeddings for chunks, facts and keywords, computed after the writing transaction.
+"""The embedding worker's task: ``@task`` wrappers and how writers queue them.
 
-Each ``*_enqueue`` defers to ``transaction.on_commit`` so a rolled-back write queues
-nothing; each ``*_compute`` is what the task runs and what tests, benchmarks and
-``import_documents --wait`` call directly.
+Writers do not queue per-row work. After a commit that left rows without a vector,
+``embeddings_drain_enqueue`` queues one drain (unless one is already waiting), and the
+drain (``memory.services.vectors.embeddings_drain``) embeds every waiting row of every
+context in large batches. A drain yields the worker after ``DRAIN_SECONDS`` (queued
+ingest runs go next) and queues its own continuation. While it works, a watchdog drain
+waits ``WATCHDOG_SECONDS`` in the queue: if the worker is killed mid-drain, the
+restarted worker runs the watchdog and carries on — no ``manage.py reembed`` needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime as dt
+from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django_tasks import task
 
-from memory.embeddings import embed_texts, embedding_model_id
-from memory.models import Chunk, Fact, Keyword
-from memory.search.models import FactVector
-from memory.search.texts import chunk_text_for_embedding, fact_sentence
-
-EMBED_BATCH = 128
-
-
-def chunk_embeddings_compute(
-    chunk_ids: list[int], *, on_progress: Callable[[int], None] | None = None
-) -> int:
-    """Embed the given chunks (title + text); returns how many vectors were written."""
-    model_id = embedding_model_id()
-    written = 0
-    for start in range(0, len(chunk_ids), EMBED_BATCH):
-        batch = list(
-            Chunk.objects.filter(pk__in=chunk_ids[start : start + EMBED_BATCH])
-            .select_related("document")
-            .only("pk", "text", "document__title")
-        )
-        vectors = embed_texts([chunk_text_for_embedding(c) for c in batch])
-        for chunk, vector in zip(batch, vectors, strict=True):
-            chunk.embedding, chunk.embedding_model = vector, model_id
-        Chunk.objects.bulk_update(batch, ["embedding", "embedding_model"])
-        written += len(batch)
-        if on_progress is not None:
-            on_progress(len(batch))
-    return written
-
-
-def fact_embeddings_compute(fact_ids: list[int]) -> int:
-    model_id = embedding_model_id()
-    written = 0
-    for start in range(0, len(fact_ids), EMBED_BATCH):
-        batch = list(
-            Fact.objects.filter(pk__in=fact_ids[start : start + EMBED_BATCH]).select_related(
-                "subject", "predicate", "object"
-            )
-        )
-        vectors = embed_texts([fact_sentence(f) for f in batch])
-        FactVector.objects.bulk_create(
-            [
-                FactVector(
-                    fact=fact,
-                    context_id=fact.context_id,
-                    scope=fact.scope,
-                    embedding=vector,
-                    embedding_model=model_id,
-                )
-                for fact, vector in zip(batch, vectors, strict=True)
-            ],
-            update_conflicts=True,
-            unique_fields=["fact"],
-            update_fields=["embedding", "embedding_model"],
-        )
-        written += len(batch)
-    return written
-
-
-def keyword_embeddings_compute(keyword_ids: list[int]) -> int:
-    written = 0
-    for start in range(0, len(keyword_ids), EMBED_BATCH):
-        batch = list(
-            Keyword.objects.filter(pk__in=keyword_ids[start : start + EMBED_BATCH]).only(
-                "pk", "text"
-            )
-        )
-        for keyword, vector in zip(batch, embed_texts([k.text for k in batch]), strict=True):
-            keyword.embedding = vector
-        Keyword.objects.bulk_update(batch, ["embedding"])
-        written += len(batch)
-    return written
+DRAIN_SECONDS = 30.0
+WATCHDOG_SECONDS = 120
 
 
 @task()
-def chunk_embeddings_task(chunk_ids: list[int]) -> int:
-    return chunk_embeddings_compute(chunk_ids)
+def embeddings_drain_task() -> dict[str, Any]:
+    from memory.services.vectors import embedding_backlog, embeddings_drain
+
+    if not any(embedding_backlog().values()):
+        return {"written": 0}
+    _watchdog_ensure()
+    report = embeddings_drain(seconds=DRAIN_SECONDS)
+    if not report.finished and not report.skipped:
+        embeddings_drain_task.enqueue()
+    return {
+        "written": report.written,
+        "model_calls": report.model_calls,
+        "seconds": round(report.seconds, 3),
+        "finished": report.finished,
+        "skipped": report.skipped,
+    }
 
 
-@task()
-def fact_embeddings_task(fact_ids: list[int]) -> int:
-    return fact_embeddings_compute(fact_ids)
+def _db_queue() -> bool:
+    backend = str(settings.TASKS["default"]["BACKEND"])
+    return backend.startswith("django_tasks_db.")
 
 
-@task()
-def keyword_embeddings_task(keyword_ids: list[int]) -> int:
-    return keyword_embeddings_compute(keyword_ids)
+def _drains_waiting(*, later: bool) -> bool:
+    """Whether a drain is queued to run now (or, with ``later``, a watchdog after now)."""
+    from django_tasks_db.models import DBTaskResult, get_date_max
+
+    queued = DBTaskResult.objects.filter(task_path=embeddings_drain_task.module_path)
+    if later:  # "no run_after" is stored as the largest date
+        return (
+            queued.filter(status="READY", run_after__gt=timezone.now())
+            .exclude(run_after=get_date_max())
+            .exists()
+        )
+    return queued.ready().exists()
 
 
-def _enqueue_on_commit(enqueue: Callable[[list[int]], object], ids: list[int]) -> None:
-    unique = list(dict.fromkeys(ids))
-    if unique:
-        transaction.on_commit(lambda: enqueue(unique))
+def _watchdog_ensure() -> None:
+    if _db_queue() and _drains_waiting(later=True):
+        return
+    run_after = timezone.now() + dt.timedelta(seconds=WATCHDOG_SECONDS)
+    embeddings_drain_task.using(run_after=run_after).enqueue()
 
 
-def chunk_embeddings_enqueue(chunk_ids: list[int]) -> None:
-    _enqueue_on_commit(chunk_embeddings_task.enqueue, chunk_ids)
+def _enqueue_now() -> None:
+    if _db_queue() and _drains_waiting(later=False):
+        return
+    embeddings_drain_task.enqueue()
 
 
-def fact_embeddings_enqueue(fact_ids: list[int]) -> None:
-    _enqueue_on_commit(fact_embeddings_task.enqueue, fact_ids)
-
-
-def keyword_embeddings_enqueue(keyword_ids: list[int]) -> None:
-    _enqueue_on_commit(keyword_embeddings_task.enqueue, keyword_ids)
+def embeddings_drain_enqueue() -> None:
+    """Queue a drain once the current transaction commits (nothing for a rollback)."""
+    transaction.on_commit(_enqueue_now)

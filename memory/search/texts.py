@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.models import Chunk, Entity, Fact
+from memory.models import Chunk, Entity, Fact, Turn
 
 
 def chunk_index_text(*, title: str, text: str) -> str:
@@ -38,3 +38,18 @@ def entity_text(entity: Entity) -> str:
 
 def chunk_text_for_embedding(chunk: Chunk) -> str:
     return chunk_index_text(title=chunk.document.title, text=chunk.text)
+
+
+def entity_embedding_text(entity: Entity) -> str:
+    """What an entity's vector encodes: its name, type and other spellings."""
+    aliases = ", ".join(entity.aliases[:10])
+    return f"{entity.name} ({entity.type})" + (f"; also known as {aliases}" if aliases else "")
+
+
+def turn_index_text(*, text: str, speaker: str) -> str:
+    """A turn is indexed with its speaker: "what did Caroline say about ..." names them."""
+    return f"{speaker}: {text}" if speaker else text
+
+
+def turn_embedding_text(turn: Turn) -> str:
+    return turn_index_text(text=turn.text, speaker=turn.speaker)

@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet, Sum, Value
 from pgvector.django import CosineDistance
 
-from memory.models import Chunk, Entity
+from memory.models import Chunk, Entity, Turn
 from memory.search.models import FactVector, SearchStats, Target
 
 # Defaults of the settings MEMORY_SEARCH_EXACT_SCAN_MAX and MEMORY_SEARCH_EF_SEARCH
@@ -52,6 +52,8 @@ class VectorHit:
 def _visible_rows(*, context_id: int, target: Target, visible: Q) -> QuerySet[Any]:
     if target == Target.CHUNK:
         rows: QuerySet[Any] = Chunk.objects.filter(visible, context_id=context_id)
+    elif target == Target.TURN:
+        rows = Turn.objects.filter(visible, context_id=context_id)
     elif target == Target.ENTITY:
         rows = Entity.objects.filter(visible, context_id=context_id, merged_into__isnull=True)
     else:

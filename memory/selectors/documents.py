@@ -39,10 +39,15 @@ def documents_visible(*, access: ContextAccess) -> QuerySet[Document]:
     return Document.objects.filter(access.grants.read_q(), context=access.context)
 
 
-def document_list(*, access: ContextAccess, scope: str | None = None) -> QuerySet[Document]:
+def document_list(
+    *, access: ContextAccess, scope: str | None = None, title: str | None = None
+) -> QuerySet[Document]:
+    """Visible documents, newest first; ``scope`` exact, ``title`` a case-blind substring."""
     documents = documents_visible(access=access).defer("text", "metadata")
     if scope:
         documents = documents.filter(scope=scope)
+    if title:
+        documents = documents.filter(title__icontains=title)
     return documents.annotate(chunk_count=Count("chunks")).order_by("-created_at", "-id")
 
 
@@ -105,6 +110,12 @@ def keyword_documents(*, access: ContextAccess, keyword: Keyword) -> QuerySet[Do
         .annotate(keyword_score=Max("keyword_links__score"))
         .order_by("-keyword_score", "-id")
     )
+
+
+def document_chunks(*, access: ContextAccess, document: Document) -> QuerySet[Chunk]:
+    """A visible document's chunks in reading order (without their vectors)."""
+    access.require_read(document.scope)
+    return Chunk.objects.filter(document=document).defer("embedding").order_by("ordinal")
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,11 @@ def _cliques(edges: list[tuple[int, int, int, float]]) -> list[_Component]:
             out.append(component)
             home[a] = home[b] = component
         elif (ca is None) != (cb is None):
-            component, newcomer = (ca, b) if ca is not None else (cb, a)
-            assert component is not None
-            if all((newcomer, x) in linked for x in component.ids):
-                component.ids.add(newcomer)
-                home[newcomer] = component
+            joined, newcomer = (ca, b) if ca is not None else (cb, a)
+            assert joined is not None
+            if all((newcomer, x) in linked for x in joined.ids):
+                joined.ids.add(newcomer)
+                home[newcomer] = joined
     for pk, a, b, _ in ordered:  # each cluster's pairs, strongest first
         if home.get(a) is not None and home.get(a) is home.get(b):
             home[a].pair_ids.append(pk)

@@ -1,10 +1,11 @@
-"""Search over chunks, facts or entities: bm25, vector, hybrid and hybrid_graph.
+"""Search over chunks, turns, facts or entities: bm25, vector, hybrid and hybrid_graph.
 
 One entry point, ``search``, for the API, the dashboard and ``manage.py search``. Every
 mode filters by the caller's read grants, narrowed by the request's scope patterns,
 and every result explains itself: its BM25 rank and score, its vector rank and cosine
 similarity, the fused RRF score and the graph boost (each null when the mode does not
-use it or the result did not appear in that list). docs/SEARCH.md has the details.
+use it or the result did not appear in that list). Turns can be narrowed to one
+conversation (``thread``). docs/SEARCH.md has the details.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from django.db.models import Q
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
-from memory.models import Chunk, Document, Entity, Fact
+from memory.models import Chunk, Document, Entity, Fact, Turn
+from memory.models.turn import MAX_THREAD_CHARS
 from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
 from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts
@@ -29,10 +31,11 @@ from memory.search.texts import fact_text
 from memory.search.vector import vector_rank
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
-SearchTarget = Literal["chunks", "facts", "entities"]
+SearchTarget = Literal["chunks", "turns", "facts", "entities"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "hybrid_graph")
 TARGETS: dict[str, Target] = {
     "chunks": Target.CHUNK,
+    "turns": Target.TURN,
     "facts": Target.FACT,
     "entities": Target.ENTITY,
 }
@@ -75,12 +78,45 @@ class SearchResult:
 class SearchResponse:
     results: list[SearchResult]
     took_ms: float
+    # Results left out by ``vector_floor``: found by vector similarity alone, below it.
+    hidden: int = 0
 
 
 def search_visible_q(*, access: ContextAccess, scopes: list[str] | None) -> Q:
     """The caller's read grants, narrowed to ``scopes`` patterns when given."""
     grants = access.grants.narrowed(scopes) if scopes else access.grants
     return grants.read_q("scope")
+
+
+def _thread_clean(thread: str | None, *, target: str) -> str | None:
+    """The thread filter as turns store it (whitespace runs as one space)."""
+    if thread is None:
+        return None
+    if target != "turns":
+        raise ValidationFailed(
+            "the thread filter applies to target turns only", code="thread_needs_turns"
+        )
+    cleaned = " ".join(thread.split())
+    if not cleaned or len(cleaned) > MAX_THREAD_CHARS or "\x00" in cleaned:
+        raise ValidationFailed(
+            f"thread must have 1 to {MAX_THREAD_CHARS} characters", code="invalid_thread"
+        )
+    return cleaned
+
+
+def _thread_sql(
+    visible_sql: tuple[str, list[object]], thread: str | None
+) -> tuple[str, list[object]]:
+    """The BM25 visibility fragment narrowed to one conversation's turns."""
+    if thread is None:
+        return visible_sql
+    where, params = visible_sql
+    turn_table = Turn._meta.db_table
+    return (
+        f"({where}) AND (SELECT t.thread FROM {turn_table} t"  # noqa: S608 - a model's table
+        " WHERE t.id = search_searchdoc.turn_id) = %s",
+        [*params, thread],
+    )
 
 
 def _validate(*, query: str, mode: str, k: int, target: str, graph_alpha: float) -> str:
@@ -109,12 +145,22 @@ def search(
     scopes: list[str] | None = None,
     target: str = "chunks",
     graph_alpha: float = 0.3,
+    vector_floor: float | None = None,
+    thread: str | None = None,
 ) -> SearchResponse:
-    """The ``k`` best visible ``target`` records for ``query`` under ``mode``."""
+    """The ``k`` best visible ``target`` records for ``query`` under ``mode`` (for turns,
+    of the conversation ``thread`` when given).
+
+    With ``vector_floor``, a result among them that only vector similarity found (no BM25
+    match) and whose cosine is below the floor is left out and counted in ``hidden``: the
+    nearest neighbours of an unrelated query are still someone's nearest."""
     started = time.perf_counter()
     query = _validate(query=query, mode=mode, k=k, target=target, graph_alpha=graph_alpha)
+    thread = _thread_clean(thread, target=target)
     kind = TARGETS[target]
     visible = search_visible_q(access=access, scopes=scopes)
+    # Turns' own rows carry the thread; graph expansion reads other records by scope only.
+    visible_rows = visible & Q(thread=thread) if thread is not None else visible
     context_id = access.context.pk
     depth = k if mode in ("bm25", "vector") else min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
     explains: dict[int, Explain] = {}
@@ -126,7 +172,7 @@ def search(
             context_id=context_id,
             target=kind,
             query=query,
-            visible_sql=corpus_visible_sql(visible),
+            visible_sql=_thread_sql(corpus_visible_sql(visible), thread),
             limit=depth,
         )
         for rank, hit in enumerate(hits, start=1):
@@ -139,7 +185,7 @@ def search(
                 context_id=context_id,
                 target=kind,
                 embedding=embedding,
-                visible=visible,
+                visible=visible_rows,
                 limit=depth,
             ),
             start=1,
@@ -158,8 +204,22 @@ def search(
             visible=visible,
             alpha=graph_alpha,
         )
-    results = _hydrate(kind, best_refs(scores, k), scores=scores, explains=explains)
-    return SearchResponse(results=results, took_ms=(time.perf_counter() - started) * 1000)
+        if kind == Target.TURN:  # the graph may reach turns the filters exclude
+            scores = _turns_only(scores, visible=visible_rows)
+    best = best_refs(scores, k)
+    kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
+    results = _hydrate(kind, kept, scores=scores, explains=explains)
+    return SearchResponse(
+        results=results,
+        took_ms=(time.perf_counter() - started) * 1000,
+        hidden=len(best) - len(kept),
+    )
+
+
+def _below_floor(explain: Explain | None, floor: float | None) -> bool:
+    if floor is None or explain is None or explain.bm25 is not None or explain.vector is None:
+        return False
+    return explain.vector.score < floor
 
 
 def best_refs(scores: dict[int, float], k: int) -> list[int]:
@@ -225,6 +285,11 @@ def _graph_scores(
     return scores
 
 
+def _turns_only(scores: dict[int, float], *, visible: Q) -> dict[int, float]:
+    kept = set(Turn.objects.filter(visible, pk__in=list(scores)).values_list("pk", flat=True))
+    return {ref: score for ref, score in scores.items() if ref in kept}
+
+
 def _chunk_rows(ids: list[int]) -> list[tuple[int, str, str, int, str, int]]:
     """(id, text, scope, document id, document title, ordinal) of the chunks in ``ids``."""
     with connection.cursor() as cursor:
@@ -256,6 +321,22 @@ def _hydrate(
                 scope,
                 {"document_id": document_id, "document_title": title, "ordinal": ordinal},
             )
+    elif kind == Target.TURN:
+        turn_rows = Turn.objects.filter(pk__in=ids).values_list(
+            "pk", "text", "scope", "ref", "thread", "speaker", "said_at", "run_id"
+        )
+        for pk, text, scope, turn_ref, thread, speaker, said_at, run_id in turn_rows:
+            rows[pk] = (
+                text,
+                scope,
+                {
+                    "ref": turn_ref or None,
+                    "thread": thread or None,
+                    "speaker": speaker or None,
+                    "said_at": said_at.isoformat() if said_at else None,
+                    "run": run_id,
+                },
+            )
     elif kind == Target.FACT:
         for fact in Fact.objects.filter(pk__in=ids).select_related(
             "subject", "predicate", "object"
@@ -265,8 +346,10 @@ def _hydrate(
                 fact.scope,
                 {
                     "subject_id": fact.subject_id,
+                    "subject_name": fact.subject.name,
                     "predicate": fact.predicate.name,
                     "object_id": fact.object_id,
+                    "object_name": fact.object.name if fact.object is not None else None,
                     "status": fact.status,
                 },
             )

@@ -27,14 +27,10 @@ from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.chunking import chunk_text
 from memory.search.keywords import keyphrase_words, keyphrases_extract
 from memory.search.models import Target
-from memory.search.tasks import (
-    chunk_embeddings_compute,
-    chunk_embeddings_enqueue,
-    keyword_embeddings_compute,
-    keyword_embeddings_enqueue,
-)
+from memory.search.tasks import embeddings_drain_enqueue
 from memory.search.texts import chunk_index_text
 from memory.services.audit import audit_record
+from memory.services.vectors import vectors_compute
 
 MAX_TITLE_CHARS = 500
 MAX_SOURCE_CHARS = 300
@@ -131,10 +127,9 @@ def document_create(
             for chunk, terms in zip(chunks, bags, strict=True)
         ],
     )
-    keywords = _keywords_link(document=document, chunks=chunks)
+    _keywords_link(document=document, chunks=chunks)
     if not embed_later:
-        chunk_embeddings_enqueue([chunk.pk for chunk in chunks])
-        keyword_embeddings_enqueue([k.keyword_id for k in keywords if k.needs_embedding])
+        embeddings_drain_enqueue()  # the chunks and the new keywords have no vector yet
     return document
 
 
@@ -155,21 +150,7 @@ def document_embed_now(*, document: Document) -> str:
         problem = embedder_unavailable(
             exc, hint="the document is stored and its vectors are queued for the task worker"
         )
-        chunk_embeddings_enqueue(
-            list(
-                Chunk.objects.filter(document=document, embedding__isnull=True)
-                .order_by("pk")
-                .values_list("pk", flat=True)
-            )
-        )
-        keyword_embeddings_enqueue(
-            list(
-                Keyword.objects.filter(links__document=document, embedding__isnull=True)
-                .order_by("pk")
-                .values_list("pk", flat=True)
-                .distinct()
-            )
-        )
+        embeddings_drain_enqueue()  # the rows without a vector stay the backlog
         return problem.message
     return ""
 
@@ -194,11 +175,11 @@ def documents_embed(
         if on_progress is not None:
             on_progress(done, len(chunk_ids))
 
-    written = chunk_embeddings_compute(chunk_ids, on_progress=progress)
+    written = vectors_compute("chunks", chunk_ids, on_progress=progress)
     keyword_ids = Keyword.objects.filter(
         links__document_id__in=document_ids, embedding__isnull=True
     ).values_list("pk", flat=True)
-    keyword_embeddings_compute(sorted(set(keyword_ids)))
+    vectors_compute("keywords", sorted(set(keyword_ids)))
     return written
 
 

@@ -22,6 +22,7 @@ from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
 from memory.tasks import entity_embeddings_enqueue
+from memory.wording import counted
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]
 MAX_ALIASES = 100
@@ -386,7 +387,7 @@ def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
         action="entity_delete",
         target_type="entity",
         target_id=snapshot["id"],
-        summary=f"deleted {snapshot['name']} and {count} facts",
+        summary=f"deleted {snapshot['name']} and {counted(count, 'fact')}",
         before=snapshot,
     )
     return count

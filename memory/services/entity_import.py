@@ -31,9 +31,9 @@ from memory.scopes import ScopeError
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check_batch
 from memory.services.entities import IdentifierInput, entity_upsert
+from memory.services.vectors import vectors_compute
 from memory.tasks import (
     entity_embeddings_collect,
-    entity_embeddings_compute,
     entity_embeddings_enqueue,
 )
 
@@ -188,7 +188,7 @@ def _embed(entity_ids: list[int], *, now: bool) -> None:
         return
     if now:
         try:
-            entity_embeddings_compute(entity_ids)
+            vectors_compute("entities", entity_ids)
             return
         except Exception:  # the embedder is down: the worker retries later
             logger.warning("import: embedding %s entities failed; queued", len(entity_ids))

@@ -496,6 +496,7 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
         "source_ref": base["source_ref"],
         "run_id": run.pk if run is not None else None,
         "document_id": None,
+        "turn_id": None,  # set by the ingest run that owns the turn (provenance)
         "created_by_id": created_by.pk if created_by is not None else None,
     }
 

@@ -5,7 +5,12 @@ all go through ``run_create`` then ``run_execute``, which calls ``memory_ingest`
 ``triples`` (the caller supplies entities and facts), ``preview`` (triples when given,
 else the model: everything runs, including the writes, inside a transaction that is then
 rolled back — the result is exactly what a write would have done, and nothing stays but
-the run's own record), ``none`` (the text is stored as a document only).
+the run's own record), ``none`` (the text is kept as a turn only).
+
+Every accepted memory with a text (any mode but ``preview``) is kept as a searchable
+**turn** (``memory.services.turns``), written with its run, with the caller's optional
+``speaker``, ``said_at``, ``thread`` and ``ref``; the facts a run extracts point back to
+its turn.
 
 A request that is not acceptable (bad scope or grant, text too large, malformed triples,
 no chat model for ``llm``) is refused before a Run exists. Once accepted, the input is
@@ -37,17 +42,17 @@ from memory.llm.prompt import extraction_prompt_render
 from memory.llm.schemas import ExtractionOutput, TriplesInput
 from memory.models import (
     Context,
-    Document,
+    Fact,
     Role,
     Run,
     RunOutcome,
     SourceKind,
+    Turn,
 )
 from memory.scopes import Grants, scope_validate
 from memory.search.indexing import search_index_batch
 from memory.selectors.predicates import registry_render_for_prompt
 from memory.selectors.vocabulary import scopes_visible_from, vocabulary_gather
-from memory.services.documents import document_create
 from memory.services.extraction import NormalizedExtraction, extraction_normalize
 from memory.services.fact_batch import (
     FactInput,
@@ -63,6 +68,12 @@ from memory.services.ingest_report import (
     refused_forms,
 )
 from memory.services.resolution import ResolutionPlan, resolution_apply, resolution_plan
+from memory.services.turns import (
+    TurnFields,
+    turn_create,
+    turn_move_to_run,
+    turn_of_run,
+)
 from memory.services.vocabulary import vocabulary_usage_compact
 
 logger = logging.getLogger("memory.ingest")
@@ -109,16 +120,52 @@ def run_create(
     triples: dict[str, Any] | None = None,
     source: str = "",
     retry_of: Run | None = None,
+    turn: TurnFields | None = None,
 ) -> Run:
-    """Accept a memory as a pending run, or refuse it (nothing is stored then).
+    """Accept a memory as a pending run, or refuse it (nothing is stored then). Its text
+    is kept as a searchable turn with ``turn``'s fields (not for ``preview``, which keeps
+    nothing; a retry takes over the turn of the run it retries).
 
-    Refusals: ValidationFailed (bad mode, empty text, malformed triples), TextTooLarge
-    (413), PermissionDenied (no write grant on ``scope``), ServiceUnavailable (503: the
-    run needs the chat model and none is configured).
+    Refusals: ValidationFailed (bad mode, empty text, malformed triples, bad turn
+    fields), TextTooLarge (413), PermissionDenied (no write grant on ``scope``),
+    ServiceUnavailable (503: the run needs the chat model and none is configured).
     """
     scope = scope_validate(scope)
     access.require_write(scope)
     _check_input(text=text, infer=infer, triples=triples, source=source)
+    with transaction.atomic():
+        run = _run_record(
+            access=access,
+            text=text,
+            scope=scope,
+            infer=infer,
+            triples=triples,
+            source=source,
+            retry_of=retry_of,
+        )
+        if retry_of is not None:
+            turn_move_to_run(previous=retry_of, run=run)
+        elif infer != "preview" and text.strip():
+            turn_create(
+                context=access.context,
+                run=run,
+                scope=scope,
+                text=text,
+                fields=turn or TurnFields(),
+            )
+    return run
+
+
+def _run_record(
+    *,
+    access: ContextAccess,
+    text: str,
+    scope: str,
+    infer: str,
+    triples: dict[str, Any] | None,
+    source: str,
+    retry_of: Run | None,
+) -> Run:
     return Run.objects.create(
         context=access.context,
         scope=scope,
@@ -382,12 +429,12 @@ def memory_ingest(
     clock = clock or StageClock()
     scope = scope_validate(scope)
     access.require_write(scope)
+    turn = turn_of_run(run)
     if infer == "none":
-        with transaction.atomic():
-            document = _document_create(access=access, scope=scope, text=text, source=source)
-            result = IngestResult(document={"id": document.pk, "title": document.title})
-            if run is not None:
-                _run_succeed(run, result, clock)
+        # The turn, written when the memory was accepted, is all there is to keep.
+        result = IngestResult(turn=_turn_summary(turn))
+        if run is not None:
+            _run_succeed(run, result, clock)
         return result
     preview = infer == "preview"
     visible = scopes_visible_from(scope=scope, grants=access.grants)
@@ -414,6 +461,9 @@ def memory_ingest(
                 source=source or (f"run {run.pk}" if run is not None else "ingest"),
                 preview=preview,
             )
+            result.turn = _turn_summary(turn)
+            if turn is not None and not preview:
+                _facts_point_to_turn(run=run, turn=turn)
         if preview:
             transaction.set_rollback(True)
         elif run is not None:
@@ -488,12 +538,17 @@ def _record_calls(run: Run | None, plan: ResolutionPlan) -> None:
     run.save(update_fields=["prompt_tokens", "completion_tokens"])
 
 
-def _document_create(*, access: ContextAccess, scope: str, text: str, source: str) -> Document:
-    """Store a turn as a document (``infer: none``): chunked and indexed for search."""
-    first_line = text.strip().splitlines()[0] if text.strip() else ""
-    return document_create(
-        access=access, title=first_line[:120], text=text, scope=scope, source=source
-    )
+def _turn_summary(turn: Turn | None) -> dict[str, Any] | None:
+    if turn is None:
+        return None
+    return {"id": turn.pk, "thread": turn.thread or None, "ref": turn.ref or None}
+
+
+def _facts_point_to_turn(*, run: Run | None, turn: Turn) -> None:
+    """Provenance: the facts this run wrote came from its turn (facts it only re-observed
+    keep the turn they first came from)."""
+    if run is not None:
+        Fact.objects.filter(run=run, turn__isnull=True).update(turn=turn)
 
 
 # --- writing and reporting ----------------------------------------------------------------

@@ -28,7 +28,9 @@ class IngestResult:
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     merges: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    document: dict[str, Any] | None = None
+    # The searchable turn the memory's text was kept as ({id, thread, ref}); facts_created
+    # point back to it.
+    turn: dict[str, Any] | None = None
     preview: bool = False
 
     def as_dict(self) -> dict[str, Any]:

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
-from memory.models import ApiToken, Context
-from memory.scopes import grants_parse
+from memory.access import ContextAccess
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import ApiToken, Context, ContextMembership, Role
+from memory.scopes import ScopeError, grants_parse
+from memory.services.audit import audit_record
 
 
 @dataclass(frozen=True)
@@ -32,3 +36,79 @@ def token_issue(*, user: Any, context: Context, grants: list[str], name: str = "
         grants=[str(g) for g in parsed],
     )
     return IssuedToken(token=token, raw=raw)
+
+
+MAX_TOKEN_GRANTS = 20
+
+
+@transaction.atomic
+def token_create(
+    *, access: ContextAccess, user_id: int, grants: list[str], name: str = ""
+) -> IssuedToken:
+    """An admin issues a token in this context to one of its members (audited; the raw
+    token is returned once and never stored)."""
+    access.require_role(Role.ADMIN)
+    if not grants:
+        raise ValidationFailed("give at least one grant, e.g. read:*", code="invalid_grants")
+    if len(grants) > MAX_TOKEN_GRANTS:
+        raise ValidationFailed(f"at most {MAX_TOKEN_GRANTS} grants", code="invalid_grants")
+    try:
+        grants_parse(grants)
+    except ScopeError as exc:
+        raise ValidationFailed(str(exc), code="invalid_grants") from None
+    if len(name) > 100:
+        raise ValidationFailed("name: at most 100 characters", code="invalid_name")
+    membership = (
+        ContextMembership.objects.select_related("user")
+        .filter(context=access.context, user_id=user_id)
+        .first()
+    )
+    if membership is None:
+        raise ValidationFailed(
+            f"user {user_id} is not a member of {access.context.slug}", code="not_a_member"
+        )
+    issued = token_issue(user=membership.user, context=access.context, grants=grants, name=name)
+    token = issued.token
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="token_issue",
+        target_type="token",
+        target_id=token.pk,
+        summary=f"created token {token.prefix}… for {membership.user.get_username()} "
+        f"({', '.join(token.grants)})",
+        after={
+            "prefix": token.prefix,
+            "user": membership.user.get_username(),
+            "grants": token.grants,
+        },
+    )
+    return issued
+
+
+@transaction.atomic
+def token_revoke(*, access: ContextAccess, token_id: int) -> ApiToken:
+    """An admin revokes a token of this context: it stops authenticating at once."""
+    access.require_role(Role.ADMIN)
+    token = (
+        ApiToken.objects.select_for_update()
+        .select_related("user")
+        .filter(context=access.context, pk=token_id)
+        .first()
+    )
+    if token is None:
+        raise NotFound(f"token {token_id} not found", code="token_not_found")
+    if token.revoked_at is not None:
+        raise Conflict(f"token {token.prefix}… is already revoked", code="token_revoked")
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="token_revoke",
+        target_type="token",
+        target_id=token.pk,
+        summary=f"revoked token {token.prefix}… of {token.user.get_username()}",
+        before={"prefix": token.prefix, "user": token.user.get_username(), "grants": token.grants},
+    )
+    return token

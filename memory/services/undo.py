@@ -15,7 +15,16 @@ from memory.errors import Conflict, NotFound
 from memory.models import AuditEvent, Role
 from memory.selectors.entities import entity_get
 from memory.selectors.predicates import predicate_get
-from memory.services import conflicts, contexts, drift, duplicates, entities, merges, predicates
+from memory.services import (
+    conflicts,
+    contexts,
+    drift,
+    duplicates,
+    entities,
+    fact_corrections,
+    merges,
+    predicates,
+)
 
 UndoHandler = Callable[[ContextAccess, dict[str, Any]], None]
 
@@ -74,6 +83,9 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
         merges.merge_undo(access=access, merge_id=undo["merge_id"])
     ),
     "duplicates_reopen": lambda access, undo: duplicates.duplicates_reopen(
+        access=access, undo=undo
+    ),
+    "fact_correct_revert": lambda access, undo: fact_corrections.fact_correct_revert(
         access=access, undo=undo
     ),
 }

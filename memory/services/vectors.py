@@ -1,62 +1,297 @@
-"""Refilling vectors: rows whose vector a dead worker never wrote, or — after a switch of
-``MEMORY_EMBED_MODEL`` — every row, embedded again in batches (``manage.py reembed``).
+"""Vectors: what every searchable row's embedding is computed from and how it is written.
 
-The vectors are computed by the same functions the embedding tasks run
-(``memory.search.tasks``, ``memory.tasks``), so a refilled vector is exactly the one the
-worker would have written.
+One pipeline for chunks, turns, facts, entities and keywords:
+
+- ``vectors_compute(target, ids)`` embeds given rows now (a bulk writer that embeds its
+  own rows, ``import_documents``, tests);
+- ``embeddings_drain`` is what the worker runs: it gathers rows still without a vector
+  (or with a stale one for ``reembed --all``) *across* documents, runs and targets into
+  batches of ``EMBED_BATCH`` texts, makes one model call per batch and writes each
+  target's vectors with one statement. A worker killed halfway leaves the rest without a
+  vector, so the next drain — queued by the next write, or by the watchdog drain every
+  running drain schedules (``memory.search.tasks``) — simply carries on;
+- ``embedding_backlog`` counts the rows still waiting, per target;
+- ``vectors_refill`` is ``manage.py reembed``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db.models import Q, QuerySet
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from memory.embeddings import embed_texts, embedding_model_id
 from memory.errors import ValidationFailed
-from memory.models import Chunk, Context, Entity, Fact, Keyword
-from memory.search.tasks import (
-    EMBED_BATCH,
-    chunk_embeddings_compute,
-    fact_embeddings_compute,
-    keyword_embeddings_compute,
+from memory.locks import EMBEDDING_DRAIN_LOCK, executor_lock
+from memory.models import Chunk, Context, Entity, Fact, Keyword, KeywordLink, Turn
+from memory.search.models import FactVector
+from memory.search.texts import (
+    chunk_text_for_embedding,
+    entity_embedding_text,
+    fact_sentence,
+    turn_embedding_text,
 )
-from memory.tasks import entity_embeddings_compute
 
-VectorTarget = Literal["chunks", "facts", "entities", "keywords"]
-VECTOR_TARGETS: tuple[VectorTarget, ...] = ("chunks", "facts", "entities", "keywords")
+VectorTarget = Literal["chunks", "turns", "facts", "entities", "keywords"]
+# Also the order a drain serves them in.
+VECTOR_TARGETS: tuple[VectorTarget, ...] = ("chunks", "turns", "facts", "entities", "keywords")
+# Texts per model call: the local model runs them in its own mini-batches of 64, so a
+# bigger call costs nothing and amortises the row reads and the write statement.
+EMBED_BATCH = 256
 MAX_BATCH = 4096
 
-_COMPUTE: dict[str, Callable[[list[int]], int]] = {
-    "chunks": chunk_embeddings_compute,
-    "facts": fact_embeddings_compute,
-    "entities": entity_embeddings_compute,
-    "keywords": keyword_embeddings_compute,
-}
+
+def _target_check(target: str) -> None:
+    if target not in VECTOR_TARGETS:
+        raise ValidationFailed(
+            f"target must be one of {', '.join(VECTOR_TARGETS)}", code="invalid_target"
+        )
 
 
 def vectors_to_embed(
     *, target: VectorTarget, context: Context | None = None, only_missing: bool = True
 ) -> QuerySet[Any]:
     """The rows of ``target`` (in ``context``, or in every context) without a vector — or,
-    with ``only_missing=False``, every row that should have one: each chunk, fact and
-    keyword, and each live entity (a merged one is a redirect, never searched)."""
+    with ``only_missing=False``, every row that should have one: each chunk, turn, fact
+    and keyword, and each live entity (a merged one is a redirect, never searched)."""
+    _target_check(target)
     rows: QuerySet[Any]
+    missing = Q(embedding__isnull=True)
     if target == "chunks":
-        rows, missing = Chunk.objects.all(), Q(embedding__isnull=True)
+        rows = Chunk.objects.all()
+    elif target == "turns":
+        rows = Turn.objects.all()
     elif target == "facts":
         rows, missing = Fact.objects.all(), Q(vector__isnull=True)  # FactVector holds them
     elif target == "entities":
-        rows, missing = Entity.objects.filter(merged_into__isnull=True), Q(embedding__isnull=True)
-    elif target == "keywords":
-        rows, missing = Keyword.objects.all(), Q(embedding__isnull=True)
+        rows = Entity.objects.filter(merged_into__isnull=True)
     else:
-        raise ValidationFailed(
-            f"target must be one of {', '.join(VECTOR_TARGETS)}", code="invalid_target"
-        )
+        rows = Keyword.objects.all()
     if context is not None:
         rows = rows.filter(context=context)
     return rows.filter(missing) if only_missing else rows
+
+
+def embedding_backlog(
+    *, context: Context | None = None, visible: Q | None = None
+) -> dict[str, int]:
+    """Rows waiting for a vector, per target (one statement; partial indexes on the
+    rows without a vector keep it cheap once the backlog is small). ``visible`` (a
+    reader's ``Grants.read_q()``) counts only the rows it may see; a keyword counts when
+    one of its links is visible."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for target in VECTOR_TARGETS:
+        rows = vectors_to_embed(target=target, context=context)
+        if visible is not None:
+            if target == "keywords":
+                links = KeywordLink.objects.filter(visible, keyword=OuterRef("pk"))
+                rows = rows.filter(Exists(links))
+            else:
+                rows = rows.filter(visible)
+        sql, target_params = rows.values("pk").query.sql_with_params()
+        parts.append(f"(SELECT count(*) FROM ({sql}) AS waiting)")  # noqa: S608 - ORM SQL
+        params += list(target_params)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(VECTOR_TARGETS, (int(n) for n in row), strict=True))
+
+
+# --- texts and writes, per target ---------------------------------------------------------
+
+
+def _texts(target: VectorTarget, ids: list[int]) -> list[tuple[int, str]]:
+    """(id, text to embed) of the rows in ``ids`` that still exist, in ``ids`` order."""
+    rows: dict[int, str]
+    if target == "chunks":
+        chunks = Chunk.objects.filter(pk__in=ids).select_related("document")
+        rows = {
+            c.pk: chunk_text_for_embedding(c) for c in chunks.only("pk", "text", "document__title")
+        }
+    elif target == "turns":
+        turns = Turn.objects.filter(pk__in=ids).only("pk", "text", "speaker")
+        rows = {t.pk: turn_embedding_text(t) for t in turns}
+    elif target == "facts":
+        facts = Fact.objects.filter(pk__in=ids).select_related("subject", "predicate", "object")
+        rows = {f.pk: fact_sentence(f) for f in facts}
+    elif target == "entities":
+        entities = Entity.objects.filter(pk__in=ids).only("pk", "name", "type", "aliases")
+        rows = {e.pk: entity_embedding_text(e) for e in entities}
+    else:
+        rows = dict(Keyword.objects.filter(pk__in=ids).values_list("pk", "text"))
+    return [(pk, rows[pk]) for pk in ids if pk in rows]
+
+
+def _vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+_UPDATE_TABLES: dict[str, tuple[str, bool]] = {
+    # target → (table, has an embedding_model column)
+    "chunks": (Chunk._meta.db_table, True),
+    "turns": (Turn._meta.db_table, True),
+    "entities": (Entity._meta.db_table, True),
+    "keywords": (Keyword._meta.db_table, False),
+}
+
+
+def _vectors_write(target: VectorTarget, ids: list[int], vectors: list[list[float]]) -> int:
+    """Write one target's vectors with one statement; returns the rows written."""
+    if not ids:
+        return 0
+    literals = [_vector_literal(v) for v in vectors]
+    model_id = embedding_model_id()
+    with connection.cursor() as cursor:
+        if target == "facts":
+            cursor.execute(
+                f"""
+                INSERT INTO {FactVector._meta.db_table}
+                    (fact_id, context_id, scope, embedding, embedding_model)
+                SELECT f.id, f.context_id, f.scope, x.v::vector, %s
+                FROM unnest(%s::bigint[], %s::text[]) AS x(id, v)
+                JOIN {Fact._meta.db_table} f ON f.id = x.id
+                ON CONFLICT (fact_id) DO UPDATE
+                SET embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model
+                """,  # noqa: S608 - table names from the models, values are parameters
+                [model_id, ids, literals],
+            )
+        else:
+            table, with_model = _UPDATE_TABLES[target]
+            model_set = ", embedding_model = %s" if with_model else ""
+            cursor.execute(
+                f"""
+                UPDATE {table} AS t SET embedding = x.v::vector{model_set}
+                FROM unnest(%s::bigint[], %s::text[]) AS x(id, v)
+                WHERE t.id = x.id
+                """,  # noqa: S608 - table names from the models, values are parameters
+                ([model_id] if with_model else []) + [ids, literals],
+            )
+        return int(cursor.rowcount)
+
+
+def _embed_and_write(batch: list[tuple[VectorTarget, int, str]]) -> int:
+    """One model call for the whole batch, then one write statement per target."""
+    vectors = embed_texts([text for _, _, text in batch])
+    written = 0
+    with transaction.atomic():
+        for target in VECTOR_TARGETS:
+            picked = [(pk, v) for (t, pk, _), v in zip(batch, vectors, strict=True) if t == target]
+            written += _vectors_write(target, [pk for pk, _ in picked], [v for _, v in picked])
+    return written
+
+
+def vectors_compute(
+    target: VectorTarget,
+    ids: list[int],
+    *,
+    batch_size: int = EMBED_BATCH,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed the given rows of ``target`` now; returns how many vectors were written.
+    ``on_progress(n)`` gets each batch's count. Rows deleted meanwhile are skipped."""
+    _target_check(target)
+    written = 0
+    for start in range(0, len(ids), batch_size):
+        texts = _texts(target, ids[start : start + batch_size])
+        if texts:
+            written += _embed_and_write([(target, pk, text) for pk, text in texts])
+        if on_progress is not None:
+            on_progress(len(texts))
+    return written
+
+
+# --- the worker's drain -------------------------------------------------------------------
+
+
+@dataclass
+class DrainReport:
+    written: dict[VectorTarget, int] = field(
+        default_factory=lambda: dict.fromkeys(VECTOR_TARGETS, 0)
+    )
+    model_calls: int = 0
+    seconds: float = 0.0
+    finished: bool = True  # False: stopped at the time budget with rows still waiting
+    skipped: bool = False  # another drain holds the lock
+
+    @property
+    def total(self) -> int:
+        return sum(self.written.values())
+
+
+def _pending_batch(
+    after: dict[VectorTarget, int], *, context: Context | None, size: int
+) -> list[tuple[VectorTarget, int, str]]:
+    """Up to ``size`` rows still without a vector, across targets (in drain order), each
+    past the last one this drain took of its target."""
+    batch: list[tuple[VectorTarget, int, str]] = []
+    for target in VECTOR_TARGETS:
+        room = size - len(batch)
+        if room <= 0:
+            break
+        ids = list(
+            vectors_to_embed(target=target, context=context)
+            .filter(pk__gt=after[target])
+            .order_by("pk")
+            .values_list("pk", flat=True)[:room]
+        )
+        if not ids:
+            continue
+        after[target] = ids[-1]
+        batch += [(target, pk, text) for pk, text in _texts(target, ids)]
+    return batch
+
+
+def embeddings_drain(
+    *,
+    context: Context | None = None,
+    batch_size: int = EMBED_BATCH,
+    seconds: float | None = None,
+    on_progress: Callable[[DrainReport], None] | None = None,
+) -> DrainReport:
+    """Embed every row still without a vector, ``batch_size`` texts per model call.
+
+    One drain at a time, whatever its context (an advisory lock; a second returns
+    ``skipped``), so no row is embedded twice. Stops once
+    nothing is waiting, or after the batch that passes ``seconds`` (``finished`` False).
+    An embedder failure propagates: the batches before it stay written.
+    """
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise ValidationFailed(
+            f"the batch size must be between 1 and {MAX_BATCH}", code="invalid_batch_size"
+        )
+    report = DrainReport()
+    started = time.perf_counter()
+    while True:
+        with executor_lock(EMBEDDING_DRAIN_LOCK, 0) as held:
+            if not held:
+                report.skipped = True
+                break
+            after = dict.fromkeys(VECTOR_TARGETS, 0)
+            while batch := _pending_batch(after, context=context, size=batch_size):
+                _embed_and_write(batch)
+                report.model_calls += 1
+                for target, _, _ in batch:
+                    report.written[target] += 1
+                if on_progress is not None:
+                    on_progress(report)
+                if seconds is not None and time.perf_counter() - started >= seconds:
+                    report.finished = not any(embedding_backlog(context=context).values())
+                    report.seconds = time.perf_counter() - started
+                    return report
+        # Rows committed while the lock was being released were refused by a drain that
+        # found it held: look once more, now that it is free.
+        if not any(embedding_backlog(context=context).values()):
+            break
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# --- manage.py reembed --------------------------------------------------------------------
 
 
 def vectors_refill(
@@ -80,7 +315,6 @@ def vectors_refill(
             f"the batch size must be between 1 and {MAX_BATCH}", code="invalid_batch_size"
         )
     rows = vectors_to_embed(target=target, context=context, only_missing=only_missing)
-    compute = _COMPUTE[target]
     written, after = 0, 0
     while True:
         # By key from the last batch on: with --all every row stays a candidate, and
@@ -90,7 +324,7 @@ def vectors_refill(
         )
         if not ids:
             return written
-        written += compute(ids)
+        written += vectors_compute(target, ids, batch_size=batch_size)
         after = ids[-1]
         if on_progress is not None:
             on_progress(written)

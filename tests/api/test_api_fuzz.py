@@ -186,6 +186,8 @@ UNSTATABLE_REFUSALS = {
     "invalid_format": "a CSV body has a header naming a 'name' column (CSV grammar)",
     "missing_scope": "an entity given by name needs a scope, on it or on the fact",
     "undecodable": "an uploaded file is UTF-8 text (the schema can only say binary)",
+    "thread_needs_turns": "search's thread filter applies to target turns only",
+    "missing_query": "a context block needs a query or an entity (one of two fields)",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
 # run (SPEC §1): a 503 the schema states, not a server error.

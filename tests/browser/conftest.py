@@ -1,5 +1,6 @@
-"""Browser tests: Debian's Chromium driven by Playwright against pytest-django's live
-server (a real HTTP server on a transactional test database)."""
+"""Browser tests: Chromium (Debian's, else Playwright's own; tests/browser/chromium.py)
+driven by Playwright against pytest-django's live server (a real HTTP server on a
+transactional test database)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from django.db import connection
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from memory.models import Context, ContextMembership, Role
+from tests.browser.chromium import ChromiumNotFound, find_chromium
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls made here
 # (fixtures creating data) are still plain synchronous calls.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -39,8 +40,13 @@ SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
+        try:
+            executable = find_chromium(playwright.chromium.executable_path)
+        except ChromiumNotFound as missing:
+            # One plain message (repeated per test by pytest), not a launch traceback.
+            pytest.fail(str(missing), pytrace=False)
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
         )
         yield browser
         browser.close()

@@ -144,7 +144,7 @@ def test_seed_a_thousand_entities_and_watch_the_progress_bar_finish(
         page.wait_for_timeout(200)
 
     expect(page.locator("#job-summary")).to_have_text(
-        "1,000 created, 0 matched, 0 failed", timeout=SLOW
+        "1,000 created, 0 matched, 0 rows failed", timeout=SLOW
     )
     expect(page.locator("#job-progress")).to_have_attribute("value", "100")
     expect(page.locator(".progress-text")).to_contain_text("1,000 of 1,000 rows")

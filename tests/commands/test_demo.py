@@ -91,7 +91,10 @@ def test_demo_twice_does_not_duplicate_and_resets_the_login() -> None:
     curator = authenticate(username="curator", password=new_password)
     assert curator is not None and not curator.is_superuser
     membership = ContextMembership.objects.get(user=curator, context=context)
-    assert membership.role == Role.ADMIN
+    assert membership.role == Role.CURATOR  # the curator login is a curator, not an admin
+    admin_password = re.search(r"^Admin +admin / (\S+)", second, re.MULTILINE)[1]  # type: ignore[index]
+    admin = authenticate(username="admin", password=admin_password)
+    assert ContextMembership.objects.get(user=admin, context=context).role == Role.ADMIN
     token = ApiToken.objects.get(digest=ApiToken.digest_of(_token(second)))
     assert (token.user, token.context, token.grants) == (curator, context, ["read:*", "write:*"])
 

@@ -69,6 +69,7 @@ def test_rows_missing_vectors_get_them_and_a_second_run_does_nothing(
     assert out.splitlines() == [
         "embedding missing vectors in acme-test with openai:fake-embed",
         "chunks: 1 embedded",
+        "turns: nothing to embed",
         "facts: 1 embedded",
         "entities: 2 embedded",
         "keywords: 4 embedded",
@@ -89,6 +90,7 @@ def test_rows_missing_vectors_get_them_and_a_second_run_does_nothing(
     again, _ = _reembed("--context", access.context.slug)
     assert again.splitlines()[1:] == [
         "chunks: nothing to embed",
+        "turns: nothing to embed",
         "facts: nothing to embed",
         "entities: nothing to embed",
         "keywords: nothing to embed",

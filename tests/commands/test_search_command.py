@@ -48,3 +48,27 @@ def test_bad_arguments_are_command_errors(access: ContextAccess) -> None:
         _search("x", "--context", "nope")
     with pytest.raises(CommandError, match="k must be between"):
         _search("x", "--context", access.context.slug, "--k", "0")
+
+
+def test_searches_one_conversations_turns(access: ContextAccess) -> None:
+    from memory.services.ingest import run_create
+    from memory.services.turns import turn_fields_clean
+
+    for thread, speaker in (("c1", "Mel"), ("c2", "Caroline")):
+        run_create(
+            access=access,
+            text="We painted a sunrise together.",
+            scope="a",
+            infer="none",
+            turn=turn_fields_clean(speaker=speaker, thread=thread, ref=f"{thread}:1"),
+        )
+    out = _search(
+        "sunrise", "--context", access.context.slug, "--mode", "bm25", "--target", "turns",
+        "--thread", "c2",
+    )  # fmt: skip
+    lines = out.splitlines()
+    assert "turn" in lines[0] and "We painted a sunrise together." in lines[0]
+    assert lines[1].strip().startswith("Caroline · c2 · c2:1, bm25 #1 ")
+    assert lines[-1].startswith("1 results in ")
+    with pytest.raises(CommandError, match="thread filter applies to target turns only"):
+        _search("sunrise", "--context", access.context.slug, "--thread", "c2")

@@ -24,12 +24,13 @@ PAGES = [
     "entities/",
     "entities/{alex}/",
     "entities/seed/",
+    "documents/",
     "search/",
     "runs/",
     "runs/{run}/",
     "audit/",
 ]
-ADMIN_PAGES = ["registry/export.json"]
+ADMIN_PAGES = ["registry/export.json", "tokens/"]
 
 # Every action: (path, form data, the role it needs).
 ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
@@ -54,6 +55,7 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("entities/seed/upload", {}, Role.ADMIN),
     ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.CURATOR),
     ("entities/{alex}/delete", {}, Role.CURATOR),
+    ("tokens/create", {"user": "1", "grants": "read:*"}, Role.ADMIN),
 ]
 
 
@@ -227,4 +229,6 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     covered = {resolve("/c/x/" + p.format(**ids)).url_name for p in paths}
     covered |= {"seed-job", "seed-job-report", "seed-job-retry"}  # test_seeding: need a job
     covered |= {"drift-definition"}  # test_drift: a curator's form, not a page
+    covered |= {"document", "document-delete"}  # test_documents: need a document
+    covered |= {"token-revoke"}  # test_tokens: needs a token
     assert {p.name for p in context_patterns} == covered

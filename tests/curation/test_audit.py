@@ -135,3 +135,83 @@ def test_events_about_entities_follow_the_entities_grants(
 
     assert "edited Alex" in html and "edited Hidden" not in html
     assert "edited nobody" not in html
+
+
+def _recorded_actions() -> set[str]:
+    """Every ``action="..."`` passed to audit_record in the project's code."""
+    import re
+    from pathlib import Path
+
+    from django.conf import settings
+
+    found: set[str] = set()
+    for folder in ("memory", "curation"):
+        for path in (Path(settings.BASE_DIR) / folder).rglob("*.py"):
+            text = path.read_text()
+            for call in re.finditer(r"audit_record\((.{0,600}?)\n    \)", text, re.DOTALL):
+                found |= set(re.findall(r'action="([a-z_]+)"', call[1]))
+    return found
+
+
+def test_the_action_filter_offers_every_action_the_services_record(
+    viewer: Client, base: str
+) -> None:
+    from memory.selectors.audit import ACTION_LABELS
+
+    recorded = _recorded_actions()
+    html = page(viewer.get(f"{base}/audit/"))
+
+    assert {"entity_merge", "merge_undo", "duplicates_dismiss", "entities_seed"} <= recorded
+    assert recorded <= set(ACTION_LABELS), (
+        f"missing from the filter: {recorded - set(ACTION_LABELS)}"
+    )
+    for action, label in ACTION_LABELS.items():
+        assert f'<option value="{action}">{label}</option>' in html
+
+
+def test_rows_name_the_entities_of_a_merge_and_its_undo(
+    curator: Client, base: str, access: ContextAccess, memory: Memory
+) -> None:
+    from memory.services.merges import entity_merge, merge_undo
+
+    extra = person(access, "Alexander")
+    record = entity_merge(access=access, survivor_id=memory.alex.pk, merged_ids=[extra.pk])
+    merge_undo(access=access, merge_id=record.pk)
+
+    html = page(curator.get(f"{base}/audit/"))
+
+    assert "undid merge" not in html
+    assert (
+        f'undid the merge into <a href="{base}/entities/{memory.alex.pk}/">Alex</a>; restored '
+        f'<a href="{base}/entities/{extra.pk}/">Alexander</a>'
+    ) in html
+    assert ">Merge undone</span>" in html and ">Entities merged</span>" in html
+
+
+def test_a_conflict_resolution_row_names_its_subject(
+    curator: Client, base: str, access: ContextAccess, memory: Memory
+) -> None:
+    from memory.services.conflicts import conflict_resolve
+
+    conflict_resolve(access=access, conflict=memory.conflict, action="keep_current")
+
+    html = page(curator.get(f"{base}/audit/"))
+
+    assert "of entity" not in html
+    assert f'for current_title of <a href="{base}/entities/{memory.alex.pk}/">Alex</a>' in html
+
+
+def test_rows_keep_the_id_of_an_entity_the_reader_may_not_see(
+    client_for: Any, base: str, access: ContextAccess
+) -> None:
+    from memory.services.duplicates import duplicates_dismiss
+
+    shown = person(access, "Shown", scope="org/acme")  # the event's target: it is listed
+    hidden = person(access, "Hidden", scope="team/blue")
+    duplicates_dismiss(access=access, entity_ids=[shown.pk, hidden.pk])
+    reader = client_for(Role.VIEWER, grants=["read:org/*"])
+
+    html = page(reader.get(f"{base}/audit/"))
+
+    assert f"marked entities [{shown.pk}, {hidden.pk}] as not duplicates" in html
+    assert "Hidden" not in html

@@ -178,7 +178,7 @@ def test_promote_form_errors_are_shown_on_the_item(
     response = curator.post(
         f"{base}/drift/works_for/promote",
         {
-            "category": "Work Stuff",
+            "category": "Work Stuff!",
             "kind": "relation",
             "default_importance": "3",
             "ranking_weight": "1",
@@ -190,7 +190,7 @@ def test_promote_form_errors_are_shown_on_the_item(
 
     html = page(response)
     assert response.status_code == 400
-    assert "lowercase letters, digits and _" in html
+    assert "a category is letters, digits, spaces or _" in html
     assert "less than or equal to 1" in html
     assert "cannot be both single-valued" in html
     assert '<details class="promote" open>' in html

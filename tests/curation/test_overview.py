@@ -94,7 +94,25 @@ def test_overview_query_count_does_not_grow(
     for _ in range(2):
         # session, user, context, membership; drift sightings; drift resolutions;
         # entities; predicate usage; predicate statuses; registered names; aliases; raw
-        # forms (most varied); documents; conflicts; duplicates; recent runs; contexts
-        with django_assert_num_queries(17):
+        # forms (most varied); documents; conflicts; duplicates; recent runs; embedding
+        # backlog (one statement for every target); contexts
+        with django_assert_num_queries(18):
             viewer.get(f"{base}/")
         Run.objects.create(context=memory.alex.context, scope="org/acme", mode="triples")
+
+
+def test_overview_shows_the_embedding_backlog_until_it_is_drained(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    from memory.services.vectors import embedding_backlog, embeddings_drain
+
+    waiting = embedding_backlog(context=memory.alex.context)
+    assert sum(waiting.values()) > 0  # the fixture's rows were written without vectors
+    html = page(viewer.get(f"{base}/"))
+    assert "Embedding backlog" in html
+    assert f'id="embedding-backlog">{sum(waiting.values())}<' in html
+
+    embeddings_drain(context=memory.alex.context)
+
+    html = page(viewer.get(f"{base}/"))
+    assert 'id="embedding-backlog">0<' in html

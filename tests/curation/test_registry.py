@@ -11,6 +11,7 @@ from django.test import Client
 
 from memory.access import ContextAccess
 from memory.models import AuditEvent, Predicate, PredicateAlias, PredicateStatus
+from memory.services.facts import fact_write
 from memory.services.predicates import predicate_register
 from tests.curation.conftest import Memory, page
 
@@ -131,15 +132,64 @@ def test_curator_removes_an_alias(curator: Client, base: str, memory: Memory) ->
     assert missing.status_code == 400 and "has no alias" in page(missing)
 
 
-def test_admin_toggles_a_flag(admin: Client, base: str, memory: Memory) -> None:
+def test_admin_toggles_a_flag_with_a_message_that_offers_undo(
+    admin: Client, base: str, memory: Memory
+) -> None:
     on = admin.post(
         f"{base}/registry/works_at/flags",
         {"flag": "exclude_from_prompt", "value": "1"},
-        HTTP_HX_REQUEST="true",
+        follow=True,
     )
 
     assert Predicate.objects.get(name="works_at").exclude_from_prompt is True
-    assert 'aria-pressed="true"' in page(on)
+    html = page(on)
+    assert "works_at: not in prompt is now on." in html
+    event = AuditEvent.objects.filter(action="predicate_update").latest("pk")
+    assert f'action="{base}/audit/{event.pk}/undo"' in html
+    assert 'aria-pressed="true" title="On: click to turn off"' in html
+    admin.post(f"{base}/audit/{event.pk}/undo")
+    assert Predicate.objects.get(name="works_at").exclude_from_prompt is False
+
+
+def test_turning_single_valued_on_warns_with_the_subjects_holding_several_values(
+    admin: Client, base: str, access: ContextAccess, memory: Memory
+) -> None:
+    predicate_register(access=access, name="favourite_colour", kind="attribute", category="misc")
+    for value in ("red", "blue", "green"):
+        fact_write(access=access, subject=memory.alex, predicate="favourite_colour", value=value)
+    fact_write(access=access, subject=memory.sam, predicate="favourite_colour", value="red")
+
+    response = admin.post(
+        f"{base}/registry/favourite_colour/flags",
+        {"flag": "single_valued", "value": "1"},
+        follow=True,
+    )
+
+    html = page(response)
+    assert "favourite_colour: single-valued is now on." in html
+    assert "1 subject already holds several current favourite_colour values" in html
+
+
+def test_every_definition_field_explains_itself_and_offers_the_categories(
+    admin: Client, base: str, memory: Memory
+) -> None:
+    from curation.forms import PredicateDefinitionForm
+
+    html = page(admin.get(f"{base}/registry/works_at/"))
+
+    for name, field in PredicateDefinitionForm.base_fields.items():
+        assert field.help_text, f"{name} has no help text"
+    assert '<datalist id="id_category-choices"><option value="' in html
+    assert "How facts age" in html
+
+
+def test_a_category_as_the_registry_shows_it_is_accepted(
+    admin: Client, base: str, memory: Memory
+) -> None:
+    response = admin.post(f"{base}/registry/works_at/edit", _definition(category="Human Resources"))
+
+    assert response.status_code == 302
+    assert Predicate.objects.get(name="works_at").category == "human_resources"
 
 
 def test_flags_that_cannot_go_together_are_refused_inline(
@@ -188,7 +238,7 @@ def test_admin_edits_a_predicate(admin: Client, base: str, memory: Memory) -> No
 @pytest.mark.parametrize(
     ("overrides", "error"),
     [
-        ({"category": "Not OK"}, "lowercase letters"),
+        ({"category": "9 lives!"}, "a category is letters, digits, spaces or _"),
         ({"ranking_weight": "0"}, "greater than or equal to 0.01"),
         ({"kind": "feeling"}, "Select a valid choice"),
         ({"single_valued": "on", "is_aggregate": "on"}, "cannot be both"),

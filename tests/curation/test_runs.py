@@ -35,7 +35,7 @@ def failed(context: Context) -> Run:
         prompt="SYSTEM: extract facts\nUSER: Alex joined Acme in 2021.",
         raw_output='{"facts": [oops',
         error="the model answered invalid JSON",
-        timings={"extract": 1.25},
+        timings={"extract_ms": 1250.0},
         prompt_tokens=120,
         completion_tokens=7,
     )
@@ -78,7 +78,7 @@ def test_detail_shows_input_prompt_outputs_and_error(
     assert "SYSTEM: extract facts" in html
     assert "{&quot;facts&quot;: [oops" in html
     assert "the model answered invalid JSON" in html
-    assert "extract</dt><dd>1.25" in html and "120" in html
+    assert "Extract</dt><dd>1.2 s" in html and "120" in html
     assert "/retry" not in html  # a viewer cannot retry
 
 
@@ -149,3 +149,59 @@ def test_runs_page_query_count_does_not_grow(
         with django_assert_num_queries(7 if round_ else 6):
             response = viewer.get(f"{base}/runs/")
         assert len(response.context["page"].object_list) == 5 * round_
+
+
+def test_a_run_page_reads_as_a_report_not_a_json_dump(
+    viewer: Client, base: str, context: Context
+) -> None:
+    result = {
+        "entities_created": [
+            {"id": 7, "name": "Maria Chen", "type": "person", "scope": "org/acme"}
+        ],
+        "entities_matched": [
+            {"id": 8, "name": "Globex", "type": "organisation", "scope": "org/acme"}
+        ],
+        "facts_created": [
+            {"id": 1, "subject": {"id": 7, "name": "Maria Chen"}, "predicate": "works_at",
+             "raw_predicate": "joined", "kind": "relation", "outcome": "created",
+             "status": "current", "object": {"id": 8, "name": "Globex"}},
+        ],
+        "facts_reobserved": [], "facts_superseded": [], "new_predicates": [],
+        "unresolved": [{"section": "relations", "position": 1, "item": {},
+                        "reason": "no predicate given", "code": "invalid_item"}],
+        "conflicts": [], "merges": [], "warnings": [], "document": None, "preview": False,
+    }  # fmt: skip
+    run = make_run(
+        context,
+        result=result,
+        timings={"extract_ms": 2350.0, "resolve_ms": 12.4, "total_ms": 112.0},
+        input_payload={"triples": None, "grants": ["read:*"], "role": "admin"},
+    )
+
+    html = page(viewer.get(f"{base}/runs/{run.pk}/"))
+
+    assert ">succeeded with 1 unresolved item</span>" in html
+    assert "1 entity created, 1 matched; 1 fact written; 1 item not written." in html
+    assert f'<a href="{base}/entities/7/">Maria Chen</a>' in html
+    assert "written “joined”" in html
+    assert "relations #2</strong>: no predicate given" in html
+    assert "<dt>Resolve</dt><dd>12 ms</dd>" in html and "<dt>Extract</dt><dd>2.4 s</dd>" in html
+    assert "<dt>Total</dt><dd>112 ms</dd>" in html and "resolve_ms" not in html
+    assert "&quot;role&quot;" not in html and '"role"' not in html
+    assert "(as admin)" in html
+    assert '<summary class="small">The result as JSON</summary>' in html
+
+
+def test_took_and_ago_read_as_a_person_says_them(
+    viewer: Client, base: str, context: Context
+) -> None:
+    started = timezone.now()
+    make_run(
+        context, started_at=started, finished_at=started + timezone.timedelta(milliseconds=112)
+    )
+
+    runs = page(viewer.get(f"{base}/runs/"))
+    overview = page(viewer.get(f"{base}/"))
+
+    assert "112 ms" in runs and "0 minutes" not in runs
+    assert "just now" in overview and "0 minutes ago" not in overview

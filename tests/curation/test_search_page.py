@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 
 from memory.access import ContextAccess
 from memory.services.documents import document_create, documents_embed
-from tests.curation.conftest import page
+from tests.curation.conftest import Memory, page
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +123,41 @@ def test_anonymous_is_sent_to_login(client: Client, base: str) -> None:
     response = client.get(f"{base}/search/?q=x")
 
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_chunk_result_links_to_its_document_page(viewer: Client, base: str, corpus: None) -> None:
+    response = viewer.get(f"{base}/search/?q=harbour+crane&mode=bm25")
+
+    result = response.context["response"].results[0]
+    assert result.meta["document_title"] == "Harbour"
+    html = page(response)
+    assert f'href="{base}/documents/{result.meta["document_id"]}/?page=1#chunk-{result.id}"' in html
+    assert ">Harbour</a>" in html
+
+
+def test_a_fact_result_links_its_subject_and_object(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    response = viewer.get(f"{base}/search/?q=Alex+knows+Sam&mode=bm25&target=facts")
+
+    html = page(response)
+    assert f'<a href="{base}/entities/{memory.alex.pk}/">Alex</a>' in html
+    assert f'<a href="{base}/entities/{memory.sam.pk}/">Sam</a>' in html
+
+
+def test_vector_only_hits_below_the_floor_are_hidden_and_counted(
+    viewer: Client, base: str, corpus: None, settings: Any
+) -> None:
+    settings.MEMORY_SEARCH_VECTOR_FLOOR = 0.3
+    # No word in common with any document: every hit is vector-only, all of them weak.
+    unrelated = viewer.get(f"{base}/search/?q=quantum+chromodynamics+lecture&mode=vector")
+    related = viewer.get(f"{base}/search/?q=cranes+loading+ships+at+a+port&mode=vector")
+    settings.MEMORY_SEARCH_VECTOR_FLOOR = 0
+    unfloored = viewer.get(f"{base}/search/?q=quantum+chromodynamics+lecture&mode=vector")
+
+    assert unrelated.context["response"].results == []
+    assert unrelated.context["response"].hidden == 3
+    assert "3 weaker results hidden" in page(unrelated)
+    assert next(r.meta["document_title"] for r in related.context["response"].results) == "Harbour"
+    assert len(unfloored.context["response"].results) == 3
+    assert "weaker" not in page(unfloored)

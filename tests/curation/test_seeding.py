@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
@@ -123,8 +125,15 @@ def test_upload_creates_a_job_that_imports_the_file(
         ("Dana Reyes", True),
     }
     html = page_of(admin.get(response["Location"]))
-    assert 'value="100"' in html and "2 created, 0 matched, 1 failed" in html
+    assert 'value="100"' in html and "2 created, 0 matched, 1 row failed" in html
     assert "the row has no name" in html  # the per-row report
+    assert (
+        '<span class="badge status-succeeded warn" id="job-state">finished with 1 error</span>'
+        in html
+    )
+    dana = Entity.objects.get(name="Dana Reyes")
+    assert f'href="{base}/entities/{dana.pk}/">Dana Reyes</a>' in html  # names, not "#23"
+    assert "Waiting for a task worker" not in html
 
 
 def test_job_status_partial_polls_until_done_then_answers_286(
@@ -153,10 +162,14 @@ def test_page_of_a_running_job_refreshes_itself_without_javascript(
 ) -> None:
     job = ImportJob.objects.create(context=context, content=CSV, status="pending")
 
-    html = page_of(admin.get(f"{base}/entities/seed/jobs/{job.pk}/"))
+    fresh = page_of(admin.get(f"{base}/entities/seed/jobs/{job.pk}/"))
+    ImportJob.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(seconds=5))
+    waiting = page_of(admin.get(f"{base}/entities/seed/jobs/{job.pk}/"))
 
-    assert '<noscript><meta http-equiv="refresh" content="2"></noscript>' in html
-    assert "Waiting for a task worker" in html
+    assert '<noscript><meta http-equiv="refresh" content="2"></noscript>' in fresh
+    # A worker takes a job within a poll: "waiting" only once nobody has for a while.
+    assert "Waiting for a task worker" not in fresh and ">waiting for a worker</span>" in fresh
+    assert "Waiting for a task worker" in waiting
 
 
 @pytest.mark.parametrize(
@@ -372,7 +385,7 @@ def test_seed_page_fails_stuck_jobs_in_its_list(
 
     html = page_of(admin.get(f"{base}/entities/seed/"))
 
-    assert 'class="badge status-failed"' in html
+    assert 'class="badge status-failed bad"' in html
     assert ImportJob.objects.get(pk=job.pk).status == "failed"
 
 

@@ -11,7 +11,7 @@ import pytest
 from memory.access import ContextAccess
 from memory.models import Entity
 from memory.services.entities import entity_upsert
-from memory.tasks import entity_embeddings_compute
+from memory.services.vectors import vectors_compute
 from tests.api.conftest import api, base  # noqa: F401  (fixtures shared with the API tests)
 from tests.fake_llm import FakeLLM
 
@@ -54,7 +54,7 @@ def make_entity(access: ContextAccess) -> Callable[..., Entity]:
     ) -> Entity:
         entity = entity_upsert(access=access, name=name, type=type, scope=scope, **kw).entity
         if embed:
-            entity_embeddings_compute([entity.pk])
+            vectors_compute("entities", [entity.pk])
             entity.refresh_from_db()
         return entity
 

@@ -115,7 +115,7 @@ def test_no_chat_model_refuses_model_runs_with_503(
     assert Run.objects.count() == 0
 
 
-def test_without_a_chat_model_triples_and_documents_still_work(
+def test_without_a_chat_model_triples_and_plain_turns_still_work(
     api: APIClient, base: str, no_chat_model: None
 ) -> None:
     triples = api.post(
@@ -129,4 +129,4 @@ def test_without_a_chat_model_triples_and_documents_still_work(
         {"text": TURN, "scope": "s", "infer": "none", "wait": True},
         format="json",
     )
-    assert document.status_code == 200 and document.json()["result"]["document"]["id"]
+    assert document.status_code == 200 and document.json()["result"]["turn"]["id"]

@@ -19,6 +19,7 @@ from memory.models import (
     PredicateStatus,
     Run,
     RunOutcome,
+    Turn,
 )
 from memory.scopes import Grants
 from memory.services.ingest import TextTooLarge, run_create, run_execute
@@ -132,7 +133,7 @@ def _counts() -> dict[str, int]:
     }
 
 
-def test_infer_none_stores_the_text_as_a_document(access: ContextAccess) -> None:
+def test_infer_none_keeps_the_text_as_a_turn_only(access: ContextAccess) -> None:
     run = run_create(
         access=access,
         text="Notes from the offsite\nWe agreed on Q3 goals.",
@@ -142,14 +143,14 @@ def test_infer_none_stores_the_text_as_a_document(access: ContextAccess) -> None
     )
     run = run_execute(run_id=run.pk)
     assert run.outcome == RunOutcome.SUCCEEDED, run.error
-    document = Document.objects.get()
-    assert (document.title, document.scope, document.source) == (
-        "Notes from the offsite",
+    turn = Turn.objects.get()
+    assert (turn.text, turn.scope, turn.run_id) == (
+        "Notes from the offsite\nWe agreed on Q3 goals.",
         "org/acme",
-        "meeting",
+        run.pk,
     )
-    assert run.result["document"] == {"id": document.pk, "title": "Notes from the offsite"}
-    assert Fact.objects.count() == 0
+    assert run.result["turn"] == {"id": turn.pk, "thread": None, "ref": None}
+    assert Document.objects.count() == 0 and Fact.objects.count() == 0
 
 
 def test_new_predicates_are_deduplicated_by_canonical_form_and_kept_as_drift(

@@ -157,10 +157,10 @@ def test_a_threshold_set_too_low_over_merges(
 
 def _seed(access: ContextAccess, name: str) -> int:
     from memory.services.entities import entity_upsert
-    from memory.tasks import entity_embeddings_compute
+    from memory.services.vectors import vectors_compute
 
     entity = entity_upsert(access=access, name=name, type="organisation", scope="org/acme").entity
-    entity_embeddings_compute([entity.pk])
+    vectors_compute("entities", [entity.pk])
     return entity.pk
 
 
@@ -214,12 +214,12 @@ def test_names_that_differ_in_a_number_are_never_attached(
         make_context("numbers", auto_merge_threshold=0.85, review_threshold=0.80)
     )
     from memory.services.entities import entity_upsert
-    from memory.tasks import entity_embeddings_compute
+    from memory.services.vectors import vectors_compute
 
     q3 = entity_upsert(
         access=access, name="Q3 Planning Offsite", type="event", scope="org/acme"
     ).entity
-    entity_embeddings_compute([q3.pk])
+    vectors_compute("entities", [q3.pk])
     result = _ingest(access, [{"name": "Q4 Planning Offsite", "type": "event"}])
     assert result["entities_matched"] == []
     [merge] = result["merges"]

@@ -17,7 +17,7 @@ from memory.scopes import Grants
 from memory.selectors.vocabulary import vocabulary_gather
 from memory.services.fact_batch import FactInput, facts_write_batch
 from memory.services.facts import fact_retract, fact_write, facts_expire
-from memory.tasks import entity_embeddings_compute
+from memory.services.vectors import vectors_compute
 from tests.api.conftest import assert_error
 from tests.fake_llm import FakeLLM
 
@@ -155,7 +155,7 @@ def test_with_more_than_500_entities_the_ones_the_turn_names_or_resembles_come_f
         type="organisation",
         normalized_key="quasar analytics",
     )
-    entity_embeddings_compute([similar.pk])
+    vectors_compute("entities", [similar.pk])
     Entity.objects.filter(pk__in=[old.pk, similar.pk]).update(
         updated_at=timezone.now() - timedelta(days=900)
     )

@@ -165,8 +165,6 @@ class HeldOpen:
 def graph_footprint() -> dict[str, int]:
     """Row counts of everything an ingest can write besides its own Run: equal before and
     after a failed run means nothing of it was stored."""
-    from django_tasks_db.models import DBTaskResult
-
     from memory.models import (
         Chunk,
         Conflict,
@@ -192,9 +190,18 @@ def graph_footprint() -> dict[str, int]:
         "search terms": SearchTerm,
         "search postings": SearchPosting,
     }
-    counts = {name: model.objects.count() for name, model in tables.items()}
-    # Embedding work is queued on commit only: a rolled-back run queues none.
-    counts["queued embeddings"] = DBTaskResult.objects.filter(
-        task_path__endswith="entity_embeddings_task"
-    ).count()
+    # The turn is the run's input, kept from the moment the memory is accepted.
+    counts = {
+        name: model.objects.exclude(**_not_turns(model)).count() for name, model in tables.items()
+    }
     return counts
+
+
+def _not_turns(model: Any) -> dict[str, Any]:
+    from memory.search.models import SearchDoc, SearchPosting, SearchTerm
+
+    if model in (SearchDoc, SearchTerm):
+        return {"target": "turn"}
+    if model is SearchPosting:
+        return {"doc_id__in": SearchDoc.objects.filter(target="turn").values("pk")}
+    return {}

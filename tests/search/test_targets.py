@@ -7,11 +7,10 @@ import pytest
 from memory.access import ContextAccess
 from memory.models import Entity
 from memory.search.models import SearchDoc
-from memory.search.tasks import fact_embeddings_compute
 from memory.selectors.search import search
 from memory.services.entities import entity_delete, entity_update, entity_upsert
 from memory.services.facts import fact_write
-from memory.tasks import entity_embeddings_compute
+from memory.services.vectors import vectors_compute
 
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
 
@@ -44,9 +43,9 @@ def graph(access: ContextAccess) -> dict[str, Entity]:
     fact_write(
         access=access, subject=entities["sam"], predicate="works_at", object=entities["globex"]
     )
-    entity_embeddings_compute([e.pk for e in entities.values()])
-    fact_embeddings_compute(
-        list(SearchDoc.objects.filter(target="fact").values_list("fact_id", flat=True))
+    vectors_compute("entities", [e.pk for e in entities.values()])
+    vectors_compute(
+        "facts", list(SearchDoc.objects.filter(target="fact").values_list("fact_id", flat=True))
     )
     return entities
 

@@ -23,12 +23,19 @@ from tests.security.world import (
 pytestmark = pytest.mark.django_db
 
 
-def expected_results(caller: Caller, target: str, scopes: list[str] | None) -> set[int]:
+def expected_results(
+    caller: Caller, target: str, scopes: list[str] | None, thread: str | None = None
+) -> set[int]:
     """Every visible record of ``target`` a search may return (live entities, current
-    facts, chunks), within the request's scope patterns."""
+    facts, chunks, turns — of ``thread`` when given), within the request's scope patterns."""
     world = caller.world
     records = {
         "chunks": {pk: world.chunks[pk].scope for pk in caller.chunks},
+        "turns": {
+            pk: world.turns[pk].scope
+            for pk in caller.turns
+            if thread is None or world.turns[pk].thread == thread
+        },
         "facts": {pk: world.facts[pk].scope for pk in caller.current_facts},
         "entities": {pk: world.entities[pk].scope for pk in caller.entities},
     }[target]
@@ -58,3 +65,15 @@ def test_search_returns_exactly_the_granted_records_in_every_mode(
                     assert all(caller.sees(r["scope"]) for r in results), (mode, target, grants)
                     found = {r["id"] for r in results}
                     assert found == expected, (mode, target, grants, scopes)
+            # One conversation's turns: the thread narrows, the grants still hold.
+            expected = expected_results(caller, "turns", scopes, thread="thread1")
+            for mode in MODES:
+                body = {"query": QUERY, "mode": mode, "target": "turns", "k": 100}
+                body["thread"] = "thread1"
+                if scopes is not None:
+                    body["scope"] = scopes
+                response = caller.api.post(url, body, format="json")
+                assert response.status_code == 200, response.content
+                results = response.json()["results"]
+                assert {r["id"] for r in results} == expected, (mode, grants, scopes)
+                assert all(r["meta"]["thread"] == "thread1" for r in results)

@@ -36,9 +36,9 @@ from memory.models import (
     Predicate,
     Role,
     Run,
+    Turn,
 )
 from memory.models import Conflict as ConflictRecord
-from memory.search.tasks import fact_embeddings_compute, keyword_embeddings_compute
 from memory.services.conflicts import conflict_resolve
 from memory.services.contexts import context_create
 from memory.services.documents import document_create, document_delete, documents_embed
@@ -47,7 +47,8 @@ from memory.services.entities import entity_update, entity_upsert
 from memory.services.facts import fact_write
 from memory.services.ingest import run_create
 from memory.services.tokens import token_issue
-from memory.tasks import entity_embeddings_compute
+from memory.services.turns import turn_fields_clean
+from memory.services.vectors import vectors_compute
 
 # --- the scope tree -----------------------------------------------------------------------
 
@@ -273,6 +274,7 @@ class World:
     conflicts: dict[int, ConflictRecord]
     pairs: list[DuplicateCandidate]
     runs: dict[int, Run]
+    turns: dict[int, Turn]
     events: list[AuditEvent]
     observed: dict[int, Predicate]  # drift: observed predicates by id
     markers: dict[str, str] = field(default_factory=dict)  # marker → scope of its record
@@ -303,7 +305,13 @@ def world_build(spec: WorldSpec, *, embed: bool = True) -> World:
     for n, f in enumerate(spec.facts):
         _fact(access, n, f, entities, documents)
     for n, scope in enumerate(spec.runs):
-        run_create(access=access, text=f"run{n:03d}q {QUERY}", scope=scope, infer="none")
+        run_create(
+            access=access,
+            text=f"run{n:03d}q {QUERY}",
+            scope=scope,
+            infer="none",
+            turn=turn_fields_clean(speaker="Ann", thread=f"thread{n % 2}", ref=f"r{n}"),
+        )
     duplicates_scan(context=context, use_embeddings=False)
     for n in spec.updates:
         entity_update(access=access, entity=entities[n], attributes={"checked": True})
@@ -313,13 +321,16 @@ def world_build(spec: WorldSpec, *, embed: bool = True) -> World:
     if spec.delete_document and len(documents) > 1:
         document_delete(access=access, document=documents.pop(0))
     if embed:
-        entity_embeddings_compute([e.pk for e in entities])
+        vectors_compute("entities", [e.pk for e in entities])
         fact_ids = Fact.objects.filter(context=context).values_list("pk", flat=True)
-        fact_embeddings_compute(list(fact_ids))
+        vectors_compute("facts", list(fact_ids))
         documents_embed(document_ids=[d.pk for d in documents])
+        vectors_compute(
+            "turns", list(Turn.objects.filter(context=context).values_list("pk", flat=True))
+        )
     else:
         keyword_ids = Keyword.objects.filter(context=context).values_list("pk", flat=True)
-        keyword_embeddings_compute(list(keyword_ids))
+        vectors_compute("keywords", list(keyword_ids))
     return world_read(context)
 
 
@@ -382,6 +393,7 @@ def world_read(context: Context) -> World:
         conflicts={c.pk: c for c in ConflictRecord.objects.filter(context=context)},
         pairs=list(DuplicateCandidate.objects.filter(context=context, status=DuplicateStatus.OPEN)),
         runs={r.pk: r for r in Run.objects.filter(context=context)},
+        turns={t.pk: t for t in Turn.objects.filter(context=context).defer("embedding")},
         events=list(AuditEvent.objects.filter(context=context)),
         observed={p.pk: p for p in Predicate.objects.filter(context=context, status="observed")},
     )
@@ -441,6 +453,10 @@ class Caller:
     @property
     def chunks(self) -> set[int]:
         return {pk for pk, c in self.world.chunks.items() if self.sees(c.scope)}
+
+    @property
+    def turns(self) -> set[int]:
+        return {pk for pk, t in self.world.turns.items() if self.sees(t.scope)}
 
     @property
     def conflicts(self) -> set[int]:

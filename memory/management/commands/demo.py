@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from memory.access import ContextAccess, system_access
+from memory.embeddings import embedder_warm_up
 from memory.models import Context, ContextMembership, Entity, Fact, Role, SourceKind
 from memory.services.contexts import context_create
 from memory.services.entities import IdentifierInput, entity_upsert
@@ -32,6 +33,8 @@ from memory.services.tokens import token_issue
 
 DEMO_SLUG = "demo"
 DEMO_USER = "curator"
+# The registry, seeding and tokens are an admin's (SPEC §7): a second login shows them.
+DEMO_ADMIN = "admin"
 ACME, ALEX, GLOBEX = "org/acme", "org/acme/user/alex", "org/globex"
 
 
@@ -168,7 +171,8 @@ class Command(BaseCommand):
         else:
             entities, facts = demo_load(access=system_access(context))
             self.stderr.write(f"Loaded {entities} entities and {facts} facts into '{DEMO_SLUG}'.")
-        password, token = _login(context)
+        password, token = _login(context, DEMO_USER, Role.CURATOR, with_token=True)
+        admin_password, _ = _login(context, DEMO_ADMIN, Role.ADMIN, with_token=False)
         base = f"http://{options['addrport']}"
         self.stdout.write(
             "\n".join(
@@ -177,11 +181,15 @@ class Command(BaseCommand):
                     f"Dashboard   {base}/",
                     f"API docs    {base}/api/docs/",
                     f"Health      {base}/api/v1/health",
+                    f"MCP         {base}/mcp   (streamable HTTP; header as below)",
                     "",
                     f"Login       {DEMO_USER} / {password}   (shown once; rerun to reset)",
+                    f"Admin       {DEMO_ADMIN} / {admin_password}   (registry, seeding, tokens)",
                     f"API token   {token}",
                     f'Try         curl -H "Authorization: Token {token}" '
                     f"{base}/api/v1/contexts/{DEMO_SLUG}/predicates",
+                    f"MCP client  claude mcp add --transport http memory-desk {base}/mcp "
+                    f'--header "Authorization: Token {token}"',
                     "",
                 ]
             )
@@ -191,7 +199,9 @@ class Command(BaseCommand):
 
 
 def _serve(addrport: str) -> None:
-    """runserver, with a task worker beside it to compute the demo's embeddings."""
+    """runserver, with a task worker beside it to compute the demo's embeddings. The
+    embedding model starts loading now, so no first page waits for it."""
+    embedder_warm_up()
     worker = subprocess.Popen(
         [sys.executable, "-m", "django", "db_worker"],
         cwd=settings.BASE_DIR,
@@ -251,16 +261,19 @@ def _date(iso: str | None) -> datetime | None:
 
 
 @transaction.atomic
-def _login(context: Context) -> tuple[str, str]:
-    """(Re)set the curator's password and issue a token; neither is stored in clear."""
-    user = get_user_model().objects.filter(username=DEMO_USER).first()
+def _login(
+    context: Context, username: str, role: Role, *, with_token: bool
+) -> tuple[str, str | None]:
+    """(Re)set a demo login's password and role, and issue it a token when asked;
+    neither is stored in clear."""
+    user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        user = get_user_model().objects.create_user(username=DEMO_USER)
+        user = get_user_model().objects.create_user(username=username)
     password = secrets.token_urlsafe(12)
     user.set_password(password)
     user.save(update_fields=["password"])
-    ContextMembership.objects.update_or_create(
-        user=user, context=context, defaults={"role": Role.ADMIN}
-    )
+    ContextMembership.objects.update_or_create(user=user, context=context, defaults={"role": role})
+    if not with_token:
+        return password, None
     token = token_issue(user=user, context=context, grants=["read,write:*"], name="demo")
     return password, token.raw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ from memory.access import system_access
 from memory.errors import MemoryError_
 from memory.models import Context
 from memory.scopes import ScopeError
-from memory.services.documents import document_create, documents_embed
+from memory.services.documents import document_create
+from memory.services.vectors import DrainReport, embedding_backlog, embeddings_drain
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")
+POLL_SECONDS = 1.0
 
 
 def _documents(path: Path) -> Iterator[dict[str, Any]]:
@@ -72,7 +75,9 @@ class Command(BaseCommand):
         parser.add_argument("--context", required=True, help="context slug")
         parser.add_argument("--scope", required=True, help="scope for documents that name none")
         parser.add_argument(
-            "--wait", action="store_true", help="compute the vectors now (with a progress bar)"
+            "--wait",
+            action="store_true",
+            help="embed the backlog now, with a progress bar until it is zero",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -107,20 +112,14 @@ class Command(BaseCommand):
                 continue
             created.append(document.pk)
         if options["wait"] and created:
-            with tqdm(desc="embedding", unit="chunk", file=out) as bar:
-
-                def progress(done: int, total: int) -> None:
-                    bar.total = total
-                    bar.update(done - bar.n)
-
-                try:
-                    documents_embed(document_ids=created, on_progress=progress)
-                except MemoryError_ as exc:  # the embedder is down; the documents are stored
-                    raise CommandError(
-                        f"{len(created)} documents imported into {context.slug}, but their "
-                        f"vectors could not be computed ({exc.message}); once the embedder "
-                        f"is back, run: manage.py reembed --context {context.slug}"
-                    ) from exc
+            try:
+                _drain_with_progress(context, out)
+            except MemoryError_ as exc:  # the embedder is down; the documents are stored
+                raise CommandError(
+                    f"{len(created)} documents imported into {context.slug}, but their "
+                    f"vectors could not be computed ({exc.message}); once the embedder "
+                    f"is back, run: manage.py reembed --context {context.slug}"
+                ) from exc
         self.stdout.write(
             f"{len(created)} documents imported into {context.slug}, {len(failed)} failed"
         )
@@ -128,3 +127,23 @@ class Command(BaseCommand):
             self.stderr.write(message)
         if failed:
             raise CommandError(f"{len(failed)} of {len(items)} documents failed")
+
+
+def _drain_with_progress(context: Context, out: Any) -> None:
+    """Embed the context's backlog here, showing it fall to zero. When the task worker's
+    drain is already at it (the lock is taken), follow the backlog until it is done."""
+    total = sum(embedding_backlog(context=context).values())
+    with tqdm(total=total, desc="embedding backlog", unit="row", file=out) as bar:
+
+        def progress(report: DrainReport) -> None:
+            bar.update(min(report.total, total) - bar.n)
+
+        while True:
+            report = embeddings_drain(context=context, on_progress=progress)
+            left = sum(embedding_backlog(context=context).values())
+            bar.total = max(total, bar.n + left)
+            bar.update(max(bar.total - left - bar.n, 0))
+            if not left:
+                return
+            if report.skipped:
+                time.sleep(POLL_SECONDS)

@@ -12,13 +12,18 @@ from tqdm import tqdm
 from memory.embeddings import embedding_model_id
 from memory.errors import MemoryError_
 from memory.models import Context
-from memory.search.tasks import EMBED_BATCH
-from memory.services.vectors import MAX_BATCH, VECTOR_TARGETS, vectors_refill, vectors_to_embed
+from memory.services.vectors import (
+    EMBED_BATCH,
+    MAX_BATCH,
+    VECTOR_TARGETS,
+    vectors_refill,
+    vectors_to_embed,
+)
 
 
 class Command(BaseCommand):
     help = (
-        "Embed chunks, facts, entities and keywords whose vector is missing (the default), "
+        "Embed chunks, turns, facts, entities and keywords whose vector is missing (the default), "
         "or all of them with --all (after changing MEMORY_EMBED_MODEL), in batches through "
         "the embedding model, with a progress bar. Safe to run again: with --missing-only a "
         "second run finds nothing to do, and after a failure it carries on where it stopped."
@@ -30,7 +35,7 @@ class Command(BaseCommand):
             "--target",
             action="append",
             choices=VECTOR_TARGETS,
-            help="what to embed; repeat for more (default: all four)",
+            help="what to embed; repeat for more (default: all five)",
         )
         which = parser.add_mutually_exclusive_group()
         which.add_argument(

@@ -1,4 +1,5 @@
-"""``manage.py search QUERY --context SLUG [--mode] [--k] [--target] [--scope] [--json]``."""
+"""``manage.py search QUERY --context SLUG [--mode] [--k] [--target] [--thread] [--scope]
+[--json]``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scope", action="append", help="scope pattern (P or P/*); repeat for more"
         )
+        parser.add_argument("--thread", help="--target turns: only this conversation's turns")
         parser.add_argument("--graph-alpha", type=float, default=0.3)
         parser.add_argument("--json", action="store_true", help="print the API's JSON shape")
 
@@ -47,6 +49,7 @@ class Command(BaseCommand):
                 scopes=options["scope"],
                 target=options["target"],
                 graph_alpha=options["graph_alpha"],
+                thread=options["thread"],
             )
         except (MemoryError_, ScopeError) as exc:
             raise CommandError(getattr(exc, "message", str(exc))) from exc
@@ -66,5 +69,9 @@ class Command(BaseCommand):
                 extras.append(f"fused {explain['fused']:.4f}")
             if explain["graph_boost"] is not None:
                 extras.append(f"graph +{explain['graph_boost']:.4f}")
+            if result["type"] == "turn":
+                meta = result["meta"]
+                said = [meta[k] for k in ("speaker", "said_at", "thread", "ref") if meta[k]]
+                extras.insert(0, " · ".join(str(v) for v in said) or "turn")
             self.stdout.write("      " + ", ".join(extras))
         self.stdout.write(f"{len(body['results'])} results in {body['took_ms']:.1f} ms")

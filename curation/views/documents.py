@@ -1,0 +1,92 @@
+"""Documents: the list (filter by title and scope), a document's page with its chunks
+and keywords, and a curator's delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.contrib import messages
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST, require_safe
+
+from curation.forms import DocumentFilterForm
+from curation.views.access import (
+    HtmxHttpRequest,
+    _get_context_for_user,
+    dashboard_view,
+    render_screen,
+)
+from memory.models import Document, Role
+from memory.selectors.documents import (
+    document_chunks,
+    document_get,
+    document_keywords,
+    document_list,
+)
+from memory.services.documents import document_delete
+
+PAGE_SIZE = 50
+CHUNKS_PER_PAGE = 30
+KEYWORDS_SHOWN = 40
+
+
+@require_safe
+@dashboard_view
+def documents(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Queries: count; one page of documents with their chunk counts."""
+    access = _get_context_for_user(request, ctx)
+    form = DocumentFilterForm(request.GET)
+    valid = form.is_valid()
+    found: Sequence[Document] | QuerySet[Document] = (
+        document_list(access=access, **form.filters()) if valid else []
+    )
+    page: Page[Document] = Paginator(found, PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render_screen(
+        request,
+        "curation/documents.html",
+        access,
+        {"form": form, "page": page, "query": query.urlencode()},
+        section="documents",
+        partial="results",
+        status=200 if valid else 400,
+    )
+
+
+@require_safe
+@dashboard_view
+def document_detail(request: HtmxHttpRequest, ctx: str, document_id: int) -> HttpResponse:
+    """Queries: the document; one page of its chunks (and their count); its keywords."""
+    access = _get_context_for_user(request, ctx)
+    document = document_get(access=access, document_id=document_id)
+    chunks = Paginator(document_chunks(access=access, document=document), CHUNKS_PER_PAGE)
+    keywords = document_keywords(access=access, document=document)
+    return render_screen(
+        request,
+        "curation/document.html",
+        access,
+        {
+            "document": document,
+            "chunks": chunks.get_page(request.GET.get("page")),
+            "keywords": keywords[:KEYWORDS_SHOWN],
+            "keywords_more": max(0, len(keywords) - KEYWORDS_SHOWN),
+            "can_delete": access.has_role(Role.CURATOR) and access.grants.can_write(document.scope),
+        },
+        section="documents",
+    )
+
+
+@require_POST
+@dashboard_view
+def document_delete_view(request: HtmxHttpRequest, ctx: str, document_id: int) -> HttpResponse:
+    """A curator's delete, as through the API (curator role and a write grant)."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    document = document_get(access=access, document_id=document_id)
+    title = document.title or f"document {document.pk}"
+    document_delete(access=access, document=document)
+    messages.success(request, f"Deleted {title} with its chunks and keyword links.")
+    return redirect("documents", access.context.slug)

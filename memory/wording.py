@@ -1,0 +1,9 @@
+"""Counts in words for messages and audit summaries: "1 fact", "2 facts"."""
+
+from __future__ import annotations
+
+
+def counted(number: int, one: str, many: str | None = None) -> str:
+    """``counted(1, "fact")`` → "1 fact"; ``counted(1234, "entity", "entities")`` →
+    "1,234 entities"."""
+    return f"{number:,} {one if number == 1 else (many or one + 's')}"
