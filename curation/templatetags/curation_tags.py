@@ -91,6 +91,7 @@ def signed(value: float) -> str:
     return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"
 
 
+@register.filter
 def ago(moment: Any) -> str:
     """A past moment as "just now" (under a minute), else "3 minutes ago"."""
     from datetime import datetime
