@@ -44,4 +44,3 @@ class Conflict(DomainError):
 class ServiceUnavailable(DomainError):
     status = 503
     code = "unavailable"
-
