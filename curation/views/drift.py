@@ -24,6 +24,7 @@ from curation.views.access import (
     wants_partial,
 )
 from memory.access import ContextAccess
+from memory.embeddings import embedder_loading
 from memory.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from memory.models import AuditEvent, FactKind, Role
 from memory.selectors.drift import (
@@ -101,10 +102,17 @@ def _page(
     shown: list[DriftItem] = list(page.object_list)
     drift_examples_attach(items=shown)
     suggestions_problem = ""
-    try:
-        drift_suggestions_attach(access=access, items=shown)
-    except ServiceUnavailable as exc:  # the list and every action work without them
-        suggestions_problem = exc.message
+    if embedder_loading():
+        # Ranking would wait for the model the server is still loading (10-20 s): the
+        # list and every action work now, and the suggestions come with a reload.
+        suggestions_problem = (
+            "the embedding model is still loading; reload the page in a few seconds"
+        )
+    else:
+        try:
+            drift_suggestions_attach(access=access, items=shown)
+        except ServiceUnavailable as exc:  # the list and every action work without them
+            suggestions_problem = exc.message
     rows = []
     for item in shown:
         form = promote[1] if promote is not None and promote[0] == item.predicate.name else None

@@ -35,6 +35,23 @@ def test_drift_lists_items_with_counts_examples_and_suggestions(
     assert "first seen" in html
 
 
+def test_while_the_model_loads_the_page_answers_at_once_without_suggestions(
+    viewer: Client, base: str, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory import embeddings
+
+    # The state a server is in for its first 10-20 s: the warm-up thread still loading.
+    monkeypatch.setattr(embeddings._warm_up, "state", "loading")
+
+    response = viewer.get(f"{base}/drift/")
+
+    html = page(response)
+    [row] = response.context["rows"]
+    assert row.name == "works_for" and row.item.suggestions == [] and not row.top_target
+    assert "the embedding model is still loading" in html
+    assert 'id="suggestions-unavailable"' in html
+
+
 def test_viewer_sees_no_action_forms(viewer: Client, base: str, memory: Memory) -> None:
     html = page(viewer.get(f"{base}/drift/"))
 
