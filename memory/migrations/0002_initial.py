@@ -12,1094 +12,417 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
-        ("memory", "0001_extensions"),
+        ('memory', '0001_extensions'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="Context",
+            name='Context',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "slug",
-                    models.CharField(
-                        max_length=63,
-                        unique=True,
-                        validators=[
-                            django.core.validators.RegexValidator(
-                                "^[a-z0-9][a-z0-9_-]{0,62}$", "lowercase letters, digits, - and _"
-                            )
-                        ],
-                    ),
-                ),
-                ("name", models.CharField(max_length=200)),
-                ("description", models.TextField(blank=True)),
-                (
-                    "predicate_mode",
-                    models.CharField(
-                        choices=[("permissive", "Permissive"), ("strict", "Strict")],
-                        default="permissive",
-                        max_length=12,
-                    ),
-                ),
-                ("auto_supersede", models.BooleanField(default=True)),
-                (
-                    "auto_merge_threshold",
-                    models.FloatField(
-                        default=0.92,
-                        validators=[
-                            django.core.validators.MinValueValidator(0.0),
-                            django.core.validators.MaxValueValidator(1.0),
-                        ],
-                    ),
-                ),
-                (
-                    "review_threshold",
-                    models.FloatField(
-                        default=0.8,
-                        validators=[
-                            django.core.validators.MinValueValidator(0.0),
-                            django.core.validators.MaxValueValidator(1.0),
-                        ],
-                    ),
-                ),
-                ("llm_judge_enabled", models.BooleanField(default=False)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('slug', models.CharField(max_length=63, unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9][a-z0-9_-]{0,62}$', 'lowercase letters, digits, - and _')])),
+                ('name', models.CharField(max_length=200)),
+                ('description', models.TextField(blank=True)),
+                ('predicate_mode', models.CharField(choices=[('permissive', 'Permissive'), ('strict', 'Strict')], default='permissive', max_length=12)),
+                ('auto_supersede', models.BooleanField(default=True)),
+                ('auto_merge_threshold', models.FloatField(default=0.92, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)])),
+                ('review_threshold', models.FloatField(default=0.8, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)])),
+                ('llm_judge_enabled', models.BooleanField(default=False)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                "ordering": ["slug"],
-                "constraints": [
-                    models.CheckConstraint(
-                        condition=models.Q(
-                            ("review_threshold__lte", models.F("auto_merge_threshold"))
-                        ),
-                        name="context_review_below_auto_merge",
-                    )
-                ],
+                'ordering': ['slug'],
+                'constraints': [models.CheckConstraint(condition=models.Q(('review_threshold__lte', models.F('auto_merge_threshold'))), name='context_review_below_auto_merge')],
             },
         ),
         migrations.CreateModel(
-            name="ApiToken",
+            name='ApiToken',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(blank=True, max_length=100)),
-                ("prefix", models.CharField(max_length=12)),
-                ("digest", models.CharField(max_length=64, unique=True)),
-                (
-                    "grants",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=300), default=list, size=None
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("last_used_at", models.DateTimeField(blank=True, null=True)),
-                ("revoked_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="api_tokens",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="tokens",
-                        to="memory.context",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(blank=True, max_length=100)),
+                ('prefix', models.CharField(max_length=12)),
+                ('digest', models.CharField(max_length=64, unique=True)),
+                ('grants', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), default=list, size=None)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('last_used_at', models.DateTimeField(blank=True, null=True)),
+                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tokens', to='memory.context')),
             ],
         ),
         migrations.CreateModel(
-            name="Document",
+            name='Document',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("title", models.CharField(blank=True, max_length=500)),
-                ("text", models.TextField()),
-                ("source", models.CharField(blank=True, max_length=300)),
-                ("metadata", models.JSONField(blank=True, default=dict)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="documents",
-                        to="memory.context",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('title', models.CharField(blank=True, max_length=500)),
+                ('text', models.TextField()),
+                ('source', models.CharField(blank=True, max_length=300)),
+                ('metadata', models.JSONField(blank=True, default=dict)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='memory.context')),
             ],
         ),
         migrations.CreateModel(
-            name="Chunk",
+            name='Chunk',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("ordinal", models.PositiveIntegerField()),
-                ("text", models.TextField()),
-                ("token_count", models.PositiveIntegerField(default=0)),
-                (
-                    "embedding",
-                    pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
-                ),
-                ("embedding_model", models.CharField(blank=True, max_length=100)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, to="memory.context"
-                    ),
-                ),
-                (
-                    "document",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="chunks",
-                        to="memory.document",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('ordinal', models.PositiveIntegerField()),
+                ('text', models.TextField()),
+                ('token_count', models.PositiveIntegerField(default=0)),
+                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
+                ('embedding_model', models.CharField(blank=True, max_length=100)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='memory.context')),
+                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='memory.document')),
             ],
         ),
         migrations.CreateModel(
-            name="Entity",
+            name='Entity',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("name", models.CharField(max_length=300)),
-                (
-                    "type",
-                    models.CharField(
-                        choices=[
-                            ("person", "Person"),
-                            ("organisation", "Organisation"),
-                            ("project", "Project"),
-                            ("location", "Location"),
-                            ("topic", "Topic"),
-                            ("product", "Product"),
-                            ("policy", "Policy"),
-                            ("concept", "Concept"),
-                            ("event", "Event"),
-                            ("agent", "Agent"),
-                            ("service", "Service"),
-                            ("other", "Other"),
-                        ],
-                        default="other",
-                        max_length=20,
-                    ),
-                ),
-                ("normalized_key", models.CharField(max_length=300)),
-                (
-                    "aliases",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=300),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                (
-                    "alias_keys",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=300),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                ("attributes", models.JSONField(blank=True, default=dict)),
-                (
-                    "embedding",
-                    pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
-                ),
-                ("embedding_model", models.CharField(blank=True, max_length=100)),
-                ("seeded", models.BooleanField(default=False)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="entities",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "merged_into",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="merged_from",
-                        to="memory.entity",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('name', models.CharField(max_length=300)),
+                ('type', models.CharField(choices=[('person', 'Person'), ('organisation', 'Organisation'), ('project', 'Project'), ('location', 'Location'), ('topic', 'Topic'), ('product', 'Product'), ('policy', 'Policy'), ('concept', 'Concept'), ('event', 'Event'), ('agent', 'Agent'), ('service', 'Service'), ('other', 'Other')], default='other', max_length=20)),
+                ('normalized_key', models.CharField(max_length=300)),
+                ('aliases', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), blank=True, default=list, size=None)),
+                ('alias_keys', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), blank=True, default=list, size=None)),
+                ('attributes', models.JSONField(blank=True, default=dict)),
+                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
+                ('embedding_model', models.CharField(blank=True, max_length=100)),
+                ('seeded', models.BooleanField(default=False)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='entities', to='memory.context')),
+                ('merged_into', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='merged_from', to='memory.entity')),
             ],
             options={
-                "verbose_name_plural": "entities",
+                'verbose_name_plural': 'entities',
             },
         ),
         migrations.CreateModel(
-            name="EntityIdentifier",
+            name='EntityIdentifier',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("kind", models.CharField(max_length=40)),
-                ("value", models.CharField(max_length=500)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, to="memory.context"
-                    ),
-                ),
-                (
-                    "entity",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="identifiers",
-                        to="memory.entity",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('kind', models.CharField(max_length=40)),
+                ('value', models.CharField(max_length=500)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='memory.context')),
+                ('entity', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='identifiers', to='memory.entity')),
             ],
         ),
         migrations.CreateModel(
-            name="Keyword",
+            name='Keyword',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("text", models.CharField(max_length=300)),
-                ("document_count", models.PositiveIntegerField(default=0)),
-                (
-                    "embedding",
-                    pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
-                ),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, to="memory.context"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('text', models.CharField(max_length=300)),
+                ('document_count', models.PositiveIntegerField(default=0)),
+                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='memory.context')),
             ],
         ),
         migrations.CreateModel(
-            name="KeywordLink",
+            name='KeywordLink',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("score", models.FloatField()),
-                (
-                    "chunk",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        to="memory.chunk",
-                    ),
-                ),
-                (
-                    "document",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="keyword_links",
-                        to="memory.document",
-                    ),
-                ),
-                (
-                    "keyword",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="links",
-                        to="memory.keyword",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('score', models.FloatField()),
+                ('chunk', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, to='memory.chunk')),
+                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='keyword_links', to='memory.document')),
+                ('keyword', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links', to='memory.keyword')),
             ],
         ),
         migrations.CreateModel(
-            name="Predicate",
+            name='Predicate',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=100)),
-                ("description", models.TextField(blank=True)),
-                ("example", models.TextField(blank=True)),
-                ("category", models.CharField(default="general", max_length=50)),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("relation", "Relation"),
-                            ("attribute", "Attribute"),
-                            ("action", "Action"),
-                            ("narrative", "Narrative"),
-                        ],
-                        default="relation",
-                        max_length=12,
-                    ),
-                ),
-                (
-                    "subject_types",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=20),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                (
-                    "object_types",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=20),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                ("inverse", models.CharField(blank=True, max_length=100)),
-                ("default_importance", models.FloatField(default=0.5)),
-                ("ranking_weight", models.FloatField(default=1.0)),
-                ("single_valued", models.BooleanField(default=False)),
-                ("is_aggregate", models.BooleanField(default=False)),
-                (
-                    "lifecycle",
-                    models.CharField(
-                        choices=[
-                            ("stable", "Stable"),
-                            ("stateful", "Stateful"),
-                            ("ephemeral", "Ephemeral"),
-                            ("episodic", "Episodic"),
-                        ],
-                        default="stable",
-                        max_length=12,
-                    ),
-                ),
-                ("default_validity_days", models.PositiveIntegerField(blank=True, null=True)),
-                ("exclude_from_prompt", models.BooleanField(default=False)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("registered", "Registered"),
-                            ("observed", "Observed"),
-                            ("rejected", "Rejected"),
-                        ],
-                        default="registered",
-                        max_length=12,
-                    ),
-                ),
-                ("first_seen_at", models.DateTimeField(blank=True, null=True)),
-                ("last_seen_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="predicates",
-                        to="memory.context",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=100)),
+                ('description', models.TextField(blank=True)),
+                ('example', models.TextField(blank=True)),
+                ('category', models.CharField(default='general', max_length=50)),
+                ('kind', models.CharField(choices=[('relation', 'Relation'), ('attribute', 'Attribute'), ('action', 'Action'), ('narrative', 'Narrative')], default='relation', max_length=12)),
+                ('subject_types', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=20), blank=True, default=list, size=None)),
+                ('object_types', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=20), blank=True, default=list, size=None)),
+                ('inverse', models.CharField(blank=True, max_length=100)),
+                ('default_importance', models.FloatField(default=0.5)),
+                ('ranking_weight', models.FloatField(default=1.0)),
+                ('single_valued', models.BooleanField(default=False)),
+                ('is_aggregate', models.BooleanField(default=False)),
+                ('lifecycle', models.CharField(choices=[('stable', 'Stable'), ('stateful', 'Stateful'), ('ephemeral', 'Ephemeral'), ('episodic', 'Episodic')], default='stable', max_length=12)),
+                ('default_validity_days', models.PositiveIntegerField(blank=True, null=True)),
+                ('exclude_from_prompt', models.BooleanField(default=False)),
+                ('status', models.CharField(choices=[('registered', 'Registered'), ('observed', 'Observed'), ('rejected', 'Rejected')], default='registered', max_length=12)),
+                ('first_seen_at', models.DateTimeField(blank=True, null=True)),
+                ('last_seen_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='predicates', to='memory.context')),
             ],
             options={
-                "ordering": ["category", "name"],
+                'ordering': ['category', 'name'],
             },
         ),
         migrations.CreateModel(
-            name="Fact",
+            name='Fact',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("raw_predicate", models.CharField(max_length=200)),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("relation", "Relation"),
-                            ("attribute", "Attribute"),
-                            ("action", "Action"),
-                            ("narrative", "Narrative"),
-                        ],
-                        max_length=12,
-                    ),
-                ),
-                ("value", models.JSONField(blank=True, null=True)),
-                ("value_text", models.TextField(blank=True)),
-                ("confidence", models.FloatField(default=1.0)),
-                ("importance", models.FloatField(default=0.5)),
-                ("valid_from", models.DateTimeField(blank=True, null=True)),
-                ("valid_until", models.DateTimeField(blank=True, null=True)),
-                ("recorded_at", models.DateTimeField(auto_now_add=True)),
-                ("last_seen_at", models.DateTimeField(auto_now_add=True)),
-                ("observed_count", models.PositiveIntegerField(default=1)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("current", "Current"),
-                            ("superseded", "Superseded"),
-                            ("expired", "Expired"),
-                            ("retracted", "Retracted"),
-                            ("contested", "Contested"),
-                        ],
-                        default="current",
-                        max_length=12,
-                    ),
-                ),
-                ("status_changed_at", models.DateTimeField(blank=True, null=True)),
-                ("single_valued", models.BooleanField(default=False)),
-                (
-                    "source_kind",
-                    models.CharField(
-                        choices=[
-                            ("api", "Api"),
-                            ("run", "Run"),
-                            ("document", "Document"),
-                            ("seed", "Seed"),
-                            ("curation", "Curation"),
-                        ],
-                        default="api",
-                        max_length=12,
-                    ),
-                ),
-                ("source_ref", models.CharField(blank=True, max_length=300)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="facts",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "created_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "document",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to="memory.document",
-                    ),
-                ),
-                (
-                    "object",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="facts_as_object",
-                        to="memory.entity",
-                    ),
-                ),
-                (
-                    "subject",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="facts_as_subject",
-                        to="memory.entity",
-                    ),
-                ),
-                (
-                    "supersedes",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="superseded_by",
-                        to="memory.fact",
-                    ),
-                ),
-                (
-                    "predicate",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="facts",
-                        to="memory.predicate",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('raw_predicate', models.CharField(max_length=200)),
+                ('kind', models.CharField(choices=[('relation', 'Relation'), ('attribute', 'Attribute'), ('action', 'Action'), ('narrative', 'Narrative')], max_length=12)),
+                ('value', models.JSONField(blank=True, null=True)),
+                ('value_text', models.TextField(blank=True)),
+                ('confidence', models.FloatField(default=1.0)),
+                ('importance', models.FloatField(default=0.5)),
+                ('valid_from', models.DateTimeField(blank=True, null=True)),
+                ('valid_until', models.DateTimeField(blank=True, null=True)),
+                ('recorded_at', models.DateTimeField(auto_now_add=True)),
+                ('last_seen_at', models.DateTimeField(auto_now_add=True)),
+                ('observed_count', models.PositiveIntegerField(default=1)),
+                ('status', models.CharField(choices=[('current', 'Current'), ('superseded', 'Superseded'), ('expired', 'Expired'), ('retracted', 'Retracted'), ('contested', 'Contested')], default='current', max_length=12)),
+                ('status_changed_at', models.DateTimeField(blank=True, null=True)),
+                ('single_valued', models.BooleanField(default=False)),
+                ('source_kind', models.CharField(choices=[('api', 'Api'), ('run', 'Run'), ('document', 'Document'), ('seed', 'Seed'), ('curation', 'Curation')], default='api', max_length=12)),
+                ('source_ref', models.CharField(blank=True, max_length=300)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='facts', to='memory.context')),
+                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('document', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='memory.document')),
+                ('object', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_object', to='memory.entity')),
+                ('subject', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_subject', to='memory.entity')),
+                ('supersedes', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='superseded_by', to='memory.fact')),
+                ('predicate', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='facts', to='memory.predicate')),
             ],
         ),
         migrations.CreateModel(
-            name="Conflict",
+            name='Conflict',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("reason", models.CharField(max_length=300)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[("open", "Open"), ("resolved", "Resolved")],
-                        default="open",
-                        max_length=10,
-                    ),
-                ),
-                ("resolution", models.CharField(blank=True, max_length=40)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("resolved_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "resolved_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="conflicts",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "subject",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="memory.entity",
-                    ),
-                ),
-                (
-                    "contested_fact",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="memory.fact",
-                    ),
-                ),
-                (
-                    "current_fact",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="memory.fact",
-                    ),
-                ),
-                (
-                    "predicate",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="memory.predicate",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('reason', models.CharField(max_length=300)),
+                ('status', models.CharField(choices=[('open', 'Open'), ('resolved', 'Resolved')], default='open', max_length=10)),
+                ('resolution', models.CharField(blank=True, max_length=40)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('resolved_at', models.DateTimeField(blank=True, null=True)),
+                ('resolved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conflicts', to='memory.context')),
+                ('subject', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.entity')),
+                ('contested_fact', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.fact')),
+                ('current_fact', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.fact')),
+                ('predicate', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.predicate')),
             ],
         ),
         migrations.CreateModel(
-            name="PredicateAlias",
+            name='PredicateAlias',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("alias", models.CharField(max_length=100)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, to="memory.context"
-                    ),
-                ),
-                (
-                    "predicate",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="alias_set",
-                        to="memory.predicate",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('alias', models.CharField(max_length=100)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='memory.context')),
+                ('predicate', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alias_set', to='memory.predicate')),
             ],
             options={
-                "ordering": ["alias"],
+                'ordering': ['alias'],
             },
         ),
         migrations.CreateModel(
-            name="Run",
+            name='Run',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("mode", models.CharField(max_length=10)),
-                ("input_text", models.TextField(blank=True)),
-                ("input_payload", models.JSONField(blank=True, default=dict)),
-                ("source", models.CharField(blank=True, max_length=300)),
-                ("prompt", models.TextField(blank=True)),
-                ("raw_output", models.TextField(blank=True)),
-                ("parsed_output", models.JSONField(blank=True, null=True)),
-                ("result", models.JSONField(blank=True, null=True)),
-                (
-                    "outcome",
-                    models.CharField(
-                        choices=[
-                            ("pending", "Pending"),
-                            ("running", "Running"),
-                            ("succeeded", "Succeeded"),
-                            ("failed", "Failed"),
-                        ],
-                        default="pending",
-                        max_length=10,
-                    ),
-                ),
-                ("error", models.TextField(blank=True)),
-                ("timings", models.JSONField(blank=True, default=dict)),
-                ("prompt_tokens", models.PositiveIntegerField(default=0)),
-                ("completion_tokens", models.PositiveIntegerField(default=0)),
-                ("attempts", models.PositiveIntegerField(default=0)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("started_at", models.DateTimeField(blank=True, null=True)),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="runs",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "created_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "retry_of",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to="memory.run",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('mode', models.CharField(max_length=10)),
+                ('input_text', models.TextField(blank=True)),
+                ('input_payload', models.JSONField(blank=True, default=dict)),
+                ('source', models.CharField(blank=True, max_length=300)),
+                ('prompt', models.TextField(blank=True)),
+                ('raw_output', models.TextField(blank=True)),
+                ('parsed_output', models.JSONField(blank=True, null=True)),
+                ('result', models.JSONField(blank=True, null=True)),
+                ('outcome', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='pending', max_length=10)),
+                ('error', models.TextField(blank=True)),
+                ('timings', models.JSONField(blank=True, default=dict)),
+                ('prompt_tokens', models.PositiveIntegerField(default=0)),
+                ('completion_tokens', models.PositiveIntegerField(default=0)),
+                ('attempts', models.PositiveIntegerField(default=0)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('started_at', models.DateTimeField(blank=True, null=True)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='memory.context')),
+                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('retry_of', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='memory.run')),
             ],
         ),
         migrations.AddField(
-            model_name="fact",
-            name="run",
-            field=models.ForeignKey(
-                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to="memory.run"
-            ),
+            model_name='fact',
+            name='run',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to='memory.run'),
         ),
         migrations.CreateModel(
-            name="AuditEvent",
+            name='AuditEvent',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("actor_label", models.CharField(max_length=150)),
-                ("action", models.CharField(max_length=50)),
-                ("target_type", models.CharField(max_length=30)),
-                ("target_id", models.CharField(max_length=100)),
-                ("summary", models.CharField(max_length=500)),
-                (
-                    "before",
-                    models.JSONField(
-                        blank=True,
-                        encoder=django.core.serializers.json.DjangoJSONEncoder,
-                        null=True,
-                    ),
-                ),
-                (
-                    "after",
-                    models.JSONField(
-                        blank=True,
-                        encoder=django.core.serializers.json.DjangoJSONEncoder,
-                        null=True,
-                    ),
-                ),
-                (
-                    "undo",
-                    models.JSONField(
-                        blank=True,
-                        encoder=django.core.serializers.json.DjangoJSONEncoder,
-                        null=True,
-                    ),
-                ),
-                ("undone_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "actor",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "undone_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="audit_events",
-                        to="memory.context",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('actor_label', models.CharField(max_length=150)),
+                ('action', models.CharField(max_length=50)),
+                ('target_type', models.CharField(max_length=30)),
+                ('target_id', models.CharField(max_length=100)),
+                ('summary', models.CharField(max_length=500)),
+                ('before', models.JSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True)),
+                ('after', models.JSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True)),
+                ('undo', models.JSONField(blank=True, encoder=django.core.serializers.json.DjangoJSONEncoder, null=True)),
+                ('undone_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('undone_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='audit_events', to='memory.context')),
             ],
             options={
-                "ordering": ["-created_at", "-id"],
-                "indexes": [
-                    models.Index(fields=["context", "-created_at"], name="audit_recent"),
-                    models.Index(
-                        fields=["context", "target_type", "target_id"], name="audit_target"
-                    ),
-                ],
+                'ordering': ['-created_at', '-id'],
+                'indexes': [models.Index(fields=['context', '-created_at'], name='audit_recent'), models.Index(fields=['context', 'target_type', 'target_id'], name='audit_target')],
             },
         ),
         migrations.CreateModel(
-            name="ContextMembership",
+            name='ContextMembership',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "role",
-                    models.CharField(
-                        choices=[("viewer", "Viewer"), ("curator", "Curator"), ("admin", "Admin")],
-                        default="viewer",
-                        max_length=10,
-                    ),
-                ),
-                (
-                    "grants",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=300),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="members",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="memberships",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('role', models.CharField(choices=[('viewer', 'Viewer'), ('curator', 'Curator'), ('admin', 'Admin')], default='viewer', max_length=10)),
+                ('grants', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), blank=True, default=list, size=None)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='members', to='memory.context')),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("user", "context"), name="membership_unique_user_context"
-                    )
-                ],
+                'constraints': [models.UniqueConstraint(fields=('user', 'context'), name='membership_unique_user_context')],
             },
         ),
         migrations.AddIndex(
-            model_name="document",
-            index=models.Index(fields=["context", "-created_at"], name="document_recent"),
+            model_name='document',
+            index=models.Index(fields=['context', '-created_at'], name='document_recent'),
         ),
         migrations.AddIndex(
-            model_name="document",
-            index=models.Index(
-                django.contrib.postgres.indexes.OpClass("scope", name="varchar_pattern_ops"),
-                name="document_scope_prefix",
-            ),
+            model_name='document',
+            index=models.Index(django.contrib.postgres.indexes.OpClass('scope', name='varchar_pattern_ops'), name='document_scope_prefix'),
         ),
         migrations.AddIndex(
-            model_name="chunk",
-            index=models.Index(
-                django.contrib.postgres.indexes.OpClass("scope", name="varchar_pattern_ops"),
-                name="chunk_scope_prefix",
-            ),
+            model_name='chunk',
+            index=models.Index(django.contrib.postgres.indexes.OpClass('scope', name='varchar_pattern_ops'), name='chunk_scope_prefix'),
         ),
         migrations.AddIndex(
-            model_name="chunk",
-            index=pgvector.django.indexes.HnswIndex(
-                ef_construction=64,
-                fields=["embedding"],
-                m=16,
-                name="chunk_embedding_hnsw",
-                opclasses=["vector_cosine_ops"],
-            ),
+            model_name='chunk',
+            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='chunk_embedding_hnsw', opclasses=['vector_cosine_ops']),
         ),
         migrations.AddConstraint(
-            model_name="chunk",
-            constraint=models.UniqueConstraint(
-                fields=("document", "ordinal"), name="chunk_unique_ordinal"
-            ),
+            model_name='chunk',
+            constraint=models.UniqueConstraint(fields=('document', 'ordinal'), name='chunk_unique_ordinal'),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=models.Index(
-                condition=models.Q(("merged_into__isnull", True)),
-                fields=["context", "-updated_at"],
-                name="entity_live_recent",
-            ),
+            model_name='entity',
+            index=models.Index(condition=models.Q(('merged_into__isnull', True)), fields=['context', '-updated_at'], name='entity_live_recent'),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=models.Index(
-                django.contrib.postgres.indexes.OpClass("scope", name="varchar_pattern_ops"),
-                name="entity_scope_prefix",
-            ),
+            model_name='entity',
+            index=models.Index(django.contrib.postgres.indexes.OpClass('scope', name='varchar_pattern_ops'), name='entity_scope_prefix'),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=models.Index(fields=["context", "normalized_key"], name="entity_key"),
+            model_name='entity',
+            index=models.Index(fields=['context', 'normalized_key'], name='entity_key'),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=django.contrib.postgres.indexes.GinIndex(
-                fields=["alias_keys"], name="entity_alias_keys"
-            ),
+            model_name='entity',
+            index=django.contrib.postgres.indexes.GinIndex(fields=['alias_keys'], name='entity_alias_keys'),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=pgvector.django.indexes.HnswIndex(
-                ef_construction=64,
-                fields=["embedding"],
-                m=16,
-                name="entity_embedding_hnsw",
-                opclasses=["vector_cosine_ops"],
-            ),
+            model_name='entity',
+            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='entity_embedding_hnsw', opclasses=['vector_cosine_ops']),
         ),
         migrations.AddConstraint(
-            model_name="entity",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("merged_into__isnull", True)),
-                fields=("context", "scope", "type", "normalized_key"),
-                name="entity_unique_live_key",
-            ),
+            model_name='entity',
+            constraint=models.UniqueConstraint(condition=models.Q(('merged_into__isnull', True)), fields=('context', 'scope', 'type', 'normalized_key'), name='entity_unique_live_key'),
         ),
         migrations.AddConstraint(
-            model_name="entity",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "type__in",
-                        (
-                            "person",
-                            "organisation",
-                            "project",
-                            "location",
-                            "topic",
-                            "product",
-                            "policy",
-                            "concept",
-                            "event",
-                            "agent",
-                            "service",
-                            "other",
-                        ),
-                    )
-                ),
-                name="entity_type_closed_set",
-            ),
+            model_name='entity',
+            constraint=models.CheckConstraint(condition=models.Q(('type__in', ('person', 'organisation', 'project', 'location', 'topic', 'product', 'policy', 'concept', 'event', 'agent', 'service', 'other'))), name='entity_type_closed_set'),
         ),
         migrations.AddConstraint(
-            model_name="entityidentifier",
-            constraint=models.UniqueConstraint(
-                fields=("context", "scope", "kind", "value"), name="identifier_unique"
-            ),
+            model_name='entityidentifier',
+            constraint=models.UniqueConstraint(fields=('context', 'scope', 'kind', 'value'), name='identifier_unique'),
         ),
         migrations.AddConstraint(
-            model_name="keyword",
-            constraint=models.UniqueConstraint(
-                fields=("context", "text"), name="keyword_unique_text"
-            ),
+            model_name='keyword',
+            constraint=models.UniqueConstraint(fields=('context', 'text'), name='keyword_unique_text'),
         ),
         migrations.AddIndex(
-            model_name="keywordlink",
-            index=models.Index(fields=["keyword", "scope"], name="keyword_link_scope"),
+            model_name='keywordlink',
+            index=models.Index(fields=['keyword', 'scope'], name='keyword_link_scope'),
         ),
         migrations.AddIndex(
-            model_name="predicate",
-            index=models.Index(fields=["context", "status"], name="predicate_status"),
+            model_name='predicate',
+            index=models.Index(fields=['context', 'status'], name='predicate_status'),
         ),
         migrations.AddConstraint(
-            model_name="predicate",
-            constraint=models.UniqueConstraint(
-                fields=("context", "name"), name="predicate_unique_name"
-            ),
+            model_name='predicate',
+            constraint=models.UniqueConstraint(fields=('context', 'name'), name='predicate_unique_name'),
         ),
         migrations.AddConstraint(
-            model_name="predicate",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("is_aggregate", True), ("single_valued", True), _negated=True),
-                name="predicate_not_single_valued_and_aggregate",
-            ),
+            model_name='predicate',
+            constraint=models.CheckConstraint(condition=models.Q(('is_aggregate', True), ('single_valued', True), _negated=True), name='predicate_not_single_valued_and_aggregate'),
         ),
         migrations.AddConstraint(
-            model_name="predicate",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("name__regex", "^[a-z0-9]+(_[a-z0-9]+)*$")),
-                name="predicate_name_snake_case",
-            ),
+            model_name='predicate',
+            constraint=models.CheckConstraint(condition=models.Q(('name__regex', '^[a-z0-9]+(_[a-z0-9]+)*$')), name='predicate_name_snake_case'),
         ),
         migrations.AddIndex(
-            model_name="conflict",
-            index=models.Index(fields=["context", "status", "-created_at"], name="conflict_open"),
+            model_name='conflict',
+            index=models.Index(fields=['context', 'status', '-created_at'], name='conflict_open'),
         ),
         migrations.AddConstraint(
-            model_name="predicatealias",
-            constraint=models.UniqueConstraint(
-                fields=("context", "alias"), name="predicate_alias_unique"
-            ),
+            model_name='predicatealias',
+            constraint=models.UniqueConstraint(fields=('context', 'alias'), name='predicate_alias_unique'),
         ),
         migrations.AddIndex(
-            model_name="run",
-            index=models.Index(fields=["context", "-created_at"], name="run_recent"),
+            model_name='run',
+            index=models.Index(fields=['context', '-created_at'], name='run_recent'),
         ),
         migrations.AddIndex(
-            model_name="run",
-            index=models.Index(fields=["context", "outcome"], name="run_outcome"),
+            model_name='run',
+            index=models.Index(fields=['context', 'outcome'], name='run_outcome'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(
-                fields=["subject", "predicate", "status"], name="fact_subject_predicate"
-            ),
+            model_name='fact',
+            index=models.Index(fields=['subject', 'predicate', 'status'], name='fact_subject_predicate'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(fields=["object"], name="fact_object"),
+            model_name='fact',
+            index=models.Index(fields=['object'], name='fact_object'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(fields=["context", "predicate", "status"], name="fact_predicate"),
+            model_name='fact',
+            index=models.Index(fields=['context', 'predicate', 'status'], name='fact_predicate'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(fields=["context", "-recorded_at"], name="fact_recent"),
+            model_name='fact',
+            index=models.Index(fields=['context', '-recorded_at'], name='fact_recent'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(
-                django.contrib.postgres.indexes.OpClass("scope", name="varchar_pattern_ops"),
-                name="fact_scope_prefix",
-            ),
+            model_name='fact',
+            index=models.Index(django.contrib.postgres.indexes.OpClass('scope', name='varchar_pattern_ops'), name='fact_scope_prefix'),
         ),
         migrations.AddConstraint(
-            model_name="fact",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("single_valued", True), ("status", "current")),
-                fields=("subject", "predicate", "scope"),
-                name="fact_one_current_single_value",
-            ),
+            model_name='fact',
+            constraint=models.UniqueConstraint(condition=models.Q(('single_valued', True), ('status', 'current')), fields=('subject', 'predicate', 'scope'), name='fact_one_current_single_value'),
         ),
         migrations.AddConstraint(
-            model_name="fact",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("confidence__gte", 0.0), ("confidence__lte", 1.0)),
-                name="fact_confidence_unit_interval",
-            ),
+            model_name='fact',
+            constraint=models.CheckConstraint(condition=models.Q(('confidence__gte', 0.0), ('confidence__lte', 1.0)), name='fact_confidence_unit_interval'),
         ),
         migrations.AddConstraint(
-            model_name="fact",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("importance__gte", 0.0), ("importance__lte", 1.0)),
-                name="fact_importance_unit_interval",
-            ),
+            model_name='fact',
+            constraint=models.CheckConstraint(condition=models.Q(('importance__gte', 0.0), ('importance__lte', 1.0)), name='fact_importance_unit_interval'),
         ),
         migrations.AddConstraint(
-            model_name="fact",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    models.Q(("kind", "relation"), _negated=True),
-                    ("object__isnull", False),
-                    _connector="OR",
-                ),
-                name="fact_relation_has_object",
-            ),
+            model_name='fact',
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'relation'), _negated=True), ('object__isnull', False), _connector='OR'), name='fact_relation_has_object'),
         ),
     ]

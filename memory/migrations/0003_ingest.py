@@ -95,153 +95,94 @@ DROP FUNCTION IF EXISTS memory_fact_usage_delete();
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("memory", "0002_initial"),
+        ('memory', '0002_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="DuplicateCandidate",
+            name='DuplicateCandidate',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("score", models.FloatField()),
-                (
-                    "methods",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.CharField(max_length=40),
-                        blank=True,
-                        default=list,
-                        size=None,
-                    ),
-                ),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("open", "Open"),
-                            ("dismissed", "Dismissed"),
-                            ("merged", "Merged"),
-                        ],
-                        default="open",
-                        max_length=10,
-                    ),
-                ),
-                ("source", models.CharField(blank=True, max_length=300)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('score', models.FloatField()),
+                ('methods', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=40), blank=True, default=list, size=None)),
+                ('status', models.CharField(choices=[('open', 'Open'), ('dismissed', 'Dismissed'), ('merged', 'Merged')], default='open', max_length=10)),
+                ('source', models.CharField(blank=True, max_length=300)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.CreateModel(
-            name="PredicateUsage",
+            name='PredicateUsage',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("scope", models.CharField(max_length=300)),
-                ("kind", models.CharField(max_length=12)),
-                ("used", models.IntegerField()),
-                ("live", models.IntegerField()),
-                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(max_length=300)),
+                ('kind', models.CharField(max_length=12)),
+                ('used', models.IntegerField()),
+                ('live', models.IntegerField()),
+                ('last_used_at', models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.AddField(
-            model_name="run",
-            name="summary",
+            model_name='run',
+            name='summary',
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name="run",
-            name="worker",
+            model_name='run',
+            name='worker',
             field=models.CharField(blank=True, max_length=100),
         ),
         migrations.AddIndex(
-            model_name="entity",
-            index=models.Index(
-                condition=models.Q(("merged_into__isnull", True)),
-                fields=["context", "scope", "-updated_at"],
-                name="entity_scope_recent",
-            ),
+            model_name='entity',
+            index=models.Index(condition=models.Q(('merged_into__isnull', True)), fields=['context', 'scope', '-updated_at'], name='entity_scope_recent'),
         ),
         migrations.AddIndex(
-            model_name="run",
-            index=models.Index(
-                condition=models.Q(("outcome", "running")),
-                fields=["started_at"],
-                name="run_running",
-            ),
+            model_name='run',
+            index=models.Index(condition=models.Q(('outcome', 'running')), fields=['started_at'], name='run_running'),
         ),
         migrations.AddField(
-            model_name="duplicatecandidate",
-            name="context",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="duplicate_candidates",
-                to="memory.context",
-            ),
+            model_name='duplicatecandidate',
+            name='context',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='duplicate_candidates', to='memory.context'),
         ),
         migrations.AddField(
-            model_name="duplicatecandidate",
-            name="entity_a",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="memory.entity"
-            ),
+            model_name='duplicatecandidate',
+            name='entity_a',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.entity'),
         ),
         migrations.AddField(
-            model_name="duplicatecandidate",
-            name="entity_b",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="memory.entity"
-            ),
+            model_name='duplicatecandidate',
+            name='entity_b',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.entity'),
         ),
         migrations.AddField(
-            model_name="predicateusage",
-            name="context",
-            field=models.ForeignKey(
-                db_constraint=False,
-                on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+",
-                to="memory.context",
-            ),
+            model_name='predicateusage',
+            name='context',
+            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='memory.context'),
         ),
         migrations.AddField(
-            model_name="predicateusage",
-            name="predicate",
-            field=models.ForeignKey(
-                db_constraint=False,
-                on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+",
-                to="memory.predicate",
-            ),
+            model_name='predicateusage',
+            name='predicate',
+            field=models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='memory.predicate'),
         ),
         migrations.AddIndex(
-            model_name="duplicatecandidate",
-            index=models.Index(fields=["context", "status", "-score"], name="duplicate_open"),
+            model_name='duplicatecandidate',
+            index=models.Index(fields=['context', 'status', '-score'], name='duplicate_open'),
         ),
         migrations.AddConstraint(
-            model_name="duplicatecandidate",
-            constraint=models.UniqueConstraint(
-                fields=("context", "entity_a", "entity_b"), name="duplicate_unique_pair"
-            ),
+            model_name='duplicatecandidate',
+            constraint=models.UniqueConstraint(fields=('context', 'entity_a', 'entity_b'), name='duplicate_unique_pair'),
         ),
         migrations.AddConstraint(
-            model_name="duplicatecandidate",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("entity_a__lt", models.F("entity_b"))),
-                name="duplicate_ordered_pair",
-            ),
+            model_name='duplicatecandidate',
+            constraint=models.CheckConstraint(condition=models.Q(('entity_a__lt', models.F('entity_b'))), name='duplicate_ordered_pair'),
         ),
         migrations.AddIndex(
-            model_name="predicateusage",
-            index=models.Index(fields=["context", "scope"], name="predicate_usage_scope"),
+            model_name='predicateusage',
+            index=models.Index(fields=['context', 'scope'], name='predicate_usage_scope'),
         ),
         migrations.RunSQL(USAGE_SQL, USAGE_REVERSE_SQL),
     ]

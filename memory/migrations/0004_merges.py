@@ -8,79 +8,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("memory", "0003_ingest"),
+        ('memory', '0003_ingest'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="Merge",
+            name='Merge',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "merged_ids",
-                    django.contrib.postgres.fields.ArrayField(
-                        base_field=models.BigIntegerField(), size=None
-                    ),
-                ),
-                ("final_name", models.CharField(max_length=300)),
-                (
-                    "summary",
-                    models.JSONField(
-                        default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder
-                    ),
-                ),
-                (
-                    "snapshot",
-                    models.JSONField(encoder=django.core.serializers.json.DjangoJSONEncoder),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("undone_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "context",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="merges",
-                        to="memory.context",
-                    ),
-                ),
-                (
-                    "created_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "survivor",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="+",
-                        to="memory.entity",
-                    ),
-                ),
-                (
-                    "undone_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('merged_ids', django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None)),
+                ('final_name', models.CharField(max_length=300)),
+                ('summary', models.JSONField(default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder)),
+                ('snapshot', models.JSONField(encoder=django.core.serializers.json.DjangoJSONEncoder)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('undone_at', models.DateTimeField(blank=True, null=True)),
+                ('context', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='merges', to='memory.context')),
+                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('survivor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memory.entity')),
+                ('undone_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "indexes": [models.Index(fields=["context", "-created_at"], name="merge_recent")],
+                'indexes': [models.Index(fields=['context', '-created_at'], name='merge_recent')],
             },
         ),
     ]

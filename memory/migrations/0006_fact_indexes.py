@@ -6,58 +6,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("memory", "0005_dashboard_indexes"),
+        ('memory', '0005_dashboard_indexes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name="fact",
-            name="fact_object",
+            model_name='fact',
+            name='fact_object',
         ),
         migrations.AlterField(
-            model_name="fact",
-            name="context",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="facts",
-                to="memory.context",
-            ),
+            model_name='fact',
+            name='context',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='facts', to='memory.context'),
         ),
         migrations.AlterField(
-            model_name="fact",
-            name="object",
-            field=models.ForeignKey(
-                blank=True,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="facts_as_object",
-                to="memory.entity",
-            ),
+            model_name='fact',
+            name='object',
+            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_object', to='memory.entity'),
         ),
         migrations.AlterField(
-            model_name="fact",
-            name="subject",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="facts_as_subject",
-                to="memory.entity",
-            ),
+            model_name='fact',
+            name='subject',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_subject', to='memory.entity'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(
-                fields=["subject", "status", "-recorded_at"], name="fact_subject_recent"
-            ),
+            model_name='fact',
+            index=models.Index(fields=['subject', 'status', '-recorded_at'], name='fact_subject_recent'),
         ),
         migrations.AddIndex(
-            model_name="fact",
-            index=models.Index(
-                fields=["object", "status", "-recorded_at"], name="fact_object_recent"
-            ),
+            model_name='fact',
+            index=models.Index(fields=['object', 'status', '-recorded_at'], name='fact_object_recent'),
         ),
     ]
