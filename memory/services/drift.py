@@ -23,6 +23,7 @@ from memory.models.predicate import PredicateKind
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_get
 from memory.services.audit import audit_record
+from memory.services.fact_batch import fact_fold_identical
 from memory.services.fact_rules import (
     FactIdentity,
     FactSlot,
@@ -30,7 +31,6 @@ from memory.services.fact_rules import (
     contested_fields,
     fact_identity,
     fact_slot,
-    reobserve,
     superseded_fields,
 )
 from memory.services.predicates import (
@@ -203,25 +203,7 @@ def _fold_into_target(
     for fact in arriving:
         identical = current_by_identity.get(_identity(fact, goal))
         if identical is not None:
-            changes.append(
-                {
-                    "id": identical.pk,
-                    "observed_count": identical.observed_count,
-                    "confidence": identical.confidence,
-                    "last_seen_at": identical.last_seen_at,
-                }
-            )
-            seen = reobserve(
-                observed_count=identical.observed_count,
-                confidence=identical.confidence,
-                last_seen_at=identical.last_seen_at,
-                seen_count=fact.observed_count,
-                seen_confidence=fact.confidence,
-                seen_at=fact.last_seen_at,
-            )
-            identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
-            identical.last_seen_at = seen.last_seen_at
-            identical.save(update_fields=["observed_count", "confidence", "last_seen_at"])
+            changes.append(fact_fold_identical(current=identical, moved=fact))
             changes.append(_retire(fact, now))
             continue
         slot = fact_slot(subject=fact.subject_id, predicate=goal.pk, scope=fact.scope)

@@ -494,3 +494,27 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
 
 def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None:
     rows_insert(Fact, [_column_values(row, base, now) for row in rows])
+
+
+def fact_fold_identical(*, current: Fact, moved: Fact) -> dict[str, Any]:
+    """Fold ``moved``, a fact a curation (drift alias, merge) brings onto an identical
+    ``current`` one, into it as a re-observation (``fact_rules.reobserve``); return
+    ``current``'s counts from before, which the action's undo record keeps."""
+    prior = {
+        "id": current.pk,
+        "observed_count": current.observed_count,
+        "confidence": current.confidence,
+        "last_seen_at": current.last_seen_at,
+    }
+    seen = reobserve(
+        observed_count=current.observed_count,
+        confidence=current.confidence,
+        last_seen_at=current.last_seen_at,
+        seen_count=moved.observed_count,
+        seen_confidence=moved.confidence,
+        seen_at=moved.last_seen_at,
+    )
+    current.observed_count, current.confidence = seen.observed_count, seen.confidence
+    current.last_seen_at = seen.last_seen_at
+    current.save(update_fields=["observed_count", "confidence", "last_seen_at"])
+    return prior

@@ -25,6 +25,7 @@ from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
+from memory.services.fact_batch import fact_fold_identical
 from memory.services.fact_rules import (
     FactIdentity,
     FactSlot,
@@ -32,7 +33,6 @@ from memory.services.fact_rules import (
     contested_fields,
     fact_identity,
     fact_slot,
-    reobserve,
     superseded_fields,
 )
 from memory.tasks import entity_embeddings_enqueue
@@ -223,25 +223,7 @@ def entity_merge(
 
     for fact in Fact.objects.filter(pk__in=plan.folded):
         keeper = Fact.objects.get(pk=plan.keepers[fact.pk])
-        snapshot["counts"].append(
-            {
-                "id": keeper.pk,
-                "observed_count": keeper.observed_count,
-                "confidence": keeper.confidence,
-                "last_seen_at": keeper.last_seen_at,
-            }
-        )
-        seen = reobserve(
-            observed_count=keeper.observed_count,
-            confidence=keeper.confidence,
-            last_seen_at=keeper.last_seen_at,
-            seen_count=fact.observed_count,
-            seen_confidence=fact.confidence,
-            seen_at=fact.last_seen_at,
-        )
-        keeper.observed_count, keeper.confidence = seen.observed_count, seen.confidence
-        keeper.last_seen_at = seen.last_seen_at
-        keeper.save(update_fields=["observed_count", "confidence", "last_seen_at"])
+        snapshot["counts"].append(fact_fold_identical(current=keeper, moved=fact))
     contested = list(Fact.objects.filter(pk__in=plan.contested))
     Fact.objects.filter(pk__in=plan.folded).update(
         status=FactStatus.SUPERSEDED, status_changed_at=now
