@@ -273,13 +273,14 @@ def _curation(cursor: Any, context_id: int, n: int) -> None:
     cursor.execute(
         """
         INSERT INTO memory_duplicatecandidate (context_id, entity_a_id, entity_b_id, score,
-            methods, status, source, created_at, updated_at)
+            methods, status, source, explain, created_at, updated_at)
         SELECT %(ctx)s, %(low)s + a, %(low)s + a + 1 + (i %% 3 = 0)::int,
                0.8 + (i %% 20) / 100.0,
                CASE i %% 3 WHEN 0 THEN ARRAY['fingerprint', 'phonetic']
                            WHEN 1 THEN ARRAY['edit_distance', 'ngram']
                            ELSE ARRAY['embedding', 'key'] END,
-               CASE WHEN i %% 10 = 0 THEN 'dismissed' ELSE 'open' END, 'scan', now(), now()
+               CASE WHEN i %% 10 = 0 THEN 'dismissed' ELSE 'open' END, 'scan', '[]'::jsonb,
+               now(), now()
         FROM (SELECT i, (i * 9973) %% (%(n)s - 2) AS a
               FROM generate_series(0, %(pairs)s - 1) AS i) AS p
         ON CONFLICT DO NOTHING
