@@ -26,6 +26,7 @@ from memory.services.ingest import (
     run_execute,
     run_retry,
 )
+from memory.services.run_retract import run_retract, run_retract_preview
 from memory.services.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
@@ -52,6 +53,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "retracted_at",
         ]
 
 
@@ -213,6 +215,88 @@ class RunRetryApi(APIView):
         data.is_valid(raise_exception=True)
         retry = run_retry(access=access, run=run_get(access=access, run_id=run_id))
         return _respond(retry, wait=data.validated_data["wait"])
+
+
+class RetractFactSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    subject = serializers.CharField()
+    predicate = serializers.CharField()
+    object = serializers.CharField()
+    status = serializers.CharField()
+
+
+class RetractEntitySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    type = serializers.CharField(required=False)
+    reason = serializers.CharField(required=False)
+
+
+class RetractAliasesSerializer(serializers.Serializer):
+    entity = serializers.IntegerField()
+    name = serializers.CharField()
+    aliases = serializers.ListField(child=serializers.CharField())
+    keys = serializers.ListField(child=serializers.CharField())
+
+
+class RetractOutputSerializer(serializers.Serializer):
+    run = serializers.IntegerField()
+    preview = serializers.BooleanField()
+    facts_retracted = serializers.IntegerField(help_text="the run's facts that become retracted")
+    facts_deleted = serializers.IntegerField(
+        help_text="the run's facts deleted with an entity only the run used"
+    )
+    facts = RetractFactSerializer(many=True, help_text="the first 200 of those facts")
+    superseded_restored = serializers.ListField(
+        child=serializers.IntegerField(), help_text="facts the run superseded: current again"
+    )
+    conflicts_closed = serializers.ListField(child=serializers.IntegerField())
+    entities_deleted = RetractEntitySerializer(many=True)
+    entities_kept = RetractEntitySerializer(
+        many=True, help_text="entities the run created that later writes use: they stay"
+    )
+    aliases_removed = RetractAliasesSerializer(many=True)
+    identifiers_removed = serializers.IntegerField()
+    facts_reobserved_kept = serializers.IntegerField(
+        help_text="facts the run only saw again: known before it, they stay"
+    )
+    dependencies = serializers.ListField(
+        child=serializers.CharField(), help_text="what later writes built on the run, in words"
+    )
+    audit_event = serializers.IntegerField(
+        required=False, help_text="the event whose undo brings everything back"
+    )
+
+
+class RunRetractApi(APIView):
+    class InputSerializer(JsonInput):
+        preview = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: RetractOutputSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+        description="Retract what a finished run wrote, in one transaction (`preview: true` "
+        "answers what would change and writes nothing). Its facts become retracted, what "
+        "they superseded is current again, the spellings and identifiers it added go, and "
+        "entities only it used are deleted; what later writes built on it stays. Undo it "
+        "with `audit/{audit_event}/undo`. 409: `already_retracted`, `run_not_finished`, "
+        "`nothing_to_retract`.",
+    )
+    def post(self, request: Request, ctx: str, run_id: int) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = run_get(access=access, run_id=run_id)
+        if data.validated_data["preview"]:
+            plan = run_retract_preview(access=access, run=run)
+            return Response({**plan.as_dict(), "preview": True})
+        plan, event = run_retract(access=access, run=run)
+        return Response({**plan.as_dict(), "preview": False, "audit_event": event.pk})
 
 
 class VocabularyApi(APIView):

@@ -8,7 +8,14 @@ class RunOutcome(models.TextChoices):
     PENDING = "pending"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
+    # Finished, but some items were refused or changed on the way (``Run.summary``'s
+    # ``warnings`` and ``unresolved`` say how many): see DECISIONS 44.
+    SUCCEEDED_WITH_WARNINGS = "succeeded_with_warnings"
     FAILED = "failed"
+
+
+# The outcomes of a run that finished writing (its writes committed).
+FINISHED_WRITING = (RunOutcome.SUCCEEDED, RunOutcome.SUCCEEDED_WITH_WARNINGS)
 
 
 class Run(models.Model):
@@ -25,7 +32,7 @@ class Run(models.Model):
     parsed_output = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     outcome = models.CharField(
-        max_length=10, choices=RunOutcome.choices, default=RunOutcome.PENDING
+        max_length=30, choices=RunOutcome.choices, default=RunOutcome.PENDING
     )
     error = models.TextField(blank=True)
     timings = models.JSONField(default=dict, blank=True)
@@ -44,6 +51,12 @@ class Run(models.Model):
     worker = models.CharField(max_length=100, blank=True)
     # Counts of the result (entities created, facts written...) for run lists.
     summary = models.JSONField(default=dict, blank=True)
+    # Set while the run's writes are retracted (services/run_retract.py); cleared by the
+    # retraction's undo.
+    retracted_at = models.DateTimeField(null=True, blank=True)
+    retracted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         indexes = [

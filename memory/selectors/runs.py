@@ -26,6 +26,7 @@ RUN_LIST_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
+    "retracted_at",
 )
 
 

@@ -21,7 +21,7 @@ from memory.entity_names import (
 )
 from memory.errors import ValidationFailed
 from memory.llm.schemas import EntityItem, Extraction
-from memory.models import FactKind
+from memory.models import EntityType, FactKind
 
 Ref = tuple[str, str | None]  # (normalized key, type or None when only named)
 
@@ -76,6 +76,8 @@ class NormalizedExtraction:
     mentions: list[Mention]
     facts: list[FactDraft]
     unresolved: list[Unresolved]
+    # What was changed on the way in, in words (an unknown entity type stored as "other").
+    warnings: list[str] = field(default_factory=list)
 
 
 def extraction_normalize(
@@ -101,7 +103,9 @@ def extraction_normalize(
                 facts.append(_draft(book, section, position, kind, item, raw, default_confidence))
             except ValidationFailed as exc:
                 unresolved.append(_unresolved(section, position, raw, exc))
-    return NormalizedExtraction(mentions=book.all(), facts=facts, unresolved=unresolved)
+    return NormalizedExtraction(
+        mentions=book.all(), facts=facts, unresolved=unresolved, warnings=book.warnings()
+    )
 
 
 def _draft(
@@ -169,6 +173,21 @@ class _MentionBook:
         self.by_ref: dict[Ref, Mention] = {}
         self.by_key: dict[str, list[Mention]] = {}
         self._keys: dict[str, tuple[str, str]] = {}  # facts name the same few entities
+        self._coerced: dict[tuple[str, str], None] = {}  # (name, type given) stored as other
+
+    def _type(self, name: str, given: str | None) -> str:
+        """``given`` on the closed set; an unknown type becomes ``other``, remembered so
+        the run can say so (a silent coercion hid a model's mistake)."""
+        type_ = entity_type_normalize(given, allow_reserved=False)
+        if type_ == EntityType.OTHER and (given or "").strip().casefold() not in ("", "other"):
+            self._coerced[(name, given.strip()[:40] if given else "")] = None
+        return type_
+
+    def warnings(self) -> list[str]:
+        return [
+            f"entity {name!r}: type {given!r} is not a type a memory may use; stored as other"
+            for name, given in self._coerced
+        ]
 
     def _keyed(self, name: str) -> tuple[str, str]:
         """The cleaned name and its normalized key (raises ValidationFailed)."""
@@ -183,7 +202,7 @@ class _MentionBook:
 
     def describe(self, item: EntityItem, *, unresolved: list[Unresolved], position: int) -> None:
         name = entity_clean_name(item.name)
-        type_ = entity_type_normalize(item.type, allow_reserved=False)
+        type_ = self._type(name, item.type)
         mention = self._get_or_add(name, type_)
         for alias in item.aliases:
             try:
@@ -207,7 +226,7 @@ class _MentionBook:
     def refer(self, name: str, type_hint: str | None) -> Mention:
         clean, key = self._keyed(name)
         if type_hint:
-            type_ = entity_type_normalize(type_hint, allow_reserved=False)
+            type_ = self._type(clean, type_hint)
             same_type = [m for m in self.by_key.get(key, []) if m.type == type_]
             return same_type[0] if same_type else self._get_or_add(clean, type_)
         described = list(

@@ -31,47 +31,41 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from memory.access import ContextAccess
-from memory.embeddings import embed_texts
-from memory.entity_names import EXTRACTION_TYPES
 from memory.errors import DomainError, ServiceUnavailable, ValidationFailed
-from memory.llm.client import LLMError, chat_model_configured, chat_structured
-from memory.llm.prompt import extraction_prompt_render
+from memory.llm.client import chat_model_configured
 from memory.llm.schemas import ExtractionOutput, TriplesInput
 from memory.locks import RUN_LOCK
 from memory.models import (
     Context,
-    Fact,
     Role,
     Run,
     RunOutcome,
-    SourceKind,
-    Turn,
 )
 from memory.scopes import Grants, scope_validate
 from memory.search.indexing import search_index_batch
-from memory.selectors.predicates import registry_render_for_prompt
-from memory.selectors.vocabulary import scopes_visible_from, vocabulary_gather
+from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
     Lifecycle,
     executor_claim,
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.services.extraction import NormalizedExtraction, extraction_normalize
-from memory.services.fact_batch import (
-    FactInput,
-    fact_batch_record_refused,
-    facts_write_batch,
-)
+from memory.services.extraction import extraction_normalize
+from memory.services.fact_batch import fact_batch_record_refused
+from memory.services.ingest_extract import ingest_extract, ingest_record_calls
 from memory.services.ingest_report import (
-    IngestReport,
     IngestResult,
     StageClock,
     ingest_log,
     new_predicate_examples_note,
     refused_forms,
 )
-from memory.services.resolution import ResolutionPlan, resolution_apply, resolution_plan
+from memory.services.ingest_write import (
+    ingest_facts_point_to_turn,
+    ingest_turn_summary,
+    ingest_write,
+)
+from memory.services.resolution import resolution_plan
 from memory.services.turns import (
     TurnFields,
     turn_create,
@@ -381,7 +375,13 @@ def _run_fail(run: Run, *, message: str, code: str, clock: StageClock) -> None:
 def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
     run.result = result.as_dict()
     run.summary = result.summary()
-    run.outcome = RunOutcome.SUCCEEDED
+    # Items refused or changed on the way make a distinct outcome (DECISIONS 44): a run
+    # that reports "succeeded" while it dropped a fact hides the refusal in its JSON.
+    run.outcome = (
+        RunOutcome.SUCCEEDED_WITH_WARNINGS
+        if result.unresolved or result.warnings
+        else RunOutcome.SUCCEEDED
+    )
     run.error = ""
     run.finished_at = timezone.now()
     run.timings = clock.timings()
@@ -410,14 +410,14 @@ def memory_ingest(
     turn = turn_of_run(run)
     if infer == "none":
         # The turn, written when the memory was accepted, is all there is to keep.
-        result = IngestResult(turn=_turn_summary(turn))
+        result = IngestResult(turn=ingest_turn_summary(turn))
         if run is not None:
             _run_succeed(run, result, clock)
         return result
     preview = infer == "preview"
     visible = scopes_visible_from(scope=scope, grants=access.grants)
     if infer == "llm" or (preview and triples is None):
-        extraction: ExtractionOutput | TriplesInput = _extract(
+        extraction: ExtractionOutput | TriplesInput = ingest_extract(
             access=access, scope=scope, text=text, visible=visible, run=run, clock=clock
         )
         confidence = LLM_DEFAULT_CONFIDENCE
@@ -426,11 +426,11 @@ def memory_ingest(
     normalized = extraction_normalize(extraction, default_confidence=confidence)
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
-    _record_calls(run, plan)
+    ingest_record_calls(run, plan)
     with transaction.atomic():
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
-            result = _write(
+            result = ingest_write(
                 access=access,
                 scope=scope,
                 normalized=normalized,
@@ -439,9 +439,9 @@ def memory_ingest(
                 source=source or (f"run {run.pk}" if run is not None else "ingest"),
                 preview=preview,
             )
-            result.turn = _turn_summary(turn)
+            result.turn = ingest_turn_summary(turn)
             if turn is not None and not preview:
-                _facts_point_to_turn(run=run, turn=turn)
+                ingest_facts_point_to_turn(run=run, turn=turn)
         if preview:
             transaction.set_rollback(True)
         elif run is not None:
@@ -456,164 +456,4 @@ def memory_ingest(
         # Usage deltas of a scope written only by triples would otherwise pile up until
         # the next model run gathers its vocabulary (which folds them first).
         vocabulary_usage_compact(context=access.context, scopes=[scope])
-    return result
-
-
-def _extract(
-    *,
-    access: ContextAccess,
-    scope: str,
-    text: str,
-    visible: list[str],
-    run: Run | None,
-    clock: StageClock,
-) -> ExtractionOutput:
-    with clock.stage("vocabulary"):
-        vocabulary_usage_compact(context=access.context, scopes=visible)
-        vocabulary = vocabulary_gather(
-            context=access.context,
-            scope=scope,
-            grants=access.grants,
-            text=text,
-            embed=lambda t: embed_texts([t])[0],
-        )
-        block = registry_render_for_prompt(context=access.context)
-    prompt = extraction_prompt_render(
-        vocabulary=vocabulary, registry_block=block, text=text, entity_types=EXTRACTION_TYPES
-    )
-    if run is not None:
-        run.prompt = prompt.as_text()
-        run.save(update_fields=["prompt"])
-    with clock.stage("llm"):
-        try:
-            answer = chat_structured(
-                messages=prompt.messages, model=ExtractionOutput, schema_name="memory_extraction"
-            )
-        except LLMError as exc:
-            _record_llm(run, exc.calls, parsed=None)
-            raise
-    _record_llm(run, answer.calls, parsed=answer.value.model_dump(mode="json"))
-    return answer.value
-
-
-def _record_llm(run: Run | None, calls: list[Any], *, parsed: dict[str, Any] | None) -> None:
-    if run is None:
-        return
-    outputs = [c.content for c in calls]
-    run.raw_output = (
-        outputs[0] if len(outputs) == 1 else "\n\n--- repair answer ---\n\n".join(outputs)
-    )
-    run.parsed_output = parsed
-    run.prompt_tokens += sum(c.prompt_tokens for c in calls)
-    run.completion_tokens += sum(c.completion_tokens for c in calls)
-    run.save(update_fields=["raw_output", "parsed_output", "prompt_tokens", "completion_tokens"])
-
-
-def _record_calls(run: Run | None, plan: ResolutionPlan) -> None:
-    """Tokens the entity judge spent count on the run too."""
-    if run is None or not plan.llm_calls:
-        return
-    run.prompt_tokens += sum(c.prompt_tokens for c in plan.llm_calls)
-    run.completion_tokens += sum(c.completion_tokens for c in plan.llm_calls)
-    run.save(update_fields=["prompt_tokens", "completion_tokens"])
-
-
-def _turn_summary(turn: Turn | None) -> dict[str, Any] | None:
-    if turn is None:
-        return None
-    return {"id": turn.pk, "thread": turn.thread or None, "ref": turn.ref or None}
-
-
-def _facts_point_to_turn(*, run: Run | None, turn: Turn) -> None:
-    """Provenance: the facts this run wrote came from its turn (facts it only re-observed
-    keep the turn they first came from)."""
-    if run is not None:
-        Fact.objects.filter(run=run, turn__isnull=True).update(turn=turn)
-
-
-# --- writing and reporting ----------------------------------------------------------------
-
-
-def _write(
-    *,
-    access: ContextAccess,
-    scope: str,
-    normalized: NormalizedExtraction,
-    plan: ResolutionPlan,
-    run: Run | None,
-    source: str,
-    preview: bool,
-) -> IngestResult:
-    resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
-    report = IngestReport(
-        preview=preview, created={r.entity.pk for r in resolved.values() if r.created}
-    )
-    result = IngestResult(preview=preview)
-    result.unresolved = [u.as_dict() for u in normalized.unresolved]
-    errors = {p.mention.ref: p.error for p in plan.plans if p.error is not None}
-    for item in plan.plans:
-        if item.error is not None:
-            result.unresolved.append(
-                {
-                    "section": "entities",
-                    "position": None,
-                    "item": {"name": item.mention.name, "type": item.mention.type},
-                    "reason": item.error.message,
-                    "code": item.error.code,
-                }
-            )
-    for r in resolved.values():
-        result.warnings += r.warnings
-        if r.created:
-            result.entities_created.append(report.entity(r.entity))
-        else:
-            result.entities_matched.append(
-                {
-                    **report.entity(r.entity),
-                    "mention": r.plan.mention.name,
-                    "matched_by": r.matched_by,
-                    "score": r.plan.score,
-                }
-            )
-        result.merges += report.merges(r)
-    inputs: list[FactInput] = []
-    drafts = []
-    for draft in normalized.facts:
-        subject = resolved.get(draft.subject.ref)
-        object_ = resolved.get(draft.object.ref) if draft.object is not None else None
-        if subject is None or (draft.object is not None and object_ is None):
-            missing = draft.subject if subject is None else draft.object
-            error = errors.get(missing.ref) if missing is not None else None
-            result.unresolved.append(
-                {
-                    "section": draft.section,
-                    "position": draft.position,
-                    "item": draft.item,
-                    "reason": error.message if error else "its entity could not be resolved",
-                    "code": error.code if error else "unresolved_entity",
-                }
-            )
-            continue
-        drafts.append(draft)
-        inputs.append(
-            FactInput(
-                subject=subject.entity,
-                predicate=draft.predicate,
-                kind=draft.kind,
-                object=object_.entity if object_ is not None else None,
-                value=draft.value,
-                confidence=draft.confidence,
-                valid_from=draft.valid_from,
-            )
-        )
-    batch = facts_write_batch(
-        access=access,
-        scope=scope,
-        facts=inputs,
-        source_kind=SourceKind.RUN if run is not None else SourceKind.API,
-        source_ref=source,
-        run=run,
-    )
-    report.facts(result, batch, drafts)
-    new_predicate_examples_note(access.context, result, status="observed")
     return result

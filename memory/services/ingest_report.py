@@ -28,6 +28,10 @@ class IngestResult:
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     merges: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What the run added to entities beyond creating them — spellings on entities it
+    # matched, identifiers — each ``{entity, aliases, alias_keys, identifiers}``: what
+    # retracting the run takes back (services/run_retract.py).
+    entity_changes: list[dict[str, Any]] = field(default_factory=list)
     # The searchable turn the memory's text was kept as ({id, thread, ref}); facts_created
     # point back to it.
     turn: dict[str, Any] | None = None
@@ -52,6 +56,7 @@ class IngestResult:
             "unresolved": len(self.unresolved),
             "conflicts": len(self.conflicts),
             "merges": len(self.merges),
+            "warnings": len(self.warnings),
             "preview": self.preview,
         }
 
@@ -150,6 +155,18 @@ class IngestReport:
                 }
             ]
         return []
+
+    def entity_changes(self, r: Any) -> list[dict[str, Any]]:
+        if self.preview or not (r.aliases_added or r.alias_keys_added or r.identifiers_added):
+            return []
+        return [
+            {
+                "entity": r.entity.pk,
+                "aliases": list(r.aliases_added),
+                "alias_keys": list(r.alias_keys_added),
+                "identifiers": [list(pair) for pair in r.identifiers_added],
+            }
+        ]
 
     def fact(self, fact: Any, *, outcome: str, predicate: str) -> dict[str, Any]:
         new = self.preview and outcome not in ("reobserved", "updated")

@@ -80,6 +80,11 @@ class ResolvedMention:
     matched_by: str  # "created" or the MatchMethod
     candidate: DuplicateCandidate | None = None
     warnings: list[str] = field(default_factory=list)
+    # What this write added to an entity that already existed, so that retracting the run
+    # can take exactly that back (services/run_retract.py).
+    aliases_added: list[str] = field(default_factory=list)
+    alias_keys_added: list[str] = field(default_factory=list)
+    identifiers_added: list[tuple[str, str]] = field(default_factory=list)
 
 
 def resolution_plan(
@@ -321,13 +326,17 @@ def resolution_apply(
         if entity is None:
             to_create.append(item)
             continue
+        resolved = ResolvedMention(
+            plan=item, entity=entity, created=False, matched_by=str(item.method)
+        )
+        aliases, keys = list(entity.aliases), list(entity.alias_keys)
         if access.grants.can_write(entity.scope) and entity_absorb(
             entity, name=item.mention.name, aliases=item.mention.aliases, attributes={}
         ):
             changed.append(entity)
-        out[item.mention.ref] = ResolvedMention(
-            plan=item, entity=entity, created=False, matched_by=str(item.method)
-        )
+            resolved.aliases_added = [a for a in entity.aliases if a not in aliases]
+            resolved.alias_keys_added = [k for k in entity.alias_keys if k not in keys]
+        out[item.mention.ref] = resolved
     if changed:
         for entity in changed:
             entity.save(update_fields=["aliases", "alias_keys", "updated_at"])
@@ -426,6 +435,7 @@ def _attach_identifiers(access: ContextAccess, resolved: dict[Ref, ResolvedMenti
         owner = owners.get((r.entity.scope, kind, value))
         if owner is None:
             owners[(r.entity.scope, kind, value)] = r.entity.pk
+            r.identifiers_added.append((kind, value))
             new.append(
                 EntityIdentifier(
                     entity=r.entity,

@@ -24,6 +24,7 @@ from memory.services import (
     fact_corrections,
     merges,
     predicates,
+    run_retract,
 )
 
 UndoHandler = Callable[[ContextAccess, dict[str, Any]], None]
@@ -83,6 +84,9 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
         merges.merge_undo(access=access, merge_id=undo["merge_id"])
     ),
     "duplicates_reopen": lambda access, undo: duplicates.duplicates_reopen(
+        access=access, undo=undo
+    ),
+    "run_retract_revert": lambda access, undo: run_retract.run_retract_revert(
         access=access, undo=undo
     ),
     "fact_correct_revert": lambda access, undo: fact_corrections.fact_correct_revert(

@@ -1,0 +1,117 @@
+"""The writing half of an ingest run, inside its transaction: entities resolved, facts
+written in one batch, and the result that reports both (services/ingest_report.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory.access import ContextAccess
+from memory.models import Fact, Run, SourceKind, Turn
+from memory.services.extraction import NormalizedExtraction
+from memory.services.fact_batch import FactInput, facts_write_batch
+from memory.services.ingest_report import (
+    IngestReport,
+    IngestResult,
+    new_predicate_examples_note,
+)
+from memory.services.resolution import ResolutionPlan, resolution_apply
+
+
+def ingest_write(
+    *,
+    access: ContextAccess,
+    scope: str,
+    normalized: NormalizedExtraction,
+    plan: ResolutionPlan,
+    run: Run | None,
+    source: str,
+    preview: bool,
+) -> IngestResult:
+    resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
+    report = IngestReport(
+        preview=preview, created={r.entity.pk for r in resolved.values() if r.created}
+    )
+    result = IngestResult(preview=preview)
+    result.unresolved = [u.as_dict() for u in normalized.unresolved]
+    result.warnings += normalized.warnings
+    errors = {p.mention.ref: p.error for p in plan.plans if p.error is not None}
+    for item in plan.plans:
+        if item.error is not None:
+            result.unresolved.append(
+                {
+                    "section": "entities",
+                    "position": None,
+                    "item": {"name": item.mention.name, "type": item.mention.type},
+                    "reason": item.error.message,
+                    "code": item.error.code,
+                }
+            )
+    for r in resolved.values():
+        result.warnings += r.warnings
+        if r.created:
+            result.entities_created.append(report.entity(r.entity))
+        else:
+            result.entities_matched.append(
+                {
+                    **report.entity(r.entity),
+                    "mention": r.plan.mention.name,
+                    "matched_by": r.matched_by,
+                    "score": r.plan.score,
+                }
+            )
+        result.merges += report.merges(r)
+        result.entity_changes += report.entity_changes(r)
+    inputs: list[FactInput] = []
+    drafts = []
+    for draft in normalized.facts:
+        subject = resolved.get(draft.subject.ref)
+        object_ = resolved.get(draft.object.ref) if draft.object is not None else None
+        if subject is None or (draft.object is not None and object_ is None):
+            missing = draft.subject if subject is None else draft.object
+            error = errors.get(missing.ref) if missing is not None else None
+            result.unresolved.append(
+                {
+                    "section": draft.section,
+                    "position": draft.position,
+                    "item": draft.item,
+                    "reason": error.message if error else "its entity could not be resolved",
+                    "code": error.code if error else "unresolved_entity",
+                }
+            )
+            continue
+        drafts.append(draft)
+        inputs.append(
+            FactInput(
+                subject=subject.entity,
+                predicate=draft.predicate,
+                kind=draft.kind,
+                object=object_.entity if object_ is not None else None,
+                value=draft.value,
+                confidence=draft.confidence,
+                valid_from=draft.valid_from,
+            )
+        )
+    batch = facts_write_batch(
+        access=access,
+        scope=scope,
+        facts=inputs,
+        source_kind=SourceKind.RUN if run is not None else SourceKind.API,
+        source_ref=source,
+        run=run,
+    )
+    report.facts(result, batch, drafts)
+    new_predicate_examples_note(access.context, result, status="observed")
+    return result
+
+
+def ingest_turn_summary(turn: Turn | None) -> dict[str, Any] | None:
+    if turn is None:
+        return None
+    return {"id": turn.pk, "thread": turn.thread or None, "ref": turn.ref or None}
+
+
+def ingest_facts_point_to_turn(*, run: Run | None, turn: Turn) -> None:
+    """Provenance: the facts this run wrote came from its turn (facts it only re-observed
+    keep the turn they first came from)."""
+    if run is not None:
+        Fact.objects.filter(run=run, turn__isnull=True).update(turn=turn)
