@@ -86,6 +86,7 @@ context_patterns = [
     path("runs/", runs.runs, name="runs"),
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
     path("runs/<int:run_id>/retry", runs.run_retry_view, name="run-retry"),
+    path("runs/<int:run_id>/retract", runs.run_retract_view, name="run-retract"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/create", tokens.token_create_view, name="token-create"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),

@@ -131,6 +131,30 @@ def registry_categories_of(context: Any) -> list[str]:
 
 
 @register.filter
+def outcome_label(outcome: str) -> str:
+    """A run outcome as a filter label: "succeeded_with_warnings" → "With warnings"."""
+    return {"succeeded_with_warnings": "With warnings"}.get(outcome, outcome.capitalize())
+
+
+@register.filter
+def run_outcome_words(run: Any) -> str:
+    """A run's outcome in the runs list, with how many items it refused or changed:
+    "succeeded · 2 not written · 1 warning"."""
+    outcome = str(getattr(run, "outcome", ""))
+    if outcome != "succeeded_with_warnings":
+        return outcome
+    summary = getattr(run, "summary", None) or {}
+    parts = ["succeeded"]
+    refused = int(summary.get("unresolved") or 0)
+    warned = int(summary.get("warnings") or 0)
+    if refused:
+        parts.append(f"{refused:,} not written")
+    if warned:
+        parts.append(f"{warned:,} warning{'s' if warned != 1 else ''}")
+    return " · ".join(parts)
+
+
+@register.filter
 def job_words(job: Any) -> str:
     """An import's state in plain words: "finished with 1 error", "importing", ..."""
     status = str(getattr(job, "status", ""))

@@ -19,10 +19,12 @@ from curation.views.access import (
     error_response,
     render_screen,
 )
-from memory.errors import ServiceUnavailable
-from memory.models import Role, RunOutcome
+from memory.errors import Conflict, PermissionDenied, ServiceUnavailable
+from memory.models import Role, Run, RunOutcome
+from memory.models.run import FINISHED_WRITING
 from memory.selectors.runs import run_get, run_list
 from memory.services.ingest import run_enqueue, run_retry
+from memory.services.run_retract import run_retract, run_retract_preview
 
 PAGE_SIZE = 50
 OUTCOMES = ("all", *RunOutcome.values)
@@ -72,8 +74,14 @@ def _lists(result: dict[str, Any] | None) -> dict[str, Any]:
 def run_status_words(outcome: str, result: dict[str, Any] | None) -> str:
     """The outcome as a person says it: "succeeded with 2 unresolved items"."""
     unresolved = _n((result or {}).get("unresolved"))
-    if outcome == RunOutcome.SUCCEEDED and unresolved:
-        return f"succeeded with {_count(unresolved, 'unresolved item', 'unresolved items')}"
+    warnings = _n((result or {}).get("warnings"))
+    if outcome in FINISHED_WRITING and (unresolved or warnings):
+        parts = []
+        if unresolved:
+            parts.append(_count(unresolved, "item not written", "items not written"))
+        if warnings:
+            parts.append(_count(warnings, "warning", "warnings"))
+        return "succeeded with " + " and ".join(parts)
     return {"pending": "waiting for a worker", "running": "running"}.get(outcome, outcome)
 
 
@@ -124,11 +132,27 @@ def runs(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     )
 
 
+def _can_retract(access: Any, run: Run) -> bool:
+    return (
+        access.has_role(Role.CURATOR)
+        and access.grants.can_write(run.scope)
+        and run.retracted_at is None
+        and run.outcome in FINISHED_WRITING
+        and run.mode != "preview"
+    )
+
+
 @require_safe
 @dashboard_view
 def run_detail(request: HtmxHttpRequest, ctx: str, run_id: int) -> HttpResponse:
     access = _get_context_for_user(request, ctx)
     run = run_get(access=access, run_id=run_id)
+    return _run_page(request, access, run)
+
+
+def _run_page(
+    request: HtmxHttpRequest, access: Any, run: Run, retract: dict[str, Any] | None = None
+) -> HttpResponse:
     context = {
         "run": run,
         "payload": _pretty(
@@ -146,8 +170,39 @@ def run_detail(request: HtmxHttpRequest, ctx: str, run_id: int) -> HttpResponse:
         "result_sentence": result_sentence(run.result),
         "timings": _timings(run.timings),
         "can_retry": run.outcome == RunOutcome.FAILED and access.has_role(Role.CURATOR),
+        "can_retract": _can_retract(access, run),
+        "retract": retract,
     }
-    return render_screen(request, "curation/run.html", access, context, section="runs")
+    return render_screen(
+        request,
+        "curation/run.html",
+        access,
+        context,
+        section="runs",
+        partial="retract" if retract is not None else None,
+    )
+
+
+@require_POST
+@dashboard_view
+def run_retract_view(request: HtmxHttpRequest, ctx: str, run_id: int) -> HttpResponse:
+    """``preview=1``: what retracting would change (htmx: the preview partial); otherwise
+    retract, and say so with an Undo."""
+    access = _get_context_for_user(request, ctx, role=Role.CURATOR)
+    run = run_get(access=access, run_id=run_id)
+    try:
+        if request.POST.get("preview"):
+            plan = run_retract_preview(access=access, run=run)
+            return _run_page(request, access, run, retract=plan.as_dict())
+        plan, event = run_retract(access=access, run=run)
+    except Conflict as exc:
+        return error_response(request, 409, exc.message)
+    except PermissionDenied as exc:
+        return error_response(request, 403, exc.message)
+    messages.success(
+        request, event.summary[:1].upper() + event.summary[1:] + ".", extra_tags=f"undo:{event.pk}"
+    )
+    return redirect("run", access.context.slug, run.pk)
 
 
 @require_POST

@@ -180,7 +180,7 @@ def test_a_run_page_reads_as_a_report_not_a_json_dump(
 
     html = page(viewer.get(f"{base}/runs/{run.pk}/"))
 
-    assert ">succeeded with 1 unresolved item</span>" in html
+    assert ">succeeded with 1 item not written</span>" in html
     assert "1 entity created, 1 matched; 1 fact written; 1 item not written." in html
     assert f'<a href="{base}/entities/7/">Maria Chen</a>' in html
     assert "written “joined”" in html
@@ -216,3 +216,57 @@ def test_a_run_whose_result_holds_counts_not_lists_still_reads(
 
     assert response.status_code == 200
     assert "3 entities created, 0 matched; 1 fact written." in page(response)
+
+
+def _written_run(context: Context) -> Run:
+    from memory.access import system_access
+    from memory.services.ingest import run_create, run_execute
+
+    triples = {
+        "entities": [{"name": "Mallory", "type": "person"}, {"name": "Shady", "type": "topic"}],
+        "relations": [{"subject": "Mallory", "predicate": "works_on", "object": "Shady"}],
+    }
+    run = run_create(
+        access=system_access(context), text="", scope="org/acme", infer="triples", triples=triples
+    )
+    return run_execute(run_id=run.pk)
+
+
+def test_the_run_page_previews_a_retraction_then_retracts_with_an_undo(
+    curator: Client, base: str, context: Context
+) -> None:
+    from memory.models import Entity, Fact
+
+    run = _written_run(context)
+    html = page(curator.get(f"{base}/runs/{run.pk}/"))
+    assert "Retract this run" in html
+    preview = curator.post(
+        f"{base}/runs/{run.pk}/retract", {"preview": "1"}, HTTP_HX_REQUEST="true"
+    )
+    text = page(preview)
+    assert "Retracting run #" in text and "Mallory" in text and "<html" not in text
+    assert Fact.objects.get(run=run).status == "current"  # the preview wrote nothing
+    done = curator.post(f"{base}/runs/{run.pk}/retract", follow=True)
+    text = page(done)
+    assert "Retracted run" in text and "Undo" in text
+    assert 'id="run-retracted"' in text and "Retract this run" not in text
+    assert not Entity.objects.filter(name="Mallory").exists()
+
+
+def test_a_viewer_cannot_retract_a_run(viewer: Client, base: str, context: Context) -> None:
+    from memory.models import Fact
+
+    run = _written_run(context)
+    assert "Retract this run" not in page(viewer.get(f"{base}/runs/{run.pk}/"))
+    refused = viewer.post(f"{base}/runs/{run.pk}/retract")
+    assert refused.status_code == 403
+    assert Fact.objects.get(run=run).status == "current"
+
+
+def test_the_runs_list_counts_what_a_run_refused(
+    viewer: Client, base: str, context: Context
+) -> None:
+    make_run(context, RunOutcome.SUCCEEDED_WITH_WARNINGS, summary={"unresolved": 2, "warnings": 1})
+    html = page(viewer.get(f"{base}/runs/"))
+    assert "succeeded · 2 not written · 1 warning" in html
+    assert "With warnings" in html

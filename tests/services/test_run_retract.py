@@ -33,9 +33,7 @@ def _ingest(access: ContextAccess, triples: dict[str, Any], scope: str = SCOPE) 
 
 
 def _curator(access: ContextAccess) -> ContextAccess:
-    return ContextAccess(
-        context=access.context, user=None, role=Role.CURATOR, grants=access.grants
-    )
+    return ContextAccess(context=access.context, user=None, role=Role.CURATOR, grants=access.grants)
 
 
 def _world(access: ContextAccess) -> dict[str, Any]:
