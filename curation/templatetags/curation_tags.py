@@ -130,6 +130,30 @@ def registry_categories_of(context: Any) -> list[str]:
     return registry_categories(context=context) if context is not None else []
 
 
+def _fact_value(fact: Any) -> str:
+    if fact is None:
+        return "—"
+    if getattr(fact, "object_id", None):
+        return str(fact.object.name)
+    return str(getattr(fact, "value_text", "") or "—")
+
+
+@register.filter
+def conflict_outcome(conflict: Any) -> str:
+    """A resolved conflict in plain words: what was kept, and what became of the other."""
+    old = f"“{_fact_value(conflict.current_fact)}”"
+    new = f"“{_fact_value(conflict.contested_fact)}”"
+    words = {
+        "keep_current": f"Kept {old}; the new value {new} was retracted.",
+        "keep_new": f"Kept the new value {new}; it replaced {old}.",
+        "keep_both": f"Kept {old} as current and {new} as history.",
+        "edit": f"A corrected value replaced {old}; the new value {new} was retracted.",
+        "run_retracted": f"The run that wrote {new} was retracted; {old} stays.",
+    }.get(str(conflict.resolution), "Resolved.")
+    who = getattr(getattr(conflict, "resolved_by", None), "username", "")
+    return words + (f" (by {who})" if who else "")
+
+
 @register.filter
 def outcome_label(outcome: str) -> str:
     """A run outcome as a filter label: "succeeded_with_warnings" → "With warnings"."""

@@ -145,3 +145,31 @@ def next_url(request: HtmxHttpRequest, default: str) -> str:
     ):
         return target
     return default
+
+
+def audit_mark(access: ContextAccess) -> int:
+    """The newest audit event id of the context now: ``undo_tag`` finds what came after."""
+    from memory.models import AuditEvent
+
+    return (
+        AuditEvent.objects.filter(context=access.context)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+        or 0
+    )
+
+
+def undo_tag(access: ContextAccess, since: int) -> str:
+    """The flash message tag (``undo:<id>``) of the undoable change this user just made
+    (the newest event after ``since``), or "" when the change recorded none: every
+    message of an undoable action then offers its Undo."""
+    from memory.models import AuditEvent
+
+    events = AuditEvent.objects.filter(
+        context=access.context, pk__gt=since, undo__isnull=False, undone_at__isnull=True
+    )
+    if getattr(access.user, "is_authenticated", False):
+        events = events.filter(actor=access.user)
+    newest = events.order_by("-pk").values_list("pk", flat=True).first()
+    return f"undo:{newest}" if newest else ""

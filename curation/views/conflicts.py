@@ -13,9 +13,11 @@ from curation.forms import ConflictResolveForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
+    audit_mark,
     dashboard_view,
     form_problems,
     render_screen,
+    undo_tag,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
@@ -74,6 +76,7 @@ def conflict_resolve_view(request: HtmxHttpRequest, ctx: str, conflict_id: int) 
         message = "; ".join(form_problems(form))
         return _page(request, access, errors={conflict.pk: message}, status=400)
     action = form.cleaned_data["action"]
+    since = audit_mark(access)
     try:
         conflict_resolve(
             access=access,
@@ -88,6 +91,7 @@ def conflict_resolve_view(request: HtmxHttpRequest, ctx: str, conflict_id: int) 
     messages.success(
         request,
         f"{conflict.predicate.name} of {conflict.subject.name}: {OUTCOMES[action]}.",
+        extra_tags=undo_tag(access, since),
     )
     if request.htmx:
         return _page(request, access)

@@ -21,8 +21,10 @@ from curation.svg import neighbourhood_svg, neighbours_collect
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
+    audit_mark,
     dashboard_view,
     render_screen,
+    undo_tag,
     wants_partial,
 )
 from memory.access import ContextAccess
@@ -229,6 +231,7 @@ def entity_edit(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpRespo
     form = EntityEditForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
+        since = audit_mark(access)
         try:
             entity_update(
                 access=access,
@@ -242,7 +245,7 @@ def entity_edit(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpRespo
         except (ValidationFailed, Conflict) as exc:
             form.add_error(None, exc.message)
         else:
-            messages.success(request, f"Saved {data['name']} (undo from the audit log).")
+            messages.success(request, f"Saved {data['name']}.", extra_tags=undo_tag(access, since))
             return redirect("entity", access.context.slug, entity.pk)
     return _detail_page(request, access, entity, form=form, status=400)
 

@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
@@ -25,8 +26,10 @@ from curation.templatetags.curation_tags import flags
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
+    audit_mark,
     dashboard_view,
     render_screen,
+    undo_tag,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
@@ -98,21 +101,23 @@ def _row(
     success: str = "",
     error: str = "",
     status: int = 200,
+    since: int | None = None,
 ) -> HttpResponse:
-    """After an alias or flag change: the row again (htmx; the row itself shows the
-    change, so no message), or the page the form sits on."""
+    """After an alias or flag change: the row again (htmx, with the message and its Undo
+    swapped into the flash area), or the page the form sits on."""
+    if success:
+        tag = undo_tag(access, since) if since is not None else ""
+        messages.success(request, success, extra_tags=tag)
     if request.POST.get("view") == "detail":
         if error:
             return _detail_page(request, access, predicate, alias_error=error, status=status)
-        messages.success(request, success)
         return redirect("predicate", access.context.slug, predicate.name)
     if not request.htmx:
         if error:
             return _list_page(request, access, row_errors={predicate.name: error}, status=status)
-        messages.success(request, success)
         return redirect(f"{_registry_url(access)}#p-{predicate.name}")
     row = registry_row(access=access, predicate=predicate)
-    return render_screen(
+    response = render_screen(
         request,
         TEMPLATE,
         access,
@@ -121,6 +126,12 @@ def _row(
         partial="row",
         status=status,
     )
+    if success:
+        flash = render_to_string(
+            "curation/_messages.html", {"oob": True, "ctx": access.context}, request=request
+        )
+        response.content += flash.encode()
+    return response
 
 
 def _registry_url(access: ContextAccess) -> str:
@@ -170,12 +181,15 @@ def predicate_edit(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRespons
     predicate = predicate_get(context=access.context, name=name)
     form = PredicateDefinitionForm(request.POST)
     if form.is_valid():
+        since = audit_mark(access)
         try:
             predicate_update(access=access, predicate=predicate, **form.definition())
         except ValidationFailed as exc:
             form.add_error(None, exc.message)
         else:
-            messages.success(request, f"Saved {predicate.name}.")
+            messages.success(
+                request, f"Saved {predicate.name}.", extra_tags=undo_tag(access, since)
+            )
             return redirect("predicate", access.context.slug, predicate.name)
     return _detail_page(request, access, predicate, edit_form=form, status=400)
 
@@ -188,13 +202,20 @@ def predicate_alias_add_view(request: HtmxHttpRequest, ctx: str, name: str) -> H
     form = AliasForm(request.POST)
     if not form.is_valid():
         return _row(request, access, predicate, error="type an alias", status=400)
+    since = audit_mark(access)
     try:
         alias = predicate_alias_add(
             access=access, predicate=predicate, alias=form.cleaned_data["alias"]
         )
     except (ValidationFailed, Conflict) as exc:
         return _row(request, access, predicate, error=exc.message, status=400)
-    return _row(request, access, predicate, success=f"{alias.alias} is now an alias of {name}.")
+    return _row(
+        request,
+        access,
+        predicate,
+        success=f"{alias.alias} is now an alias of {name}.",
+        since=since,
+    )
 
 
 @require_POST
@@ -205,12 +226,15 @@ def predicate_alias_remove_view(request: HtmxHttpRequest, ctx: str, name: str) -
     form = AliasForm(request.POST)
     if not form.is_valid():
         return _row(request, access, predicate, error="which alias?", status=400)
+    since = audit_mark(access)
     try:
         predicate_alias_remove(access=access, predicate=predicate, alias=form.cleaned_data["alias"])
     except (ValidationFailed, NotFound) as exc:
         return _row(request, access, predicate, error=exc.message, status=400)
     removed = form.cleaned_data["alias"]
-    return _row(request, access, predicate, success=f"Removed alias {removed} of {name}.")
+    return _row(
+        request, access, predicate, success=f"Removed alias {removed} of {name}.", since=since
+    )
 
 
 @require_POST
@@ -254,9 +278,12 @@ def predicate_flag(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRespons
 def predicate_unregister_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
     predicate = predicate_get(context=access.context, name=name)
+    since = audit_mark(access)
     predicate_unregister(access=access, predicate=predicate)
     messages.success(
-        request, f"Removed {predicate.name} from the registry (undo from the audit log)."
+        request,
+        f"Removed {predicate.name} from the registry.",
+        extra_tags=undo_tag(access, since),
     )
     return redirect("registry", access.context.slug)
 

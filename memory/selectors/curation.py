@@ -26,7 +26,7 @@ def conflict_list(
 def conflict_rows(*, access: ContextAccess, status: str | None) -> QuerySet[ConflictRecord]:
     """Conflicts with both facts and their object entities joined (one query)."""
     return conflict_list(access=access, status=status).select_related(
-        "current_fact__object", "contested_fact__object"
+        "current_fact__object", "contested_fact__object", "resolved_by"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import pytest
@@ -111,7 +113,25 @@ def test_resolved_tab_lists_resolved_conflicts(curator: Client, base: str, memor
 
     html = page(curator.get(f"{base}/conflicts/?status=resolved"))
 
-    assert "resolved: keepnew" in html
+    # What was kept, in words, under labels that no longer call the old value current.
+    assert "Kept the new value “CTO”; it replaced “Engineer”." in html
+    assert "keepnew" not in html and "keep_new" not in html
+    assert "Value before" in html and "Current value" not in html
+
+
+def test_resolving_a_conflict_offers_undo_in_its_message(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    done = curator.post(
+        f"{base}/conflicts/{memory.conflict.pk}/resolve", {"action": "keep_new"}, follow=True
+    )
+    html = page(done)
+    assert "made the new value current" in html
+    undo = re.search(r'action="([^"]*/audit/\d+/undo)"', html)
+    assert undo is not None, html
+    curator.post(undo.group(1))
+    memory.conflict.refresh_from_db()
+    assert memory.conflict.status == "open"
 
 
 def test_unknown_conflict_is_404(curator: Client, base: str, memory: Memory) -> None:

@@ -393,3 +393,19 @@ def test_an_edit_with_errors_pages_the_entity_page_not_the_edit_url(
 
     assert response.status_code == 400
     assert _links(page(response), "facts") == [f"{url}?facts=2"]
+
+
+def test_an_entity_edit_offers_undo_in_its_message(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    from memory.models import AuditEvent
+
+    html = page(
+        curator.post(
+            f"{base}/entities/{memory.alex.pk}/edit",
+            {"name": "Alexandra", "type": "person"},
+            follow=True,
+        )
+    )
+    event = AuditEvent.objects.get(action="entity_update")
+    assert "Saved Alexandra." in html and f"/audit/{event.pk}/undo" in html

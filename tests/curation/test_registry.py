@@ -411,3 +411,24 @@ def test_registry_page_query_count_does_not_grow(
         with django_assert_num_queries(9):
             response = viewer.get(f"{base}/registry/")
         assert len(response.context["predicates"]) == 44 + extra
+
+
+def test_an_alias_added_in_place_says_so_with_an_undo(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/registry/works_at/aliases", {"alias": "staffed_at"}, HTTP_HX_REQUEST="true"
+    )
+    html = page(response)
+    event = AuditEvent.objects.get(action="predicate_alias_add")
+    assert 'id="flash"' in html and 'hx-swap-oob="true"' in html
+    assert "staffed_at is now an alias of works_at." in html
+    assert f"/audit/{event.pk}/undo" in html
+    curator.post(f"{base}/audit/{event.pk}/undo")
+    assert "staffed_at" not in _aliases("works_at")
+
+
+def test_unregistering_a_predicate_offers_undo(admin: Client, base: str, memory: Memory) -> None:
+    html = page(admin.post(f"{base}/registry/knows/unregister", follow=True))
+    event = AuditEvent.objects.filter(action__contains="unregister").latest("pk")
+    assert f"/audit/{event.pk}/undo" in html
