@@ -11,8 +11,6 @@ urlpatterns: list[URLPattern] = [
     path("runs", ingest_api.RunListApi.as_view(), name="api-runs"),
     path("runs/<int:run_id>", ingest_api.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:run_id>/retry", ingest_api.RunRetryApi.as_view(), name="api-run-retry"),
-    path(
-        "runs/<int:run_id>/retract", ingest_api.RunRetractApi.as_view(), name="api-run-retract"
-    ),
+    path("runs/<int:run_id>/retract", ingest_api.RunRetractApi.as_view(), name="api-run-retract"),
     path("vocabulary", ingest_api.VocabularyApi.as_view(), name="api-vocabulary"),
 ]

@@ -10,7 +10,6 @@ from memory.access import ContextAccess
 from memory.errors import Conflict, PermissionDenied
 from memory.models import (
     AuditEvent,
-    Conflict as ConflictRecord,
     Entity,
     EntityIdentifier,
     Fact,
@@ -18,6 +17,9 @@ from memory.models import (
     Role,
     Run,
     RunOutcome,
+)
+from memory.models import (
+    Conflict as ConflictRecord,
 )
 from memory.scopes import Grants
 from memory.services.ingest import run_create, run_execute
