@@ -15,7 +15,7 @@ from memory.models import EntityType, Predicate, PredicateKind
 from memory.models.predicate import Lifecycle
 from memory.scopes import ScopeError, scope_validate
 from memory.services.entity_import import MAX_IMPORT_BYTES
-from memory.services.merges import MAX_MERGED
+from memory.services.merge_plan import MAX_MERGED
 from memory.services.registry_file import PredicateEntry, registry_file_parse
 
 MAX_REGISTRY_FILE_BYTES = 2 * 1024 * 1024

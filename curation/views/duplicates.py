@@ -155,18 +155,21 @@ def duplicates_preview(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     access, form = _curator_form(request, ctx)
     if not form.is_valid():
         return _invalid(request, access, form, "; ".join(form_problems(form)))
+    # Choosing another survivor previews its own name: the name box held the last one's.
+    renamed = bool(request.POST.get("survivor_changed"))
     try:
         plan = entity_merge_preview(
             access=access,
             survivor_id=form.cleaned_data["survivor"],
             merged_ids=form.merged_ids(),
-            name=form.cleaned_data["name"] or None,
+            name=None if renamed else form.cleaned_data["name"] or None,
         )
     except (ValidationFailed, NotFound, Conflict) as exc:
         return _invalid(request, access, form, exc.message)
     if request.htmx:
+        shown = {"plan": plan, "key": form.key(), "renamed": renamed}
         return render_screen(
-            request, TEMPLATE, access, {"plan": plan}, section="duplicates", partial="preview"
+            request, TEMPLATE, access, shown, section="duplicates", partial="preview"
         )
     posted = Posted(form.key(), plan.survivor.pk, form.cleaned_data["name"], plan=plan)
     return _page(request, access, posted=posted)

@@ -97,6 +97,14 @@ class MergeOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class MovingFactSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    subject = serializers.CharField()
+    predicate = serializers.CharField()
+    object = serializers.CharField()
+    fate = serializers.CharField(help_text="what the merge does to it, in words")
+
+
 class MergePreviewSerializer(serializers.Serializer):
     survivor = EntityRefSerializer()
     merged = EntityRefSerializer(many=True)
@@ -112,6 +120,12 @@ class MergePreviewSerializer(serializers.Serializer):
         help_text="Current facts a moving single value replaces (services/fact_rules.py)",
     )
     attribute_conflicts = serializers.DictField()
+    facts = MovingFactSerializer(many=True, help_text="the first 100 moving facts by name")
+    scope_branches = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the members' scopes when they lie on different branches (a warning: the "
+        "survivor's scope is kept); empty otherwise",
+    )
 
 
 class EntityMergeApi(APIView):

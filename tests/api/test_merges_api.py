@@ -114,6 +114,13 @@ def test_preview_then_merge_then_undo_restores_exactly(api: APIClient, base: str
     assert plan["facts_moving"] == 2
     assert plan["aliases_added"] == ["ACME Incorporated Holdings"]
     assert plan["identifiers_moving"] == ["email:info@acme.com"]
+    assert sorted(
+        (f["subject"], f["predicate"], f["object"], f["fate"]) for f in plan["facts"]
+    ) == [
+        ("ACME Incorporated Holdings", "located_in", "Berlin", "moves"),
+        ("Alex", "works_at", "ACME Incorporated Holdings", "moves"),
+    ]
+    assert plan["scope_branches"] == []
     assert Entity.objects.get(pk=dup).merged_into_id is None  # preview wrote nothing
 
     merged = api.post(f"{base}/entities/merge", {"survivor": acme, "merged": [dup]}, format="json")

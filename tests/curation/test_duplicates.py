@@ -99,10 +99,50 @@ def test_preview_shows_what_moves_and_writes_nothing(
 
     html = page(response)
     assert response.status_code == 200
-    assert "Merging into <strong>Alexander J. Smith</strong>" in html
+    assert 'Merging into <strong data-testid="final-name">Alexander J. Smith</strong>' in html
     assert 'data-testid="facts-moving">1<' in html
     assert '<span class="chip">Alexander Smith</span>' in html
     assert _writes() == before
+
+
+def test_the_preview_lists_each_moving_fact_with_its_fate(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    html = page(curator.post(f"{base}/duplicates/preview", _form(pair, pair.alex)))
+    table = html[html.index('data-testid="moving-facts"') :]
+    assert "<code>lives_in</code>" in table and "Berlin" in table and "moves" in table
+    assert "scope-warning" not in html  # one scope: no warning
+
+
+def test_choosing_another_survivor_previews_its_name(
+    curator: Client, base: str, pair: Pair
+) -> None:
+    # The name box still holds the first survivor's name when the radio changes.
+    form = {**_form(pair, pair.alexander, name="Alex Smith"), "survivor_changed": "1"}
+    html = page(curator.post(f"{base}/duplicates/preview", form, HTTP_HX_REQUEST="true"))
+    assert 'data-testid="final-name">Alexander Smith<' in html
+    assert 'value="Alexander Smith"' in html and 'hx-swap-oob="true"' in html
+    # A name the curator typed (no survivor change) is kept.
+    typed = page(
+        curator.post(
+            f"{base}/duplicates/preview",
+            _form(pair, pair.alexander, name="A. Smith"),
+            HTTP_HX_REQUEST="true",
+        )
+    )
+    assert 'data-testid="final-name">A. Smith<' in typed and "hx-swap-oob" not in typed
+
+
+def test_the_preview_warns_when_members_live_in_different_scope_branches(
+    access: ContextAccess, curator: Client, base: str
+) -> None:
+    one = person(access, "Jo Park", scope="org/acme/team/a")
+    other = person(access, "Jo Parke", scope="org/acme/team/b")
+    candidate(one, other)
+    form = {"ids": [one.pk, other.pk], "survivor": one.pk, "name": ""}
+    html = page(curator.post(f"{base}/duplicates/preview", form, HTTP_HX_REQUEST="true"))
+    assert 'data-testid="scope-warning"' in html
+    assert "<code>org/acme/team/a</code>, <code>org/acme/team/b</code>" in html
 
 
 def test_htmx_preview_answers_only_the_preview_partial(
