@@ -34,7 +34,7 @@ from memory.selectors.drift import (
     drift_suggestions_attach,
 )
 from memory.selectors.registry import registered_names
-from memory.services.drift import drift_resolve
+from memory.services.drift import AliasPlan, drift_alias, drift_resolve
 
 TEMPLATE = "curation/drift.html"
 PAGE_SIZE = 20
@@ -224,16 +224,82 @@ def drift_promote(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse
     return _done(request, access, event)
 
 
+@dataclass
+class BulkAlias:
+    """One line of the bulk alias confirmation: what it would do, or why it is left out."""
+
+    name: str
+    target: str  # as the page sends it (``inverse:works_at``)
+    plan: AliasPlan | None = None
+    problem: str = ""
+
+    @property
+    def target_name(self) -> str:
+        return _target_of(self.target)[0]
+
+    @property
+    def inverse(self) -> bool:
+        return _target_of(self.target)[1]
+
+
+def _bulk_confirmation(
+    request: HtmxHttpRequest, access: ContextAccess, names: list[str], targets: dict[str, str]
+) -> HttpResponse:
+    """Before any bulk alias: each ``name → target`` with the facts that move. Weak
+    suggestions never came (no target); a preview that refuses, or a single-valued
+    target the move would give several values, is left for one-by-one resolution."""
+    lines: list[BulkAlias] = []
+    skipped: list[str] = []
+    for name in names:
+        if not targets.get(name):
+            skipped.append(name)
+            continue
+        line = BulkAlias(name, targets[name])
+        try:
+            plan = drift_alias(
+                access=access,
+                name=name,
+                target=line.target_name,
+                inverse=line.inverse,
+                preview=True,
+            )
+        except (ValidationFailed, NotFound, Conflict) as exc:
+            line.problem = exc.message
+        else:
+            assert isinstance(plan, AliasPlan)
+            line.plan = plan
+            if plan.subjects_with_several_values:
+                count = plan.subjects_with_several_values
+                line.problem = (
+                    f"{plan.target} is single-valued and {count} subject"
+                    f"{'s' if count != 1 else ''} would hold several values: resolve it on "
+                    "its own (it records conflicts)"
+                )
+        lines.append(line)
+    context = {
+        "ready": [line for line in lines if not line.problem],
+        "held": [line for line in lines if line.problem],
+        "skipped": skipped,
+        "confirming": True,
+        "here": f"?page={request.GET['page']}" if request.GET.get("page", "").isdigit() else "",
+    }
+    return render_screen(request, TEMPLATE, access, context, section="drift", partial="confirm")
+
+
 @require_POST
 @dashboard_view
 def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
-    """Alias each selected item to its chosen target, or reject them all. Each item is its
-    own change (and its own undo); one that fails does not stop the others."""
+    """Alias each selected item to its confident top suggestion — first a confirmation
+    listing each ``name → target`` with the facts that move, then (``confirm``) the
+    aliases — or reject them all. Each item is its own change (and its own undo); one that
+    fails does not stop the others."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     form = DriftBulkForm(request.POST)
     if not form.is_valid():
         return _page(request, access, bulk_errors=form_problems(form), status=400)
     action, targets = form.cleaned_data["action"], form.targets()
+    if action == "alias" and not request.POST.get("confirm"):
+        return _bulk_confirmation(request, access, form.names_chosen(), targets)
     done: list[AuditEvent] = []
     failed: dict[str, str] = {}
     skipped = [n for n in form.names_chosen() if action == "alias" and not targets.get(n)]

@@ -57,6 +57,10 @@ class AliasPlanSerializer(serializers.Serializer):
     facts_moving = serializers.IntegerField()
     subjects_with_several_values = serializers.IntegerField()
     warnings = serializers.ListField(child=serializers.CharField())
+    moving = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the first 10 facts that move, as they will read on the target",
+    )
 
 
 class DriftItemSerializer(serializers.Serializer):

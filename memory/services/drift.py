@@ -67,6 +67,15 @@ def _predicate_state(predicate: Predicate) -> dict[str, Any]:
     return {name: getattr(predicate, name) for name in fields}
 
 
+SHOWN_MOVING = 10
+
+
+def _reads_as(fact: Fact, goal: Predicate) -> str:
+    """A moving fact as it will read on ``goal`` (its ends already swapped if inverse)."""
+    target = fact.object.name if fact.object is not None else fact.value_text
+    return f"{fact.subject.name} {goal.name} {target}"
+
+
 @dataclass(frozen=True)
 class AliasPlan:
     """What aliasing ``name`` onto ``target`` would do, checked before anything moves."""
@@ -78,6 +87,9 @@ class AliasPlan:
     # (subject, scope) slots of a single-valued target that would hold several values.
     subjects_with_several_values: int
     warnings: list[str]
+    # The first facts that move, as they will read on the target ("Acme works_at ..."
+    # reads "Alex works_at Acme" through an inverse alias), for a confirmation screen.
+    moving: tuple[str, ...] = ()
 
 
 @transaction.atomic
@@ -137,6 +149,7 @@ def drift_alias(
         facts_moving=len(moved),
         subjects_with_several_values=_several_values(goal, moved, existing),
         warnings=_type_warnings(goal, moved),
+        moving=tuple(_reads_as(f, goal) for f in moved[:SHOWN_MOVING]),
     )
     if preview:
         return plan

@@ -190,6 +190,11 @@ def test_a_single_valued_target_needs_force_and_says_how_many_subjects(
     plan = _resolve(api, base, "job_title", target="current_title", preview=True)
     assert plan.status_code == 200, plan.content
     assert plan.json()["facts_moving"] == 2 and plan.json()["subjects_with_several_values"] == 1
+    # The facts that move, as they will read on the target.
+    assert sorted(plan.json()["moving"]) == [
+        "Dana current_title CTO",
+        "Sam current_title Engineer",
+    ]
     _nothing_changed("job_title")
 
     forced = _resolve(api, base, "job_title", target="current_title", force=True)

@@ -44,6 +44,7 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("duplicates/scan", {}, Role.CURATOR),
     ("merges/999999/undo", {}, Role.CURATOR),
     ("runs/{run}/retry", {}, Role.CURATOR),
+    ("runs/{run}/retract", {"preview": "1"}, Role.CURATOR),
     ("registry/works_at/aliases", {"alias": "employed_at"}, Role.CURATOR),
     ("registry/works_at/aliases/remove", {"alias": "employed_by"}, Role.CURATOR),
     ("audit/{event}/undo", {}, Role.CURATOR),

@@ -219,16 +219,21 @@ def test_bulk_alias_and_reject(
 ) -> None:
     fact_write(access=access, subject=memory.alex, predicate="likes_food", value="pizza")
     fact_write(access=access, subject=memory.sam, predicate="employed_at", object=memory.acme)
+    chosen = {
+        "action": "alias",
+        "names": ["works_for", "employed_at"],
+        "target:works_for": "works_at",
+        "target:employed_at": "works_at",
+    }
+    # First the confirmation: each name → target with the facts that move; nothing moved.
+    confirmation = page(curator.post(f"{base}/drift/bulk", chosen))
+    ready = confirmation[confirmation.index('data-testid="bulk-ready"') :]
+    assert "<code>works_for</code> → <code>works_at</code>" in ready
+    assert "<code>employed_at</code> → <code>works_at</code>" in ready
+    assert "Sam works_at Acme" in ready and "Alex works_at Acme" in ready
+    assert _status("works_for") == _status("employed_at") == "observed"
 
-    aliased = curator.post(
-        f"{base}/drift/bulk",
-        {
-            "action": "alias",
-            "names": ["works_for", "employed_at"],
-            "target:works_for": "works_at",
-            "target:employed_at": "works_at",
-        },
-    )
+    aliased = curator.post(f"{base}/drift/bulk", {**chosen, "confirm": "1"})
     rejected = curator.post(f"{base}/drift/bulk", {"action": "reject", "names": ["likes_food"]})
 
     assert aliased.status_code == rejected.status_code == 302
@@ -274,12 +279,47 @@ def test_bulk_alias_skips_an_item_without_a_confident_target(
 ) -> None:
     # The page sends no target for an item whose top suggestion is weak: it is skipped and
     # named, never aliased to a guess.
+    confirmation = page(
+        curator.post(
+            f"{base}/drift/bulk",
+            {"action": "alias", "names": ["works_for", "employed_at"], "target:employed_at": ""},
+        )
+    )
+    assert "Left out, no confident suggestion" in confirmation
+    assert "<code>works_for</code>" in confirmation[confirmation.index("bulk-skipped") :]
+    assert 'data-testid="bulk-confirm"' not in confirmation  # nothing to apply
     response = curator.post(
-        f"{base}/drift/bulk", {"action": "alias", "names": ["works_for"]}, follow=True
+        f"{base}/drift/bulk",
+        {"action": "alias", "names": ["works_for"], "confirm": "1"},
+        follow=True,
     )
 
     assert "Skipped works_for: no confident suggestion" in page(response)
     assert _status("works_for") == "observed"
+
+
+def test_bulk_alias_leaves_out_a_kind_mismatch_for_one_by_one(
+    access: ContextAccess, curator: Client, base: str, memory: Memory
+) -> None:
+    fact_write(access=access, subject=memory.alex, predicate="favourite_colour", value="green")
+    confirmation = page(
+        curator.post(
+            f"{base}/drift/bulk",
+            {
+                "action": "alias",
+                "names": ["favourite_colour", "works_for"],
+                "target:favourite_colour": "works_at",
+                "target:works_for": "works_at",
+            },
+            HTTP_HX_REQUEST="true",
+        )
+    )
+    assert confirmation.lstrip().startswith('<div id="drift-rows">')
+    held = confirmation[confirmation.index('data-testid="bulk-held"') :]
+    assert "<code>favourite_colour</code>" in held and "attribute" in held
+    ready = confirmation[confirmation.index('data-testid="bulk-ready"') :]
+    assert "<code>works_for</code>" in ready.split("bulk-held")[0]
+    assert _status("favourite_colour") == "observed"
 
 
 def test_drift_outside_the_grants_is_not_listed(
