@@ -35,6 +35,8 @@ ACTION_LABELS: dict[str, str] = {
     "token_issue": "Token created",
     "token_revoke": "Token revoked",
     "context_update": "Context settings changed",
+    "run_retract": "Run retracted",
+    "run_retract_undo": "Run retraction undone",
 }
 
 # "entity 12", "entities [3, 4]", "merge 7": ids a summary names instead of names.

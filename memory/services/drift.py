@@ -252,14 +252,18 @@ def _fold_into_target(
     return changes, conflicts
 
 
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
 def _check_kinds(observed: Predicate, goal: Predicate, moved: list[Fact], *, inverse: bool) -> None:
     kinds = sorted({f.kind for f in moved})
     wrong = [k for k in kinds if k != goal.kind]
     if wrong:
         raise Conflict(
             f"{observed.name!r} holds {' and '.join(k + ' facts' for k in kinds)} and "
-            f"{goal.name!r} is a {goal.kind}: an alias cannot cross kinds ({wrong[0]} → "
-            f"{goal.kind}); promote it or alias it to a {wrong[0]}",
+            f"{goal.name!r} is {_a(goal.kind)}: an alias cannot cross kinds ({wrong[0]} → "
+            f"{goal.kind}); promote it or alias it to {_a(wrong[0])}",
             code="kind_mismatch",
             details={"observed_kinds": kinds, "target_kind": goal.kind},
         )

@@ -293,14 +293,21 @@ def run_retract(*, access: ContextAccess, run: Run) -> tuple[RetractPlan, AuditE
 
 def _summary(plan: RetractPlan) -> str:
     facts = len(plan.facts_retracted) + len(plan.facts_deleted)
-    parts = [f"retracted run {plan.run.pk}: {facts} fact{'s' if facts != 1 else ''}"]
+    parts = [f"retracted run {plan.run.pk}: {_counted(facts, 'fact', 'facts')}"]
     if plan.priors_restored:
-        parts.append(f"{len(plan.priors_restored)} earlier values current again")
+        n = len(plan.priors_restored)
+        parts.append(f"{_counted(n, 'earlier value', 'earlier values')} current again")
     if plan.entities_deleted:
-        parts.append(f"{len(plan.entities_deleted)} entities removed")
+        parts.append(f"{_counted(len(plan.entities_deleted), 'entity', 'entities')} removed")
     if plan.entities_kept:
-        parts.append(f"{len(plan.entities_kept)} kept for later writes")
+        parts.append(
+            f"{_counted(len(plan.entities_kept), 'entity', 'entities')} kept for later writes"
+        )
     return ", ".join(parts)
+
+
+def _counted(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _user(access: ContextAccess) -> Any:
