@@ -33,7 +33,8 @@ from memory.selectors.duplicates import (
 from memory.selectors.entities import entities_visible
 from memory.selectors.entity_pages import entity_fact_counts
 from memory.services.duplicates import duplicates_dismiss_recorded
-from memory.services.merges import MergePlan, entity_merge, entity_merge_preview, merge_undo
+from memory.services.merge_plan import MergePlan
+from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
 from memory.tasks import duplicates_scan_enqueue
 
 TEMPLATE = "curation/duplicates.html"
