@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 
 import numpy as np
 from django.conf import settings
@@ -147,14 +148,43 @@ def drift_examples_attach(*, items: list[DriftItem]) -> None:
         item.examples = [by_pk[pk] for pk in ids[item.predicate.pk] if pk in by_pk]
 
 
-# The registry changes rarely; its embeddings are cached per distinct registry text, and
-# per model: vectors of two models are not comparable. A failure is not cached.
-@lru_cache(maxsize=1024)
-def _vectors(model: str, texts: tuple[str, ...]) -> tuple[Vector, ...]:
-    vectors = np.asarray(embed_for_request(list(texts), hint=SUGGESTIONS_HINT), dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return tuple(vectors / np.where(norms == 0, 1.0, norms))
+# Vectors are cached per (model, text) — registry texts, drift names, example sentences —
+# so that a page whose items shifted (one was aliased) or a second visit embeds only what it
+# has not seen: the first look at a name reads its example sentences both ways (~0.8 s a
+# name on two cores), later ones cost nothing. Vectors of two models are not comparable,
+# hence the model in the key. About 15 MB at the bound; a failure is not cached.
+VECTOR_CACHE_SIZE = 5_000
+_vector_cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
+_vector_cache_lock = threading.Lock()
+_vector_cache_counts = {"hits": 0, "misses": 0}
+
+
+def drift_vector_cache_info() -> dict[str, int]:
+    """Texts served from the cache and texts embedded, since the process started."""
+    with _vector_cache_lock:
+        return {**_vector_cache_counts, "size": len(_vector_cache)}
 
 
 def _embed(texts: list[str]) -> list[Vector]:
-    return list(_vectors(settings.MEMORY_EMBED_MODEL, tuple(texts)))
+    model = settings.MEMORY_EMBED_MODEL
+    found: dict[str, Vector] = {}
+    with _vector_cache_lock:
+        for text in texts:
+            vector = _vector_cache.get((model, text))
+            if vector is not None:
+                _vector_cache.move_to_end((model, text))
+                found[text] = vector
+        _vector_cache_counts["hits"] += len(found)
+    missing = sorted(set(texts) - set(found))
+    if missing:
+        vectors = np.asarray(embed_for_request(missing, hint=SUGGESTIONS_HINT), dtype=np.float64)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        fresh = dict(zip(missing, vectors / np.where(norms == 0, 1.0, norms), strict=True))
+        found.update(fresh)
+        with _vector_cache_lock:
+            _vector_cache_counts["misses"] += len(missing)
+            for text, vector in fresh.items():
+                _vector_cache[(model, text)] = vector
+            while len(_vector_cache) > VECTOR_CACHE_SIZE:
+                _vector_cache.popitem(last=False)
+    return [found[text] for text in texts]

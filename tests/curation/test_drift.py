@@ -398,3 +398,31 @@ def test_drift_is_paged_and_an_item_s_error_shows_on_its_page(
     assert any(row.name == "odd_fact_9" and row.error for row in refused.context["rows"])
     assert refused.context["page"].number == 2
     assert f'action="{base}/drift/odd_fact_9/resolve?page=2"' in page(refused)
+
+
+def test_a_page_whose_items_shifted_embeds_nothing_it_has_seen(
+    access: ContextAccess, memory: Memory
+) -> None:
+    from memory.selectors.drift import (
+        drift_examples_attach,
+        drift_list,
+        drift_suggestions_attach,
+        drift_vector_cache_info,
+    )
+
+    fact_write(access=access, subject=memory.alex, predicate="likes_food", value="pizza")
+    items = drift_list(access=access, with_suggestions=False)
+    drift_examples_attach(items=items)
+    drift_suggestions_attach(access=access, items=items)
+    seen = drift_vector_cache_info()
+    # Another grouping of the same names (the list shifted after an alias): all cached.
+    shifted = drift_list(access=access, with_suggestions=False)[::-1][:1]
+    drift_examples_attach(items=shifted)
+    drift_suggestions_attach(access=access, items=shifted)
+    after = drift_vector_cache_info()
+    assert after["misses"] == seen["misses"]
+    assert after["hits"] > seen["hits"]
+    assert [s.name for s in shifted[0].suggestions] == [
+        s.name
+        for s in next(i for i in items if i.predicate.name == shifted[0].predicate.name).suggestions
+    ]

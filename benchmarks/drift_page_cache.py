@@ -1,0 +1,114 @@
+"""The drift page's suggestions: what a page of drift names costs cold, again, and shifted.
+
+    .venv/bin/python -m benchmarks.drift_page_cache           # pages of 20 names, 3 rounds
+    .venv/bin/python -m benchmarks.drift_page_cache --tiny    # pages of 5 names, 1 round
+
+The drift page ranks one page of names (``memory.selectors.drift``): the registry's texts,
+the names' words, and each name's example sentences read both ways against its shortlist,
+all embedded with the real all-MiniLM-L6-v2. Measured for three loads in a row — cold
+(nothing cached), the same page again, and the page shifted by one name (the first was
+aliased, the next comes in) — with the vector cache the selector uses (per model and
+text) against the cache it replaced (one entry per embedded batch, ``lru_cache`` on the
+tuple of texts), both over the same embedder in one process. Labelled names and
+examples come from ``benchmarks.drift_labelled``; the registry is the standard library.
+No database is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory.settings")
+django.setup()
+
+import numpy as np  # noqa: E402
+
+from benchmarks.drift_labelled import LABELLED, LabelledDrift  # noqa: E402
+from benchmarks.drift_suggestions import library_candidates  # noqa: E402
+from memory.drift_ranking import Ranker, Vector  # noqa: E402
+from memory.embeddings import embed_for_request  # noqa: E402
+from memory.selectors import drift as drift_selector  # noqa: E402
+
+Embed = Callable[[list[str]], list[Vector]]
+
+
+def _normalized(texts: list[str]) -> tuple[Vector, ...]:
+    vectors = np.asarray(embed_for_request(texts, hint="benchmark"), dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return tuple(vectors / np.where(norms == 0, 1.0, norms))
+
+
+def batch_cache() -> Embed:
+    """The cache the selector had: one entry per batch of texts."""
+
+    @lru_cache(maxsize=1024)
+    def vectors(texts: tuple[str, ...]) -> tuple[Vector, ...]:
+        return _normalized(list(texts))
+
+    return lambda texts: list(vectors(tuple(texts)))
+
+
+def text_cache() -> Embed:
+    """The selector's cache (per model and text), emptied first."""
+    with drift_selector._vector_cache_lock:
+        drift_selector._vector_cache.clear()
+    return drift_selector._embed
+
+
+def page_ms(embed: Embed, page: list[LabelledDrift]) -> float:
+    """One drift page's suggestions, as ``drift_suggestions_attach`` computes them."""
+    began = time.perf_counter()
+    ranker = Ranker(library_candidates(), embed)
+    ranker.prepare([item.name for item in page])
+    for item in page:
+        ranker.rank(item.name, item.examples)
+    return (time.perf_counter() - began) * 1000
+
+
+def measure(size: int, rounds: int) -> dict[str, Any]:
+    _normalized(["warm the model up"])  # loading the model is not the page's cost
+    out: dict[str, Any] = {"page_size": size, "rounds": rounds}
+    for label, make in (("batch_cache", batch_cache), ("text_cache", text_cache)):
+        loads: dict[str, list[float]] = {"cold": [], "again": [], "shifted": []}
+        for round_ in range(rounds):
+            start = round_ * (size + 1)  # fresh names each round: a cold page is cold
+            page = LABELLED[start : start + size]
+            shifted = LABELLED[start + 1 : start + size + 1]
+            embed = make()
+            loads["cold"].append(page_ms(embed, page))
+            loads["again"].append(page_ms(embed, page))
+            loads["shifted"].append(page_ms(embed, shifted))
+        out[label] = {k: round(statistics.median(v), 1) for k, v in loads.items()}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="pages of 5 names, one round")
+    args = parser.parse_args()
+    size, rounds = (5, 1) if args.tiny else (20, 3)
+    if len(LABELLED) < rounds * (size + 1):
+        raise SystemExit("the labelled set is too small for these pages")
+    result = measure(size, rounds)
+    result["machine"] = f"{platform.node()} load {os.getloadavg()[0]:.2f}"
+    print(json.dumps(result, indent=2))
+    batch, text = result["batch_cache"], result["text_cache"]
+    print()
+    print("| load | batch cache (before) ms | text cache (now) ms |")
+    print("|---|---:|---:|")
+    for load in ("cold", "again", "shifted"):
+        print(f"| {load} | {batch[load]} | {text[load]} |")
+
+
+if __name__ == "__main__":
+    main()
