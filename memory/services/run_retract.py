@@ -114,6 +114,17 @@ def _check_retractable(access: ContextAccess, run: Run) -> None:
         )
 
 
+def _check_not_empty(plan: RetractPlan) -> None:
+    """A run that kept only its turn (``infer: none``), or whose facts were all retracted
+    one by one since, has nothing left to take back: say so rather than audit nothing."""
+    if plan.empty and not plan.priors_restored and not plan.conflicts_closed:
+        raise Conflict(
+            f"run {plan.run.pk} has nothing left to retract (no facts, entities, spellings "
+            "or identifiers of it remain)",
+            code="nothing_to_retract",
+        )
+
+
 def _lock_run(run: Run) -> Run:
     return Run.objects.select_for_update().select_related("context").get(pk=run.pk)
 
@@ -261,6 +272,7 @@ def run_retract_preview(*, access: ContextAccess, run: Run) -> RetractPlan:
         _lock_entities(run)
         plan = _plan(run)
         transaction.set_rollback(True)  # the locks were only for a consistent read
+    _check_not_empty(plan)
     return plan
 
 
@@ -272,6 +284,7 @@ def run_retract(*, access: ContextAccess, run: Run) -> tuple[RetractPlan, AuditE
     _check_retractable(access, run)
     _lock_entities(run)
     plan = _plan(run)
+    _check_not_empty(plan)
     now = timezone.now()
     undo = _snapshot(plan)
     _apply(plan, now)

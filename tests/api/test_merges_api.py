@@ -284,3 +284,21 @@ def test_an_id_listed_twice_is_refused(api: APIClient, base: str, openapi: dict[
     assert not DuplicateCandidate.objects.exists()
     dismiss = openapi["components"]["schemas"]["DuplicateDismissInputRequest"]
     assert dismiss["properties"]["entities"]["uniqueItems"] is True
+
+
+def test_the_preview_names_the_scope_branches_of_its_members(api: APIClient, base: str) -> None:
+    one = _entity(api, base, "Globex", scope="org/acme/team/a")
+    other = _entity(api, base, "Globex Inc", scope="org/acme/team/b")
+    inside = _entity(api, base, "Globex Corp", scope="org/acme/team/a/x")
+    apart = api.post(
+        f"{base}/entities/merge",
+        {"survivor": one, "merged": [other], "preview": True},
+        format="json",
+    ).json()
+    assert apart["scope_branches"] == ["org/acme/team/a", "org/acme/team/b"]
+    nested = api.post(
+        f"{base}/entities/merge",
+        {"survivor": one, "merged": [inside], "preview": True},
+        format="json",
+    ).json()
+    assert nested["scope_branches"] == []

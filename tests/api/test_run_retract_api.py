@@ -135,3 +135,21 @@ def test_the_retract_endpoint_is_documented(openapi: dict[str, Any]) -> None:
     assert {"facts", "entities_kept", "dependencies", "audit_event"} <= set(answer["properties"])
     outcome = openapi["components"]["schemas"]["RunOutcomeEnum"]["enum"]
     assert "succeeded_with_warnings" in outcome
+
+
+def test_an_unknown_entity_type_is_a_warning_of_the_run(api: APIClient, base: str) -> None:
+    triples = {
+        "entities": [{"name": "Merlin", "type": "wizard"}],
+        "attributes": [{"subject": "Merlin", "key": "current_title", "value": "Archmage"}],
+    }
+    body = api.post(
+        f"{base}/memories",
+        {"text": "", "scope": "org/acme", "infer": "triples", "triples": triples, "wait": True},
+        format="json",
+    ).json()
+    assert body["run"]["outcome"] == "succeeded_with_warnings"
+    assert body["run"]["summary"]["warnings"] == 1
+    assert body["result"]["warnings"] == [
+        "entity 'Merlin': type 'wizard' is not a type a memory may use; stored as other"
+    ]
+    assert body["result"]["entities_created"][0]["type"] == "other"

@@ -274,3 +274,14 @@ def test_a_run_with_a_refused_item_ends_with_warnings(access: ContextAccess) -> 
     assert any("'wizard'" in w and "other" in w for w in run.result["warnings"])
     clean = _ingest(access, FIRST)
     assert clean.outcome == RunOutcome.SUCCEEDED
+
+
+def test_a_run_that_kept_only_its_turn_has_nothing_to_retract(access: ContextAccess) -> None:
+    run = run_create(access=access, text="Alex said hello.", scope=SCOPE, infer="none")
+    run = run_execute(run_id=run.pk)
+    with pytest.raises(Conflict) as refused:
+        run_retract_preview(access=access, run=run)
+    assert refused.value.code == "nothing_to_retract"
+    with pytest.raises(Conflict):
+        run_retract(access=access, run=run)
+    assert not AuditEvent.objects.filter(action="run_retract").exists()
