@@ -1,6 +1,6 @@
 """Fuzz every operation of the served OpenAPI document with schemathesis.
 
-``schema.parametrize()`` makes one test per operation of ``/api/schema/`` (48 today). Each
+``schema.parametrize()`` makes one test per operation of ``/api/schema/`` (52 today). Each
 sends, in-process to the WSGI app and with a context admin's token, so that requests pass
 authentication and reach the handlers:
 
