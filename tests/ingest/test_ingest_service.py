@@ -197,7 +197,7 @@ def test_strict_mode_lists_unknown_predicates_as_unresolved_and_writes_the_rest(
         ],
     }
     run = _ingest(access, triples)
-    assert run.outcome == RunOutcome.SUCCEEDED, run.error
+    assert run.outcome == RunOutcome.SUCCEEDED_WITH_WARNINGS, run.error
     assert [f["predicate"] for f in run.result["facts_created"]] == ["works_at"]
     [unresolved] = run.result["unresolved"]
     assert unresolved["code"] == "unknown_predicate"
@@ -225,7 +225,7 @@ def test_hostile_predicates_are_refused_item_by_item(access: ContextAccess) -> N
         ],
     }
     run = _ingest(access, triples)
-    assert run.outcome == RunOutcome.SUCCEEDED, run.error
+    assert run.outcome == RunOutcome.SUCCEEDED_WITH_WARNINGS, run.error
     assert [u["code"] for u in run.result["unresolved"]] == [
         "invalid_predicate",
         "invalid_predicate",
