@@ -48,7 +48,7 @@ from memory.services.fact_rules import (
     reobserve,
     superseded_fields,
 )
-from memory.services.predicates import (
+from memory.services.predicate_resolution import (
     ResolvedPredicate,
     predicate_record_refused,
     predicates_resolve_for_write,
