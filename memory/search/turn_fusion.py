@@ -49,11 +49,11 @@ def normalized_sum(
     return fused
 
 
-def window_boosts(fused: dict[int, float], *, visible: Q) -> dict[int, float]:
+def window_boosts(fused: dict[int, float], *, context_id: int, visible: Q) -> dict[int, float]:
     """What each turn gains from its neighbours' fused scores (``WINDOW_WEIGHTS``), for
     the fused turns and their visible neighbours."""
     reach = len(WINDOW_WEIGHTS)
-    neighbours = _neighbours(list(fused), reach=reach, visible=visible)
+    neighbours = _neighbours(list(fused), context_id=context_id, reach=reach, visible=visible)
     # Every turn that borders a fused one: its own neighbours are needed too.
     around: dict[int, list[list[int]]] = {}
     for ref, (before, after) in neighbours.items():
@@ -79,31 +79,39 @@ def _at(ids: list[int], i: int) -> int | None:
 
 
 def _neighbours(
-    ids: list[int], *, reach: int, visible: Q
+    ids: list[int], *, context_id: int, reach: int, visible: Q
 ) -> dict[int, tuple[list[int], list[int]]]:
     """For each turn in ``ids`` with a thread: up to ``reach`` visible turns of the same
-    conversation before it (nearest first) and after it, in one statement."""
+    conversation before it (nearest first) and after it, in one statement.
+
+    The candidates' conversations are read whole and numbered in order (``said_at``,
+    then id): one index range per conversation, a few hundred rows for a thread filter,
+    where a look-up per candidate and side cost ~0.4 ms each (DECISIONS 49)."""
     if not ids:
         return {}
     table = Turn._meta.db_table
     where, params = q_where_sql(Turn, visible)
-    # The neighbour rows are the table under its own name (the compiled filter refers to
-    # it so); each candidate is ``c``. NULL said_at turns are ordered among themselves.
-    side = f"""
-        ARRAY(SELECT {table}.id FROM {table}
-            WHERE {table}.context_id = c.context_id AND {table}.thread = c.thread
-              AND {where}
-              AND ({table}.said_at IS NOT DISTINCT FROM c.said_at AND {table}.id {{op}} c.id
-                   OR {table}.said_at {{op}} c.said_at)
-            ORDER BY {table}.said_at {{order}}, {table}.id {{order}}
-            LIMIT %s)
-    """  # noqa: S608 - table names from the model, values are parameters
-    before = side.format(op="<", order="DESC")
-    after = side.format(op=">", order="ASC")
+    lags = ", ".join(
+        f"lag({table}.id, {i}) OVER w AS before_{i}, lead({table}.id, {i}) OVER w AS after_{i}"
+        for i in range(1, reach + 1)
+    )
     sql = f"""
-        SELECT c.id, {before}, {after} FROM {table} c
-        WHERE c.id = ANY(%s) AND c.thread <> ''
-    """  # noqa: S608 - as above
+        SELECT * FROM (
+            SELECT {table}.id, {lags} FROM {table}
+            WHERE {table}.context_id = %s
+              AND {table}.thread IN (
+                  SELECT DISTINCT thread FROM {table} WHERE id = ANY(%s) AND thread <> ''
+              )
+              AND {where}
+            WINDOW w AS (PARTITION BY {table}.thread ORDER BY {table}.said_at, {table}.id)
+        ) ordered
+        WHERE ordered.id = ANY(%s)
+    """  # noqa: S608 - table names from the model, values are parameters
+    found: dict[int, tuple[list[int], list[int]]] = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, reach, *params, reach, ids])
-        return {ref: (before_ids or [], after_ids or []) for ref, before_ids, after_ids in cursor}
+        cursor.execute(sql, [context_id, ids, *params, ids])
+        for ref, *around in cursor:
+            before = [n for n in around[0::2] if n is not None]
+            after = [n for n in around[1::2] if n is not None]
+            found[ref] = (before, after)
+    return found

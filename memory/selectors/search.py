@@ -194,7 +194,7 @@ def search(
         ):
             explains.setdefault(vhit.ref_id, Explain()).vector = RankScore(rank, vhit.similarity)
     if kind == Target.TURN and mode in ("hybrid", "hybrid_graph"):
-        scores = _turn_scores(explains, visible=visible_rows)
+        scores = _turn_scores(explains, context_id=context_id, visible=visible_rows)
     else:
         scores = _scores(explains, mode=mode)
     if mode == "hybrid_graph":
@@ -230,7 +230,7 @@ def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:
     return min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
 
 
-def _turn_scores(explains: dict[int, Explain], *, visible: Q) -> dict[int, float]:
+def _turn_scores(explains: dict[int, Explain], *, context_id: int, visible: Q) -> dict[int, float]:
     """Turns: normalized score sum plus turn windows (memory.search.turn_fusion)."""
     bm25 = [(ref, e.bm25.score) for ref, e in _by_rank(explains, "bm25") if e.bm25]
     vector = [(ref, e.vector.score) for ref, e in _by_rank(explains, "vector") if e.vector]
@@ -238,7 +238,7 @@ def _turn_scores(explains: dict[int, Explain], *, visible: Q) -> dict[int, float
     for ref, value in fused.items():
         explains[ref].fused = value
     scores = dict(fused)
-    for ref, boost in window_boosts(fused, visible=visible).items():
+    for ref, boost in window_boosts(fused, context_id=context_id, visible=visible).items():
         explains.setdefault(ref, Explain()).window_boost = boost
         scores[ref] = scores.get(ref, 0.0) + boost
     return scores
