@@ -195,12 +195,45 @@ def reference(turns: list[TurnRow], questions: list[Question]) -> dict[str, list
     return out
 
 
+def _write_turns(client: Any, base: str, turns: list[TurnRow]) -> tuple[float, float, Any]:
+    """Every turn through ``POST memories``, then the worker's drain: (write s, drain s, drain)."""
+    from memory.services.vectors import embeddings_drain
+
+    started = time.perf_counter()
+    for t in tqdm(turns, desc="memories", unit="turn"):
+        response = client.post(
+            f"{base}/memories",
+            {
+                "text": t.text,
+                "scope": "locomo",
+                "infer": "none",
+                "wait": True,
+                "speaker": t.speaker,
+                "said_at": t.said_at.isoformat() if t.said_at else None,
+                "thread": t.thread,
+                "ref": t.ref,
+            },
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+    write_s = time.perf_counter() - started
+    started = time.perf_counter()
+    drain = embeddings_drain()
+    drain_s = time.perf_counter() - started
+    assert drain.finished and drain.written["turns"] == len(turns), drain
+    return write_s, drain_s, drain
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--tiny", action="store_true", help="one conversation's first sessions")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse", action="store_true", help="search a database kept by --keep (no writes)"
+    )
+    parser.add_argument("--no-reference", action="store_true", help="skip the in-memory reference")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument(
         "--modes", default=",".join(MODES), help="comma-separated search modes to measure"
@@ -210,53 +243,38 @@ def main() -> None:
     turns, questions = load(tiny=args.tiny, conversations=args.conversations)
     answerable = [q for q in questions if q.evidence]
 
-    with bench_database("md_bench_locomo_turns", keep=args.keep):
+    with bench_database("md_bench_locomo_turns", keep=args.keep or args.reuse, reuse=args.reuse):
         from rest_framework.test import APIClient
 
         from memory.embeddings import embed_texts
         from memory.models import Role
         from memory.services.contexts import context_create
         from memory.services.tokens import token_issue
-        from memory.services.vectors import embeddings_drain
 
         logging.getLogger("memory.ingest").setLevel(logging.WARNING)  # a line per run otherwise
         embed_texts(["warm up"])  # the model loads outside every timing
-        context = context_create(slug="bench-locomo", name="LoCoMo")
         from django.contrib.auth import get_user_model
 
-        from memory.models import ContextMembership
+        from memory.models import Context, ContextMembership
 
-        user = get_user_model().objects.create_user(username="bench", password="x-bench-only")
-        ContextMembership.objects.create(
-            user=user, context=context, role=Role.ADMIN, grants=["read,write:*"]
-        )
+        if args.reuse:
+            context = Context.objects.get(slug="bench-locomo")
+            user = get_user_model().objects.get(username="bench")
+        else:
+            context = context_create(slug="bench-locomo", name="LoCoMo")
+            user = get_user_model().objects.create_user(username="bench", password="x-bench-only")
+            ContextMembership.objects.create(
+                user=user, context=context, role=Role.ADMIN, grants=["read,write:*"]
+            )
         raw = token_issue(user=user, context=context, grants=["read,write:*"]).raw
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
         base = f"/api/v1/contexts/{context.slug}"
 
-        started = time.perf_counter()
-        for t in tqdm(turns, desc="memories", unit="turn"):
-            response = client.post(
-                f"{base}/memories",
-                {
-                    "text": t.text,
-                    "scope": "locomo",
-                    "infer": "none",
-                    "wait": True,
-                    "speaker": t.speaker,
-                    "said_at": t.said_at.isoformat() if t.said_at else None,
-                    "thread": t.thread,
-                    "ref": t.ref,
-                },
-                format="json",
-            )
-            assert response.status_code == 200, response.content
-        write_s = time.perf_counter() - started
-        started = time.perf_counter()
-        drain = embeddings_drain()
-        drain_s = time.perf_counter() - started
-        assert drain.finished and drain.written["turns"] == len(turns), drain
+        write_s = drain_s = 0.0
+        drain = None
+        if not args.reuse:
+            write_s, drain_s, drain = _write_turns(client, base, turns)
 
         rows: list[list[Any]] = []
         for mode in modes:
@@ -286,7 +304,7 @@ def main() -> None:
                     latency["p95"],
                 ]
             )
-        ref = reference(turns, questions)
+        ref = {} if args.no_reference else reference(turns, questions)
 
     for name, scored in ref.items():
         figures = _mean(scored)
@@ -307,11 +325,12 @@ def main() -> None:
         f"categories 1–4 ({len(answerable)} with evidence)."
     )
     print(machine_line())
-    print(
-        f"Writes through POST memories: {write_s:.0f} s ({len(turns) / write_s:.0f} turns/s); "
-        f"embedding drain: {drain_s:.1f} s, {drain.model_calls} model calls "
-        f"({len(turns) / drain_s:.0f} turns/s).\n"
-    )
+    if drain is not None:
+        print(
+            f"Writes through POST memories: {write_s:.0f} s ({len(turns) / write_s:.0f} turns/s);"
+            f" embedding drain: {drain_s:.1f} s, {drain.model_calls} model calls "
+            f"({len(turns) / drain_s:.0f} turns/s).\n"
+        )
     print(
         markdown_table(
             ["search", "recall@5", "recall@10", "recall@20", "hit@10", "p50 ms", "p95 ms"], rows

@@ -289,8 +289,14 @@ class RankScoreSerializer(serializers.Serializer):
 class ExplainSerializer(serializers.Serializer):
     bm25 = RankScoreSerializer(allow_null=True)
     vector = RankScoreSerializer(allow_null=True, help_text="score: cosine similarity")
-    fused = serializers.FloatField(allow_null=True, help_text="reciprocal rank fusion")
+    fused = serializers.FloatField(
+        allow_null=True,
+        help_text="reciprocal rank fusion; for turns, the normalized BM25 and cosine sum",
+    )
     graph_boost = serializers.FloatField(allow_null=True)
+    window_boost = serializers.FloatField(
+        allow_null=True, help_text="turns: what the neighbouring turns of the conversation added"
+    )
 
 
 class SearchResultSerializer(serializers.Serializer):

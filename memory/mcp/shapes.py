@@ -88,6 +88,7 @@ def search_result_shape(result: SearchResult) -> dict[str, Any]:
             "vector": vars(explain.vector) if explain.vector else None,
             "fused": explain.fused,
             "graph_boost": explain.graph_boost,
+            "window_boost": explain.window_boost,
         },
         "meta": result.meta,
     }

