@@ -178,3 +178,25 @@ def test_the_scan_backfills_entities_written_before_incremental_checks(
     # With its keys back, the next write is checked against it again.
     c = _entity(access, "Marguerite Okonkwo", scope="org/globex")
     assert _pair(a, c) is not None
+
+
+def test_checking_one_entity_takes_a_few_statements_whatever_the_context_holds(
+    access: ContextAccess,
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.services.duplicates import duplicates_check
+
+    _freight_companies(access)
+    for name in ("Jon Smith", "John Smith", "Jane Smith", "Priya Patel"):
+        _entity(access, name, attributes={"date_of_birth": "1988-04-12"})
+    late = _entity(access, "Jonh Smith", attributes={"date_of_birth": "1988-04-12"})
+
+    with CaptureQueriesContext(connection) as statements:
+        report = duplicates_check([late.pk])
+
+    assert report is not None and report.compared >= 4 and report.stored >= 1
+    # Records, keys with their holders, neighbours, stored pairs, the others' records,
+    # the model, the live count (a small context may be re-estimated), the writes.
+    assert len(statements) <= 9, [q["sql"][:80] for q in statements.captured_queries]
