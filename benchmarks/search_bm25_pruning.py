@@ -5,11 +5,11 @@
     .venv/bin/python -m benchmarks.search_bm25_pruning --tiny   # 2k chunks: a smoke test
 
 Each query runs through ``memory.search.bm25.bm25_rank`` twice, alternating: pruned (as
-served) and with pruning switched off (``MAXSCORE_MIN_POSTINGS`` out of reach), unfiltered
-and with a scope filter that leaves 10% of the chunks, k = 10 and k = 100. Reports
-p50/p95 of each, the speed-up, how many queries took the pruned path (and how many of
-those merged their probed lists), and how many rankings differ (ids compared in order;
-scores must agree to 1e-9 relative).
+served) and with pruning switched off (``bm25_pruning.MAXSCORE_MIN_POSTINGS`` out of
+reach), unfiltered and with a scope filter that leaves 10% of the chunks, k = 10 and
+k = 100. Reports p50/p95 of each, the speed-up, how many queries took the pruned path
+(and how many of those merged their probed lists), and how many rankings differ (ids
+compared in order; scores must agree to 1e-9 relative).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from benchmarks.search_scale_data import generate, load_existing, team_scope
 
 def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> dict[str, Any]:
     import memory.search.bm25 as bm25
+    import memory.search.bm25_pruning as pruning
     from memory.search.models import Target
 
-    served = bm25.MAXSCORE_MIN_POSTINGS
+    served = pruning.MAXSCORE_MIN_POSTINGS
     taken = {"pruned": 0, "merged": 0}
-    original, original_plan = bm25._maxscore_ranked, bm25._probe_plan
+    original, original_plan = pruning.maxscore_rank, pruning._probe_plan
 
     def counting(**kwargs: Any) -> Any:
         hits = original(**kwargs)
@@ -56,14 +57,14 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
         return (time.perf_counter() - started) * 1000, hits
 
     pruned_ms, full_ms, differ = [], [], 0
-    bm25._maxscore_ranked = counting  # type: ignore[assignment]
-    bm25._probe_plan = planning  # type: ignore[assignment]
+    pruning.maxscore_rank = counting  # type: ignore[assignment]
+    pruning._probe_plan = planning  # type: ignore[assignment]
     try:
         for query in queries:
-            bm25.MAXSCORE_MIN_POSTINGS = served
+            pruning.MAXSCORE_MIN_POSTINGS = served
             ms, pruned = rank(query)
             pruned_ms.append(ms)
-            bm25.MAXSCORE_MIN_POSTINGS = 10**15
+            pruning.MAXSCORE_MIN_POSTINGS = 10**15
             ms, full = rank(query)
             full_ms.append(ms)
             same_ids = [h.ref_id for h in pruned] == [h.ref_id for h in full]
@@ -73,9 +74,9 @@ def _compare(context_id: int, queries: list[str], visible: Any, limit: int) -> d
             )
             differ += not (same_ids and close)
     finally:
-        bm25.MAXSCORE_MIN_POSTINGS = served
-        bm25._maxscore_ranked = original  # type: ignore[assignment]
-        bm25._probe_plan = original_plan  # type: ignore[assignment]
+        pruning.MAXSCORE_MIN_POSTINGS = served
+        pruning.maxscore_rank = original  # type: ignore[assignment]
+        pruning._probe_plan = original_plan  # type: ignore[assignment]
     pruned_stats, full_stats = latency_summary(pruned_ms), latency_summary(full_ms)
     return {
         "pruned": pruned_stats,
@@ -97,28 +98,30 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument(
-        "--probe-cost", type=int, help="override bm25.PROBE_COST (to sweep the pricing)"
+        "--probe-cost", type=int, help="override bm25_pruning.PROBE_COST (to sweep the pricing)"
     )
     parser.add_argument(
-        "--rare-share", type=float, help="override bm25.RARE_POSTING_SHARE (to sweep it)"
+        "--rare-share", type=float, help="override bm25_pruning.RARE_POSTING_SHARE (to sweep it)"
     )
-    parser.add_argument("--merge-cost", type=float, help="override bm25.MERGE_COST (to sweep it)")
+    parser.add_argument(
+        "--merge-cost", type=float, help="override bm25_pruning.MERGE_COST (to sweep it)"
+    )
     args = parser.parse_args()
     name = "md_bench_bm25_tiny" if args.tiny else "md_bench_search_scale"
     if args.tiny:
         args.chunks, args.queries = 2000, 20
     # A generated full corpus is kept (as search_scale --keep leaves it) for later --reuse.
     with bench_database(name, keep=not args.tiny, reuse=args.reuse) as url:
-        import memory.search.bm25 as bm25
+        import memory.search.bm25_pruning as pruning
         from memory.scopes import Grants
         from memory.search.bm25 import corpus_visible_sql
 
         if args.probe_cost is not None:
-            bm25.PROBE_COST = args.probe_cost
+            pruning.PROBE_COST = args.probe_cost
         if args.rare_share is not None:
-            bm25.RARE_POSTING_SHARE = args.rare_share
+            pruning.RARE_POSTING_SHARE = args.rare_share
         if args.merge_cost is not None:
-            bm25.MERGE_COST = args.merge_cost
+            pruning.MERGE_COST = args.merge_cost
         gen = (
             load_existing()
             if args.reuse
@@ -130,9 +133,9 @@ def main() -> None:
             "machine": machine_line(),
             "chunks": len(gen.chunk_ids),
             "pricing": {
-                "probe_cost": bm25.PROBE_COST,
-                "rare_share": bm25.RARE_POSTING_SHARE,
-                "merge_cost": bm25.MERGE_COST,
+                "probe_cost": pruning.PROBE_COST,
+                "rare_share": pruning.RARE_POSTING_SHARE,
+                "merge_cost": pruning.MERGE_COST,
             },
         }
         for label, visible, limit in [

@@ -6,11 +6,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 from django.db import transaction
-from django_tasks import TaskResultStatus, task
-from django_tasks.base import Task
+from django_tasks import task
 
 from memory.search.tasks import embeddings_drain_enqueue
 
@@ -22,26 +20,9 @@ _collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collec
 
 class WorkerLost(Exception):
     """Recorded on a task result whose worker died while running it (SIGKILL, a lost
-    machine): django-tasks-db leaves such a result ``RUNNING`` for ever."""
-
-
-def task_results_fail_lost(*, task: Task[Any, Any], args: list[Any], reason: str) -> int:
-    """Mark failed the ``RUNNING`` results of ``task`` called with ``args`` — for a caller
-    that has just proved their executor dead (its advisory lock was free) — through the
-    library's own ``set_failed``: status, finish time, exception path and text. Returns
-    how many."""
-    from django_tasks_db.models import DBTaskResult
-
-    lost = DBTaskResult.objects.filter(
-        task_path=task.module_path,
-        status=TaskResultStatus.RUNNING,
-        args_kwargs__args=args,
-    )
-    count = 0
-    for result in lost:
-        result.set_failed(WorkerLost(reason))
-        count += 1
-    return count
+    machine): django-tasks-db leaves such a result ``RUNNING`` for ever. Raised by no
+    code: the executor's recovery records it (``services/executor.py``); it lives here so
+    that the recorded exception path names the task module."""
 
 
 def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
@@ -108,13 +89,13 @@ def duplicates_scan_task(context_id: int) -> dict[str, object]:
     at 100k entities the embedding neighbours alone take minutes. One scan per context
     at a time; a second request while one runs is answered by that one."""
     from memory.locks import DUPLICATE_SCAN_LOCK, executor_lock
-    from memory.models import Context
+    from memory.selectors.contexts import context_by_id
     from memory.services.duplicates import duplicates_scan
 
     with executor_lock(DUPLICATE_SCAN_LOCK, context_id) as held:
         if not held:
             return {"skipped": "a scan of this context is already running"}
-        report = duplicates_scan(context=Context.objects.get(pk=context_id))
+        report = duplicates_scan(context=context_by_id(context_id=context_id))
     logger.info(
         "duplicates scan of context %s: %s entities, %s pairs (%s new) in %s s",
         context_id, report.entities, report.pairs, report.new, report.seconds,

@@ -191,6 +191,10 @@ def _json_type_problem(field: serializers.Field, value: Any) -> str | None:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     elif isinstance(field, serializers.CharField):
         expected, ok = "a string", isinstance(value, str)
+        # DRF trims the text before it checks max_length; the schema's maxLength is about
+        # the text as sent, so " " + 300 letters must not pass a 300-character limit.
+        if ok and field.max_length is not None and len(value) > field.max_length:
+            return str(field.error_messages["max_length"]).format(max_length=field.max_length)
     else:
         return None
     return None if ok else f"must be {expected}"

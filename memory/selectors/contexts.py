@@ -14,3 +14,9 @@ def context_list(*, user: Any, token: ApiToken | None = None) -> QuerySet[Contex
     if user.is_superuser:
         return Context.objects.order_by("slug")
     return Context.objects.filter(members__user=user).order_by("slug")
+
+
+def context_by_id(*, context_id: int) -> Context:
+    """A context by id, for background work that was handed the id (no access check:
+    the work was authorized when it was queued)."""
+    return Context.objects.get(pk=context_id)

@@ -128,6 +128,14 @@ def predicate_has(*, context: Context, name: str) -> bool:
     return result.registered
 
 
+def predicate_alias_owner(*, context: Context, form: str) -> Predicate | None:
+    """The predicate whose alias ``form`` (already normalized) is, if any."""
+    alias = (
+        PredicateAlias.objects.filter(context=context, alias=form).select_related("predicate")
+    ).first()
+    return alias.predicate if alias is not None else None
+
+
 def predicate_list(
     *, context: Context, status: str | None = None, category: str | None = None
 ) -> QuerySet[Predicate]:

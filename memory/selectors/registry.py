@@ -14,7 +14,7 @@ from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Predica
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_list
 from memory.selectors.usage import predicate_usage
-from memory.services.predicates import EDITABLE_FIELDS
+from memory.services.predicate_fields import EDITABLE_FIELDS
 
 REGISTRY_FORMAT = "memory-desk-registry"
 REGISTRY_VERSION = 1

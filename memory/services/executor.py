@@ -24,9 +24,12 @@ from typing import Any
 
 from django.db import models
 from django.utils import timezone
+from django_tasks import TaskResultStatus
+from django_tasks.base import Task
 
 from memory.errors import Conflict
 from memory.locks import executor_lock
+from memory.tasks import WorkerLost
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,6 @@ def executor_recover_stale(
 ) -> int:
     """Fail the records of ``running`` left running by an executor that died; return how
     many. ``reason`` words the error from each record's ``fields``."""
-    from memory.tasks import task_results_fail_lost
-
     state = lifecycle.state_field
     manager = lifecycle.model._default_manager
     recovered = 0
@@ -95,7 +96,7 @@ def executor_recover_stale(
                 **lifecycle.lost_fields,
             )
             if failed:  # and its task result, instead of "running" for ever
-                task_results_fail_lost(task=lifecycle.task(), args=[row["pk"]], reason=error)
+                _task_results_fail_lost(task=lifecycle.task(), args=[row["pk"]], reason=error)
             recovered += failed
     return recovered
 
@@ -114,3 +115,22 @@ def executor_retry_check(
             "retried",
             code=lifecycle.not_failed_code,
         )
+
+
+def _task_results_fail_lost(*, task: Task[Any, Any], args: list[Any], reason: str) -> int:
+    """Mark failed the ``RUNNING`` results of ``task`` called with ``args`` — for a caller
+    that has just proved their executor dead (its advisory lock was free) — through the
+    library's own ``set_failed``: status, finish time, exception path and text. Returns
+    how many."""
+    from django_tasks_db.models import DBTaskResult
+
+    lost = DBTaskResult.objects.filter(
+        task_path=task.module_path,
+        status=TaskResultStatus.RUNNING,
+        args_kwargs__args=args,
+    )
+    count = 0
+    for result in lost:
+        result.set_failed(WorkerLost(reason))
+        count += 1
+    return count

@@ -20,7 +20,7 @@ from memory.scopes import scope_validate
 from memory.selectors.entities import entity_get
 from memory.services.entities import entity_upsert
 from memory.services.fact_batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
-from memory.services.predicates import (
+from memory.services.predicate_resolution import (
     ResolvedPredicate,
     UnknownPredicate,
     predicate_record_refused,

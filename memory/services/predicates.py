@@ -1,85 +1,39 @@
-"""Writes to the predicate registry: install, register, edit, aliases, and drift records.
+"""Writes to the predicate registry: install the standard library, register, edit,
+unregister, aliases, and the undo of those edits.
 
-Registry edits lock the context row (``_lock_context``) so that two editors cannot both
-pass the name/alias collision checks. Recording drift (``predicate_observe``) does not take
-that lock: it runs inside fact writes and relies on the unique (context, name) constraint.
+Registry edits lock the context row (``registry_lock``) so that two editors cannot both
+pass the name/alias collision checks. What a fact write resolves a form to, and the drift
+it records, is predicate_resolution.py; the fields and their validation are
+predicate_fields.py.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Value
-from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import Conflict, DomainError, NotFound, ValidationFailed
+from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import (
-    ENTITY_TYPES,
     Context,
     Fact,
     Predicate,
     PredicateAlias,
     PredicateKind,
-    PredicateMode,
     PredicateStatus,
     Role,
 )
-from memory.models.predicate import Lifecycle
 from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
 from memory.predicate_names import predicate_check_text, predicate_normalize
-from memory.selectors.predicates import (
-    RegistryIndex,
-    Via,
-    predicate_canonicalize,
-    registry_index_load,
-)
+from memory.selectors.predicates import predicate_alias_owner, registry_index_load
 from memory.services.audit import audit_record
-
-EDITABLE_FIELDS = (
-    "description",
-    "example",
-    "category",
-    "kind",
-    "subject_types",
-    "object_types",
-    "inverse",
-    "default_importance",
-    "ranking_weight",
-    "single_valued",
-    "is_aggregate",
-    "lifecycle",
-    "default_validity_days",
-    "exclude_from_prompt",
+from memory.services.predicate_fields import (
+    EDITABLE_FIELDS,
+    predicate_aliases_clean,
+    predicate_fields_clean,
+    predicate_flags_check,
 )
-_CATEGORY_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")
-_MAX_TEXT = 2000
-
-
-class UnknownPredicate(ValidationFailed):
-    """A strict-mode context refused a predicate that is not registered."""
-
-    code = "unknown_predicate"
-
-    def __init__(self, message: str, *, canonical: str) -> None:
-        super().__init__(message, details={"canonical": canonical})
-        self.canonical = canonical
-
-
-@dataclass(frozen=True)
-class ResolvedPredicate:
-    predicate: Predicate
-    canonical: str
-    via: Via
-    registered: bool
-    # Written through an inverse alias: store with subject and object swapped.
-    inverse: bool = False
-
 
 # --- the standard library -------------------------------------------------------------
 
@@ -146,14 +100,14 @@ def predicate_register(
     """
     predicate_check_text(name)
     canonical = predicate_normalize(name)
-    cleaned = _clean_fields(fields)
-    alias_forms = _clean_aliases(aliases or [], name=canonical)
+    cleaned = predicate_fields_clean(fields)
+    alias_forms = predicate_aliases_clean(aliases or [], name=canonical)
     context = registry_lock(access.context)
     existing = Predicate.objects.filter(context=context, name=canonical).first()
     access.require_role(Role.ADMIN if existing is None else Role.CURATOR)
     if existing is not None and existing.status == PredicateStatus.REGISTERED:
         raise Conflict(f"predicate {canonical!r} is already registered", code="predicate_collision")
-    owner = _alias_owner(context, canonical)
+    owner = predicate_alias_owner(context=context, form=canonical)
     if owner is not None:
         raise Conflict(
             f"{canonical!r} is already an alias of {owner.name!r}", code="predicate_collision"
@@ -162,7 +116,7 @@ def predicate_register(
     predicate = existing or Predicate(context=context, name=canonical)
     for field, value in cleaned.items():
         setattr(predicate, field, value)
-    _check_flags(predicate)
+    predicate_flags_check(predicate)
     predicate.status = PredicateStatus.REGISTERED
     try:
         # Drift recording does not take the context lock, so a fact write may insert the
@@ -204,13 +158,13 @@ def predicate_update(*, access: ContextAccess, predicate: Predicate, **fields: A
     """Change some of EDITABLE_FIELDS of a predicate (admin). The name and status are not
     editable here: use register/unregister, and the alias functions for aliases."""
     access.require_role(Role.ADMIN)
-    cleaned = _clean_fields(fields)
+    cleaned = predicate_fields_clean(fields)
     context = registry_lock(access.context)
     current = _locked_predicate(context, predicate)
     before = _snapshot(current)
     for field, value in cleaned.items():
         setattr(current, field, value)
-    _check_flags(current)
+    predicate_flags_check(current)
     current.save()
     after = _snapshot(current)
     changed = sorted(f for f in cleaned if before[f] != after[f])
@@ -326,7 +280,7 @@ def predicate_alias_attach(
         raise Conflict(
             f"{form!r} is the name of {predicate.name!r} itself", code="predicate_collision"
         )
-    owner = _alias_owner(context, form)
+    owner = predicate_alias_owner(context=context, form=form)
     if owner is not None:
         raise Conflict(
             f"alias {form!r} collides with an alias of {owner.name!r}", code="predicate_collision"
@@ -338,247 +292,6 @@ def predicate_alias_attach(
         )
     return PredicateAlias.objects.create(
         context=context, predicate=predicate, alias=form, inverse=inverse
-    )
-
-
-# --- drift and writes -----------------------------------------------------------------
-
-
-def predicate_observe(*, context: Context, name: str) -> Predicate:
-    """The registry row for the normalized form of ``name``, created as ``observed`` when
-    new, with first/last seen stamped. Safe against concurrent writers (get_or_create
-    retries the read after losing the insert race). A form that is an alias returns the
-    aliased predicate rather than shadowing it; an existing row keeps its status."""
-    predicate_check_text(name)
-    form = predicate_normalize(name)
-    aliased = _alias_owner(context, form)
-    if aliased is not None:
-        return aliased
-    now = timezone.now()
-    predicate, created = Predicate.objects.get_or_create(
-        context=context,
-        name=form,
-        defaults={
-            "status": PredicateStatus.OBSERVED,
-            "first_seen_at": now,
-            "last_seen_at": now,
-        },
-    )
-    if not created:
-        predicate.first_seen_at = predicate.first_seen_at or now
-        predicate.last_seen_at = now
-        Predicate.objects.filter(pk=predicate.pk).update(
-            first_seen_at=predicate.first_seen_at, last_seen_at=now
-        )
-    return predicate
-
-
-def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredicate:
-    """The predicate a fact written with ``raw`` is stored under (one form of
-    ``predicates_resolve_for_write``): raises what that function reports for the form."""
-    resolved, _ = predicates_resolve_for_write(context=context, raws={raw})
-    outcome = resolved[raw]
-    if isinstance(outcome, DomainError):
-        raise outcome
-    return outcome
-
-
-@transaction.atomic
-def predicates_resolve_for_write(
-    *, context: Context, raws: set[str]
-) -> tuple[dict[str, ResolvedPredicate | DomainError], list[str]]:
-    """The predicate facts written with each form in ``raws`` are stored under, each
-    distinct form once from one registry load; and the forms a strict context refused.
-
-    Per form, instead of a predicate: hostile text gives ValidationFailed
-    "invalid_predicate"; a rejected predicate "rejected_predicate" in both modes; an
-    unregistered form UnknownPredicate in a strict context (listed in the refused forms:
-    the caller records them afterwards with predicate_record_refused, outside the
-    transaction the refusal rolls back) and an observed predicate in a permissive one.
-    Drift the registry already holds has its last-seen stamp written once for the call.
-    """
-    index = registry_index_load(context=context)
-    out: dict[str, ResolvedPredicate | DomainError] = {}
-    refused: list[str] = []
-    seen_drift: set[int] = set()
-    for raw in sorted(raws):
-        try:
-            out[raw] = _resolve_form(context, raw, index, seen_drift)
-        except UnknownPredicate as exc:
-            out[raw] = exc
-            refused.append(raw)
-        except ValidationFailed as exc:
-            out[raw] = exc
-    if seen_drift:
-        now = timezone.now()
-        Predicate.objects.filter(pk__in=seen_drift).update(
-            last_seen_at=now, first_seen_at=Coalesce("first_seen_at", Value(now))
-        )
-    return out, refused
-
-
-def _resolve_form(
-    context: Context, raw: str, index: RegistryIndex, seen_drift: set[int]
-) -> ResolvedPredicate:
-    result = predicate_canonicalize(context=context, name=raw, index=index)
-    known = result.predicate
-    if result.registered and known is not None:
-        return ResolvedPredicate(known, result.canonical, result.via, True, result.inverse)
-    if known is not None and known.status == PredicateStatus.REJECTED:
-        raise ValidationFailed(
-            f"predicate {result.canonical!r} was rejected by a curator in this context",
-            code="rejected_predicate",
-            details={"canonical": result.canonical},
-        )
-    if context.predicate_mode == PredicateMode.STRICT:
-        raise UnknownPredicate(
-            f"unknown predicate {raw[:80]!r} (as {result.canonical!r}): context "
-            f"{context.slug!r} accepts only registered predicates and their aliases",
-            canonical=result.canonical,
-        )
-    if known is not None and known.status == PredicateStatus.OBSERVED:
-        seen_drift.add(known.pk)  # drift the registry holds: stamped once, in bulk
-        return ResolvedPredicate(known, known.name, "none", False)
-    predicate = predicate_observe(context=context, name=result.canonical)
-    return ResolvedPredicate(predicate, result.canonical, "none", False)
-
-
-@transaction.atomic
-def predicate_record_refused(*, context: Context, raw: str) -> None:
-    """Record drift for a predicate a strict context refused. Hostile text and forms that
-    have become registered meanwhile record nothing."""
-    try:
-        result = predicate_canonicalize(context=context, name=raw)
-    except ValidationFailed:
-        return
-    if not result.registered:
-        predicate_observe(context=context, name=result.canonical)
-
-
-# --- helpers --------------------------------------------------------------------------
-
-
-def registry_lock(context: Context) -> Context:
-    """Serialize registry edits of one context: collision checks read, then write."""
-    return Context.objects.select_for_update().get(pk=context.pk)
-
-
-def _locked_predicate(context: Context, predicate: Predicate) -> Predicate:
-    try:
-        return Predicate.objects.select_for_update().get(pk=predicate.pk, context=context)
-    except Predicate.DoesNotExist:
-        raise NotFound(
-            f"no predicate {predicate.name!r} in context {context.slug!r}", code="not_found"
-        ) from None
-
-
-def _alias_owner(context: Context, form: str) -> Predicate | None:
-    alias = (
-        PredicateAlias.objects.filter(context=context, alias=form).select_related("predicate")
-    ).first()
-    return alias.predicate if alias is not None else None
-
-
-def _snapshot(predicate: Predicate) -> dict[str, Any]:
-    """Everything needed to restore a predicate exactly (JSON-serializable)."""
-    state: dict[str, Any] = {f: getattr(predicate, f) for f in EDITABLE_FIELDS}
-    state["name"] = predicate.name
-    state["status"] = predicate.status
-    rows = list(predicate.alias_set.values_list("alias", "inverse")) if predicate.pk else []
-    state["aliases"] = sorted(alias for alias, inverse in rows if not inverse)
-    state["inverse_aliases"] = sorted(alias for alias, inverse in rows if inverse)
-    return state
-
-
-def _check_flags(predicate: Predicate) -> None:
-    if predicate.single_valued and predicate.is_aggregate:
-        raise ValidationFailed(
-            f"predicate {predicate.name!r} cannot be both single_valued (a new value "
-            "supersedes the old) and is_aggregate (one value updated in place)",
-            code="invalid_flags",
-        )
-
-
-def _clean_aliases(aliases: list[str], *, name: str) -> list[str]:
-    forms: list[str] = []
-    for raw in aliases:
-        predicate_check_text(raw)
-        form = predicate_normalize(raw)
-        # A form that normalizes onto the name itself is already covered.
-        if form != name and form not in forms:
-            forms.append(form)
-    return forms
-
-
-def _clean_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """Validate registry fields; ValidationFailed names the first bad one."""
-    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
-    if unknown:
-        raise ValidationFailed(
-            f"unknown or read-only predicate fields: {', '.join(unknown)}",
-            code="unknown_field",
-            details={"fields": unknown},
-        )
-    return {field: _clean_field(field, value) for field, value in fields.items()}
-
-
-def _clean_field(field: str, value: Any) -> Any:
-    if field in ("description", "example"):
-        return _text(field, value, _MAX_TEXT)
-    if field == "category":
-        category = _text(field, value, 50).lower()
-        if not _CATEGORY_RE.fullmatch(category):
-            _invalid(field, "use lowercase letters, digits and '_', starting with a letter")
-        return category
-    if field == "kind":
-        return _choice(field, value, PredicateKind.values)
-    if field == "lifecycle":
-        return _choice(field, value, Lifecycle.values)
-    if field in ("subject_types", "object_types"):
-        if not isinstance(value, list | tuple) or any(v not in ENTITY_TYPES for v in value):
-            _invalid(field, f"a list of entity types from {', '.join(ENTITY_TYPES)}")
-        return list(dict.fromkeys(value))
-    if field == "inverse":
-        inverse = _text(field, value, 100)
-        if inverse:
-            predicate_check_text(inverse)
-        return predicate_normalize(inverse)
-    if field in ("default_importance", "ranking_weight"):
-        return _number(field, value)
-    if field == "default_validity_days":
-        if value is not None and (type(value) is not int or value < 1):
-            _invalid(field, "a whole number of days (1 or more) or null")
-        return value
-    if type(value) is not bool:
-        _invalid(field, "true or false")
-    return value
-
-
-def _number(field: str, value: Any) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value):
-        _invalid(field, "a number")
-    if field == "default_importance" and not 0.0 <= value <= 1.0:
-        _invalid(field, "between 0 and 1")
-    if field == "ranking_weight" and not 0.0 < value <= 10.0:
-        _invalid(field, "above 0 and at most 10")
-    return float(value)
-
-
-def _text(field: str, value: Any, limit: int) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        _invalid(field, f"text of at most {limit} characters")
-    return str(value).strip()
-
-
-def _choice(field: str, value: Any, choices: list[str]) -> str:
-    if value not in choices:
-        _invalid(field, f"one of {', '.join(choices)}")
-    return str(value)
-
-
-def _invalid(field: str, expected: str) -> NoReturn:
-    raise ValidationFailed(
-        f"invalid {field}: expected {expected}", code="invalid_field", details={"field": field}
     )
 
 
@@ -634,3 +347,31 @@ def predicate_restore(*, access: ContextAccess, state: dict[str, Any]) -> Predic
         after=_snapshot(predicate),
     )
     return predicate
+
+
+# --- helpers --------------------------------------------------------------------------
+
+
+def registry_lock(context: Context) -> Context:
+    """Serialize registry edits of one context: collision checks read, then write."""
+    return Context.objects.select_for_update().get(pk=context.pk)
+
+
+def _locked_predicate(context: Context, predicate: Predicate) -> Predicate:
+    try:
+        return Predicate.objects.select_for_update().get(pk=predicate.pk, context=context)
+    except Predicate.DoesNotExist:
+        raise NotFound(
+            f"no predicate {predicate.name!r} in context {context.slug!r}", code="not_found"
+        ) from None
+
+
+def _snapshot(predicate: Predicate) -> dict[str, Any]:
+    """Everything needed to restore a predicate exactly (JSON-serializable)."""
+    state: dict[str, Any] = {f: getattr(predicate, f) for f in EDITABLE_FIELDS}
+    state["name"] = predicate.name
+    state["status"] = predicate.status
+    rows = list(predicate.alias_set.values_list("alias", "inverse")) if predicate.pk else []
+    state["aliases"] = sorted(alias for alias, inverse in rows if not inverse)
+    state["inverse_aliases"] = sorted(alias for alias, inverse in rows if inverse)
+    return state

@@ -104,6 +104,22 @@ def test_bad_entity_bodies_are_refused_and_write_nothing(
     assert Entity.objects.count() == 0
 
 
+def test_text_limits_count_the_text_as_sent_not_as_trimmed(api: APIClient, base: str) -> None:
+    """The schema's maxLength is about the text sent: a name of 301 characters is refused
+    even when trimming its whitespace would bring it to 300 (the API fuzzer found one)."""
+    padded = {"name": "\n" + "a" * 300, "type": "person", "scope": "org/acme"}
+    response = api.post(f"{base}/entities", padded, format="json")
+    assert_error(response, 400)
+    assert "name" in response.json()["error"]["details"]
+    alias = {"name": "Alex", "scope": "org/acme", "aliases": [" " + "b" * 300]}
+    assert_error(api.post(f"{base}/entities", alias, format="json"), 400)
+    assert Entity.objects.count() == 0
+    at_limit = {"name": " " + "a" * 299, "type": "person", "scope": "org/acme"}
+    created = api.post(f"{base}/entities", at_limit, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["name"] == "a" * 299
+
+
 def test_malformed_json_is_a_400(api: APIClient, base: str) -> None:
     response = api.post(f"{base}/entities", "{not json", content_type="application/json")
     assert_error(response, 400, "malformed")

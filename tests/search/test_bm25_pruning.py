@@ -1,9 +1,10 @@
-"""MaxScore pruning (memory/search/bm25.py) returns exactly the unpruned top k."""
+"""MaxScore pruning (memory/search/bm25_pruning.py) returns exactly the unpruned top k."""
 
 from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,7 +15,7 @@ from django.db.models import Max, Min
 from memory.access import ContextAccess
 from memory.models import Chunk, Entity, Fact
 from memory.scopes import Grants
-from memory.search import bm25
+from memory.search import bm25_pruning, bm25_scoring
 from memory.search.analyzer import analyze, analyze_words
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import SearchPosting, SearchTerm, Target
@@ -83,14 +84,14 @@ _PRUNING_KNOBS = {
 @contextmanager
 def _pruning(mode: str) -> Iterator[None]:
     knobs = ("MAXSCORE_MIN_POSTINGS", "PROBE_MIN_DF", "PROBE_COST", "MERGE_COST")
-    saved = [getattr(bm25, knob) for knob in knobs]
+    saved = [getattr(bm25_pruning, knob) for knob in knobs]
     for knob, value in zip(knobs, _PRUNING_KNOBS[mode], strict=True):
-        setattr(bm25, knob, value)
+        setattr(bm25_pruning, knob, value)
     try:
         yield
     finally:
         for knob, value in zip(knobs, saved, strict=True):
-            setattr(bm25, knob, value)
+            setattr(bm25_pruning, knob, value)
 
 
 @pytest.mark.parametrize("query", QUERIES)
@@ -111,11 +112,11 @@ def test_pruning_skips_common_terms_and_matches_bm25s(
     access: ContextAccess, corpus: list[Chunk]
 ) -> None:
     query = "zebrafish patients study"
-    terms, avgdl = bm25._query_terms(
-        context_id=access.context.pk, target=Target.CHUNK, bag=bm25.Counter(analyze(query))
+    terms, avgdl = bm25_scoring.query_terms(
+        context_id=access.context.pk, target=Target.CHUNK, bag=Counter(analyze(query))
     )
     with _pruning("probe"):
-        pruned = bm25._maxscore_ranked(
+        pruned = bm25_pruning.maxscore_rank(
             target=Target.CHUNK,
             terms=terms,
             words=analyze_words(query),
@@ -153,8 +154,8 @@ def test_term_bounds_cover_every_posting(access: ContextAccess, corpus: list[Chu
 def test_probed_terms_are_priced_against_reading_every_list(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def term(term_id: int, df: int, bound: float) -> bm25._QueryTerm:
-        return bm25._QueryTerm(
+    def term(term_id: int, df: int, bound: float) -> bm25_scoring.QueryTerm:
+        return bm25_scoring.QueryTerm(
             term_id=term_id, weight=bound, df=df, bound=bound, frequency=df / 100_000
         )
 
@@ -165,16 +166,16 @@ def test_probed_terms_are_priced_against_reading_every_list(
     # of `mid`'s list reaches alone: 40 + 5,000 · share candidates, two probes each,
     # against 50k postings saved. Probing only the commonest leaves a floor of 4, which
     # only `rare` or a document holding two of the read terms reaches: ~1,000.
-    monkeypatch.setattr(bm25, "MERGE_COST", 10)  # probes only, first
-    monkeypatch.setattr(bm25, "PROBE_COST", 3)
-    monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.3)
+    monkeypatch.setattr(bm25_pruning, "MERGE_COST", 10)  # probes only, first
+    monkeypatch.setattr(bm25_pruning, "PROBE_COST", 3)
+    monkeypatch.setattr(bm25_pruning, "RARE_POSTING_SHARE", 0.3)
     assert _probed(terms, 5.0) == ([common, commoner], False)  # strongest first
-    monkeypatch.setattr(bm25, "PROBE_COST", 10)
-    monkeypatch.setattr(bm25, "RARE_POSTING_SHARE", 0.6)
+    monkeypatch.setattr(bm25_pruning, "PROBE_COST", 10)
+    monkeypatch.setattr(bm25_pruning, "RARE_POSTING_SHARE", 0.6)
     assert _probed(terms, 5.0) == ([commoner], False)  # dearer probes: fewer of them
     # Merging costs 0.4 of the 50k postings of both common lists: cheaper than reading
     # them, and than probing the ~3,000 candidates twice at 10 postings a probe.
-    monkeypatch.setattr(bm25, "MERGE_COST", 0.4)
+    monkeypatch.setattr(bm25_pruning, "MERGE_COST", 0.4)
     assert _probed(terms, 5.0) == ([common, commoner], True)
     # A bound that does not fit under θ is never probed, whatever its list costs.
     assert _probed(terms, 0.9) == ([], False)
@@ -182,8 +183,10 @@ def test_probed_terms_are_priced_against_reading_every_list(
     assert _probed([rare, term(5, 10, 0.1)], 5.0) == ([], False)
 
 
-def _probed(terms: list[bm25._QueryTerm], theta: float) -> tuple[list[bm25._QueryTerm], bool]:
-    plan = bm25._probe_plan(terms, theta)
+def _probed(
+    terms: list[bm25_scoring.QueryTerm], theta: float
+) -> tuple[list[bm25_scoring.QueryTerm], bool]:
+    plan = bm25_pruning._probe_plan(terms, theta)
     return (plan.probed, plan.merged) if plan else ([], False)
 
 
@@ -191,16 +194,16 @@ def test_a_list_is_skipped_only_when_completing_without_it_costs_less(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     terms = [
-        bm25._QueryTerm(term_id=i, weight=2.0, df=20_000, bound=2.0, frequency=0.2)
+        bm25_scoring.QueryTerm(term_id=i, weight=2.0, df=20_000, bound=2.0, frequency=0.2)
         for i in range(3)
     ]
     # θ = 3: one list may be probed (2 < 3), leaving a floor of 1 that each list read
     # reaches alone with its better postings: 12k candidates whose probes cost more
     # than the 20k postings skipped.
-    monkeypatch.setattr(bm25, "MERGE_COST", 1.0)  # a merged posting costs a read one
+    monkeypatch.setattr(bm25_pruning, "MERGE_COST", 1.0)  # a merged posting costs a read one
     assert _probed(terms, 3.0) == ([], False)
     # A merge join that reads a posting for 0.4 of a read one pays: one list is merged.
-    monkeypatch.setattr(bm25, "MERGE_COST", 0.4)
+    monkeypatch.setattr(bm25_pruning, "MERGE_COST", 0.4)
     probed, merged = _probed(terms, 3.0)
     assert len(probed) == 1 and merged
 
@@ -228,15 +231,15 @@ def test_equal_scores_rank_by_id_however_the_sum_was_ordered(
 
 
 def _seed(access: ContextAccess, query: str, *, limit: int, grants: str = "*") -> float:
-    terms, avgdl = bm25._query_terms(
-        context_id=access.context.pk, target=Target.CHUNK, bag=bm25.Counter(analyze(query))
+    terms, avgdl = bm25_scoring.query_terms(
+        context_id=access.context.pk, target=Target.CHUNK, bag=Counter(analyze(query))
     )
-    return bm25._seed_threshold(
+    return bm25_pruning._seed_threshold(
         target=Target.CHUNK,
         terms=terms,
-        leads=bm25._word_leads(terms, analyze_words(query)),
-        k0=bm25.K1 * (1 - bm25.B),
-        kdl=bm25.K1 * bm25.B / avgdl,
+        leads=bm25_pruning._word_leads(terms, analyze_words(query)),
+        k0=bm25_scoring.K1 * (1 - bm25_scoring.B),
+        kdl=bm25_scoring.K1 * bm25_scoring.B / avgdl,
         visible_sql=corpus_visible_sql(Grants.from_strings([f"read:{grants}"]).read_q()),
         limit=limit,
     )
@@ -271,7 +274,7 @@ def test_documents_holding_both_strongest_terms_seed_the_threshold(
     query = "zebrafish carvedilol patients"
     third_best = _ranked(access, query, prune=False, limit=3)[-1].score
     assert math.isclose(_seed(access, query, limit=3), third_best, rel_tol=1e-12)
-    monkeypatch.setattr(bm25, "PAIR_SEED_SHARE", 0.0)  # the strongest term's seeds only
+    monkeypatch.setattr(bm25_pruning, "PAIR_SEED_SHARE", 0.0)  # the strongest term's seeds only
     assert _seed(access, query, limit=3) < third_best * 0.9
 
 
@@ -308,8 +311,8 @@ def test_a_word_leads_the_seeds_with_the_bounds_of_all_its_parts() -> None:
     """``cd4`` (and its parts ``cd`` and ``4``, in every document that holds it) outweighs
     ``birth``, the strongest single term: its documents seed θ first."""
 
-    def term(term_id: int, text: str, df: int, bound: float) -> bm25._QueryTerm:
-        return bm25._QueryTerm(term_id=term_id, weight=bound, df=df, bound=bound, text=text)
+    def term(term_id: int, text: str, df: int, bound: float) -> bm25_scoring.QueryTerm:
+        return bm25_scoring.QueryTerm(term_id=term_id, weight=bound, df=df, bound=bound, text=text)
 
     birth, median = term(1, "birth", 1_213, 4.18), term(2, "median", 10_020, 2.23)
     cd4, cd, four = (
@@ -318,6 +321,6 @@ def test_a_word_leads_the_seeds_with_the_bounds_of_all_its_parts() -> None:
         term(5, "4", 15_632, 1.77),
     )
     words = [["birth"], ["median"], ["cd4", "cd", "4"], ["unknown"]]
-    assert bm25._word_leads([birth, median, cd4, cd, four], words) == [cd4, birth, median]
+    assert bm25_pruning._word_leads([birth, median, cd4, cd, four], words) == [cd4, birth, median]
     # A term that is also a word of its own keeps the stronger of its two rankings.
-    assert bm25._word_leads([cd4, cd, four], [["4"], ["cd4", "cd", "4"]]) == [cd4, four]
+    assert bm25_pruning._word_leads([cd4, cd, four], [["4"], ["cd4", "cd", "4"]]) == [cd4, four]

@@ -14,7 +14,7 @@ from memory.selectors.facts import entity_facts_ranked, fact_history, fact_list,
 from memory.services.contexts import context_create
 from memory.services.entities import entity_upsert
 from memory.services.facts import fact_write
-from memory.services.predicates import UnknownPredicate
+from memory.services.predicate_resolution import UnknownPredicate
 
 
 @pytest.fixture

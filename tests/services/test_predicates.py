@@ -32,13 +32,15 @@ from memory.selectors.predicates import (
     registry_index_load,
     registry_render_for_prompt,
 )
-from memory.services.predicates import (
+from memory.services.predicate_resolution import (
     UnknownPredicate,
-    predicate_alias_add,
     predicate_observe,
     predicate_record_refused,
-    predicate_register,
     predicate_resolve_for_write,
+)
+from memory.services.predicates import (
+    predicate_alias_add,
+    predicate_register,
     predicate_unregister,
     predicate_update,
     registry_install_standard,

@@ -1,0 +1,123 @@
+"""BM25 postings: what indexing writes (documents, the term dictionary, posting lists).
+
+The triggers of migrations 0002 and 0003 keep the corpus statistics (``SearchStats``)
+and each term's df, max_tf and min_dl as postings come and go; ranking
+(bm25_scoring.py) reads them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+from memory.pg import array_literal, int_array_literal
+from memory.search.models import Target
+
+# The column of ``search_searchdoc`` that names what a document indexes.
+REF_COLUMN = {
+    Target.CHUNK: "chunk_id",
+    Target.FACT: "fact_id",
+    Target.ENTITY: "entity_id",
+    Target.TURN: "turn_id",
+}
+
+
+@dataclass(frozen=True)
+class IndexItem:
+    """One chunk, fact or entity to index: its id, scope and analyzed terms."""
+
+    ref_id: int
+    scope: str
+    terms: list[str]
+
+
+def postings_delete(*, target: Target, ref_ids: Sequence[int]) -> None:
+    """Drop items from the index (the trigger removes postings and updates statistics)."""
+    if not ref_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM search_searchdoc WHERE {REF_COLUMN[target]} = ANY(%s)",  # noqa: S608
+            [list(ref_ids)],
+        )
+
+
+def postings_replace(*, context_id: int, target: Target, items: Sequence[IndexItem]) -> None:
+    """(Re-)index ``items`` in the caller's transaction: old postings out, new ones in."""
+    if not items:
+        return
+    postings_delete(target=target, ref_ids=[item.ref_id for item in items])
+    bags = [Counter(item.terms) for item in items]
+    term_ids = _term_ids(
+        context_id=context_id, target=target, terms=sorted({t for bag in bags for t in bag})
+    )
+    column = REF_COLUMN[target]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchdoc (context_id, target, {column}, scope, length, term_ids)
+            SELECT %s, %s, x.ref, x.scope, x.len, x.terms::bigint[]
+            FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[])
+                AS x(ref, scope, len, terms)
+            RETURNING {column}, id
+            """,  # noqa: S608
+            [
+                context_id,
+                target.value,
+                int_array_literal(item.ref_id for item in items),
+                array_literal(item.scope for item in items),
+                int_array_literal(sum(bag.values()) for bag in bags),
+                array_literal(int_array_literal(term_ids[t] for t in bag) for bag in bags),
+            ],
+        )
+        doc_ids = dict(cursor.fetchall())
+        terms: list[int] = []
+        docs: list[int] = []
+        tfs: list[int] = []
+        dls: list[int] = []
+        for item, bag in zip(items, bags, strict=True):
+            doc_id, length = doc_ids[item.ref_id], sum(bag.values())
+            for term, tf in bag.items():
+                terms.append(term_ids[term])
+                docs.append(doc_id)
+                tfs.append(tf)
+                dls.append(length)
+        if terms:
+            cursor.execute(
+                """
+                INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+                SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::int[], %s::int[])
+                """,
+                [int_array_literal(column) for column in (terms, docs, tfs, dls)],
+            )
+
+
+def _term_ids(*, context_id: int, target: Target, terms: list[str]) -> dict[str, int]:
+    """Ids of ``terms`` in the corpus dictionary, adding the new ones.
+
+    Sorted inserts keep two writers adding overlapping new terms from deadlocking.
+    The ids are read by a second statement: its fresh snapshot also sees terms that a
+    concurrent writer committed while the insert skipped them as conflicts.
+    """
+    if not terms:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO search_searchterm (context_id, target, text)
+            SELECT %s, %s, unnest(%s::text[])
+            ON CONFLICT (context_id, target, text) DO NOTHING
+            """,
+            [context_id, target.value, terms],
+        )
+        cursor.execute(
+            """
+            SELECT text, id FROM search_searchterm
+            WHERE context_id = %s AND target = %s AND text = ANY(%s)
+            """,
+            [context_id, target.value, terms],
+        )
+        return dict(cursor.fetchall())

@@ -1,0 +1,341 @@
+"""The fact batch's in-memory half: the facts of one batch decided in order against the
+current state that fact_batch.py read under its locks, then written in bulk.
+
+Each fact is re-observation of an identical current fact, an aggregate updated in place,
+a new fact, or a single-valued collision decided by services/fact_rules.py (including
+between facts of the same batch); ``BatchWriter.flush`` then writes everything with a
+handful of bulk statements, priors out of "current" before newcomers enter it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from memory.access import ContextAccess
+from memory.errors import DomainError
+from memory.models import Conflict, Entity, Fact, FactStatus, Predicate
+from memory.pg import next_ids, rows_insert
+from memory.search.indexing import facts_index
+from memory.services.fact_rules import (
+    collision_decide,
+    contested_fields,
+    fact_check_shape,
+    fact_check_validity,
+    fact_identity,
+    fact_kind_for,
+    fact_unit_value,
+    fact_value_text,
+    reobserve,
+    superseded_fields,
+)
+from memory.services.predicate_resolution import ResolvedPredicate
+
+BULK_BATCH = 2_000
+WriteOutcome = Literal["created", "reobserved", "updated", "superseded", "conflict"]
+_FACT_UPDATE_FIELDS = [
+    "status",
+    "status_changed_at",
+    "valid_until",
+    "last_seen_at",
+    "observed_count",
+    "confidence",
+    "value",
+    "value_text",
+    "object",
+    "raw_predicate",
+]
+
+
+@dataclass(frozen=True)
+class FactInput:
+    subject: Entity
+    predicate: str  # any form; canonicalized
+    kind: str | None = None  # relation | attribute | action | narrative; None: the predicate's
+    object: Entity | None = None
+    value: Any = None
+    confidence: float = 1.0
+    importance: float | None = None  # None: the predicate's default
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None  # None: the predicate's default validity, if any
+
+
+@dataclass(slots=True)
+class FactRow:
+    """A fact the batch inserts, as its column values: building a model instance per row
+    costs more than inserting the row (they are written with one INSERT … SELECT FROM
+    unnest). ``pk`` is set before the insert, from the table's sequence."""
+
+    predicate: Predicate
+    subject_id: int
+    object_id: int | None
+    kind: str
+    raw_predicate: str
+    value: Any
+    value_text: str
+    confidence: float
+    importance: float
+    valid_from: datetime | None
+    valid_until: datetime | None
+    last_seen_at: datetime
+    status: str = FactStatus.CURRENT
+    status_changed_at: datetime | None = None
+    observed_count: int = 1
+    supersedes_id: int | None = None
+    pk: int | None = None
+
+    @property
+    def single_valued(self) -> bool:
+        return self.predicate.single_valued
+
+
+AnyFact = Fact | FactRow
+
+
+@dataclass
+class FactBatchItem:
+    input: FactInput
+    outcome: WriteOutcome | None = None  # None: not written, see ``error``
+    fact: AnyFact | None = None
+    resolved: ResolvedPredicate | None = None
+    superseded: AnyFact | None = None
+    conflict: Conflict | None = None
+    error: DomainError | None = None
+
+
+class BatchWriter:
+    """Decides each fact against the current state, then writes everything in bulk."""
+
+    def __init__(
+        self,
+        *,
+        access: ContextAccess,
+        scope: str,
+        now: datetime,
+        state: dict[tuple[int, int], list[AnyFact]],
+        base: dict[str, Any],
+    ) -> None:
+        self.access = access
+        self.scope = scope
+        self.now = now
+        self.state = state
+        self.base = base
+        self.new: list[FactRow] = []
+        self.dirty: dict[int, Fact] = {}  # existing facts changed, by pk
+        self.rewritten: set[int] = set()  # existing aggregates whose value changed
+        self.in_batch_links: list[tuple[FactRow, FactRow]] = []  # (new fact, new prior)
+        self.conflicts: list[tuple[FactBatchItem, AnyFact, FactRow, str]] = []
+
+    def decide(self, item: FactBatchItem, *, subject_id: int, object_id: int | None) -> None:
+        data = item.input
+        resolved = item.resolved
+        assert resolved is not None
+        pred = resolved.predicate
+        has_object, has_value = data.object is not None, data.value is not None
+        kind = fact_kind_for(pred.kind, has_object=has_object, has_value=has_value, kind=data.kind)
+        fact_check_shape(kind, has_object=has_object, has_value=has_value)
+        text = fact_value_text(data.value)
+        confidence = fact_unit_value("confidence", data.confidence)
+        importance = fact_unit_value(
+            "importance", pred.default_importance if data.importance is None else data.importance
+        )
+        fact_check_validity(data.valid_from, data.valid_until)
+        current = self.state[(subject_id, pred.pk)]
+        identity = fact_identity(
+            subject=subject_id,
+            predicate=pred.pk,
+            scope=self.scope,
+            kind=kind,
+            object=object_id,
+            value_text=text,
+        )
+        identical = next((f for f in current if _stored_identity(f, self.scope) == identity), None)
+        if identical is not None:
+            seen = reobserve(
+                observed_count=identical.observed_count,
+                confidence=identical.confidence,
+                last_seen_at=identical.last_seen_at,
+                seen_count=1,
+                seen_confidence=confidence,
+                seen_at=self.now,
+            )
+            identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
+            identical.last_seen_at = seen.last_seen_at
+            self._touch(identical)
+            item.outcome, item.fact = "reobserved", identical
+            return
+        if pred.is_aggregate and current:
+            prior = current[0]
+            prior.value, prior.value_text, prior.object_id = data.value, text, object_id
+            prior.confidence, prior.last_seen_at = confidence, self.now
+            prior.observed_count += 1
+            prior.raw_predicate = data.predicate[:200]
+            self._touch(prior)
+            if isinstance(prior, Fact):
+                self.rewritten.add(prior.pk)
+            item.outcome, item.fact = "updated", prior
+            return
+        fact = self._new_fact(
+            data, pred, kind, subject_id, object_id, text, (confidence, importance)
+        )
+        item.fact = fact
+        if not pred.single_valued or not current:
+            current.append(fact)
+            self.new.append(fact)
+            item.outcome = "created"
+            return
+        self._collide(item, fact, current)
+
+    def _new_fact(
+        self,
+        data: FactInput,
+        pred: Predicate,
+        kind: str,
+        subject_id: int,
+        object_id: int | None,
+        text: str,
+        weights: tuple[float, float],  # confidence, importance
+    ) -> FactRow:
+        confidence, importance = weights
+        valid_until = data.valid_until
+        if valid_until is None and pred.default_validity_days:
+            valid_until = (data.valid_from or self.now) + timedelta(days=pred.default_validity_days)
+        return FactRow(
+            predicate=pred,
+            subject_id=subject_id,
+            object_id=object_id,
+            kind=kind,
+            raw_predicate=data.predicate[:200],
+            value=data.value,
+            value_text=text,
+            confidence=confidence,
+            importance=importance,
+            valid_from=data.valid_from,
+            valid_until=valid_until,
+            last_seen_at=self.now,
+        )
+
+    def _collide(self, item: FactBatchItem, fact: FactRow, current: list[AnyFact]) -> None:
+        """A new value meets the current one of a single-valued slot (fact_rules decides)."""
+        prior = current[0]
+        collision = collision_decide(
+            newcomer_confidence=fact.confidence,
+            prior_confidence=prior.confidence,
+            auto_supersede=self.access.context.auto_supersede,
+        )
+        self.new.append(fact)
+        if collision.newcomer_wins:
+            changes = superseded_fields(
+                prior_valid_until=prior.valid_until,
+                newcomer_valid_from=fact.valid_from,
+                now=self.now,
+            )
+            for name, value in changes.items():
+                setattr(prior, name, value)
+            if isinstance(prior, FactRow):
+                self.in_batch_links.append((fact, prior))
+            else:
+                fact.supersedes_id = prior.pk
+                self._touch(prior)
+            current[:] = [fact]
+            item.outcome, item.superseded = "superseded", prior
+            return
+        for name, value in contested_fields(now=self.now).items():
+            setattr(fact, name, value)
+        item.outcome = "conflict"
+        self.conflicts.append((item, prior, fact, collision.reason))
+
+    def _touch(self, fact: AnyFact) -> None:
+        if isinstance(fact, Fact):
+            self.dirty[fact.pk] = fact
+
+    def flush(self) -> None:
+        # Priors leave "current" before new values enter it (the partial unique index).
+        if self.dirty:
+            Fact.objects.bulk_update(
+                list(self.dirty.values()), _FACT_UPDATE_FIELDS, batch_size=BULK_BATCH
+            )
+        if self.new:
+            for row, pk in zip(self.new, next_ids(Fact, len(self.new)), strict=True):
+                row.pk = pk
+            for fact, prior in self.in_batch_links:
+                fact.supersedes_id = prior.pk
+            for start in range(0, len(self.new), BULK_BATCH):
+                _insert(self.new[start : start + BULK_BATCH], base=self.base, now=self.now)
+        # Search postings commit with the facts: new facts and aggregates rewritten in
+        # place (a re-observation says nothing new).
+        facts_index([_pk(f) for f in self.new] + sorted(self.rewritten))
+        if self.conflicts:
+            rows = [
+                Conflict(
+                    context=self.access.context,
+                    scope=self.scope,
+                    subject_id=contested.subject_id,
+                    predicate=contested.predicate,
+                    current_fact_id=_pk(current),
+                    contested_fact_id=_pk(contested),
+                    reason=reason,
+                )
+                for _, current, contested, reason in self.conflicts
+            ]
+            Conflict.objects.bulk_create(rows, batch_size=BULK_BATCH)
+            for (item, _, _, _), conflict in zip(self.conflicts, rows, strict=True):
+                item.conflict = conflict
+
+
+def _stored_identity(fact: AnyFact, scope: str) -> tuple[Any, ...]:
+    """``fact_identity`` of a stored fact or of one this batch is about to insert."""
+    predicate_id = fact.predicate.pk if isinstance(fact, FactRow) else fact.predicate_id
+    return fact_identity(
+        subject=fact.subject_id,
+        predicate=predicate_id,
+        scope=scope,
+        kind=fact.kind,
+        object=fact.object_id,
+        value_text=fact.value_text,
+    )
+
+
+def _pk(fact: AnyFact) -> int:
+    assert fact.pk is not None  # every fact has its id once the batch is inserted
+    return int(fact.pk)
+
+
+def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[str, Any]:
+    created_by = base["created_by"]
+    run = base["run"]
+    return {
+        "id": row.pk,
+        "context_id": base["context"].pk,
+        "scope": base["scope"],
+        "subject_id": row.subject_id,
+        "predicate_id": row.predicate.pk,
+        "raw_predicate": row.raw_predicate,
+        "kind": row.kind,
+        "object_id": row.object_id,
+        "value": None if row.value is None else json.dumps(row.value),
+        "value_text": row.value_text,
+        "confidence": row.confidence,
+        "importance": row.importance,
+        "valid_from": row.valid_from,
+        "valid_until": row.valid_until,
+        "recorded_at": now,
+        "last_seen_at": row.last_seen_at,
+        "observed_count": row.observed_count,
+        "status": row.status,
+        "status_changed_at": row.status_changed_at,
+        "supersedes_id": row.supersedes_id,
+        "single_valued": row.single_valued,
+        "source_kind": base["source_kind"],
+        "source_ref": base["source_ref"],
+        "run_id": run.pk if run is not None else None,
+        "document_id": base["document_id"],
+        "turn_id": None,  # set by the ingest run that owns the turn (provenance)
+        "created_by_id": created_by.pk if created_by is not None else None,
+    }
+
+
+def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None:
+    rows_insert(Fact, [_column_values(row, base, now) for row in rows])

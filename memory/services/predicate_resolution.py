@@ -1,0 +1,158 @@
+"""Which registry predicate a fact written with a given form is stored under, and the
+drift records that writing unregistered forms leaves.
+
+Recording drift (``predicate_observe``) does not take the registry lock that edits take
+(predicates.py): it runs inside fact writes and relies on the unique (context, name)
+constraint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from memory.errors import DomainError, ValidationFailed
+from memory.models import Context, Predicate, PredicateMode, PredicateStatus
+from memory.predicate_names import predicate_check_text, predicate_normalize
+from memory.selectors.predicates import (
+    RegistryIndex,
+    Via,
+    predicate_alias_owner,
+    predicate_canonicalize,
+    registry_index_load,
+)
+
+
+class UnknownPredicate(ValidationFailed):
+    """A strict-mode context refused a predicate that is not registered."""
+
+    code = "unknown_predicate"
+
+    def __init__(self, message: str, *, canonical: str) -> None:
+        super().__init__(message, details={"canonical": canonical})
+        self.canonical = canonical
+
+
+@dataclass(frozen=True)
+class ResolvedPredicate:
+    predicate: Predicate
+    canonical: str
+    via: Via
+    registered: bool
+    # Written through an inverse alias: store with subject and object swapped.
+    inverse: bool = False
+
+
+def predicate_observe(*, context: Context, name: str) -> Predicate:
+    """The registry row for the normalized form of ``name``, created as ``observed`` when
+    new, with first/last seen stamped. Safe against concurrent writers (get_or_create
+    retries the read after losing the insert race). A form that is an alias returns the
+    aliased predicate rather than shadowing it; an existing row keeps its status."""
+    predicate_check_text(name)
+    form = predicate_normalize(name)
+    aliased = predicate_alias_owner(context=context, form=form)
+    if aliased is not None:
+        return aliased
+    now = timezone.now()
+    predicate, created = Predicate.objects.get_or_create(
+        context=context,
+        name=form,
+        defaults={
+            "status": PredicateStatus.OBSERVED,
+            "first_seen_at": now,
+            "last_seen_at": now,
+        },
+    )
+    if not created:
+        predicate.first_seen_at = predicate.first_seen_at or now
+        predicate.last_seen_at = now
+        Predicate.objects.filter(pk=predicate.pk).update(
+            first_seen_at=predicate.first_seen_at, last_seen_at=now
+        )
+    return predicate
+
+
+def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredicate:
+    """The predicate a fact written with ``raw`` is stored under (one form of
+    ``predicates_resolve_for_write``): raises what that function reports for the form."""
+    resolved, _ = predicates_resolve_for_write(context=context, raws={raw})
+    outcome = resolved[raw]
+    if isinstance(outcome, DomainError):
+        raise outcome
+    return outcome
+
+
+@transaction.atomic
+def predicates_resolve_for_write(
+    *, context: Context, raws: set[str]
+) -> tuple[dict[str, ResolvedPredicate | DomainError], list[str]]:
+    """The predicate facts written with each form in ``raws`` are stored under, each
+    distinct form once from one registry load; and the forms a strict context refused.
+
+    Per form, instead of a predicate: hostile text gives ValidationFailed
+    "invalid_predicate"; a rejected predicate "rejected_predicate" in both modes; an
+    unregistered form UnknownPredicate in a strict context (listed in the refused forms:
+    the caller records them afterwards with predicate_record_refused, outside the
+    transaction the refusal rolls back) and an observed predicate in a permissive one.
+    Drift the registry already holds has its last-seen stamp written once for the call.
+    """
+    index = registry_index_load(context=context)
+    out: dict[str, ResolvedPredicate | DomainError] = {}
+    refused: list[str] = []
+    seen_drift: set[int] = set()
+    for raw in sorted(raws):
+        try:
+            out[raw] = _resolve_form(context, raw, index, seen_drift)
+        except UnknownPredicate as exc:
+            out[raw] = exc
+            refused.append(raw)
+        except ValidationFailed as exc:
+            out[raw] = exc
+    if seen_drift:
+        now = timezone.now()
+        Predicate.objects.filter(pk__in=seen_drift).update(
+            last_seen_at=now, first_seen_at=Coalesce("first_seen_at", Value(now))
+        )
+    return out, refused
+
+
+def _resolve_form(
+    context: Context, raw: str, index: RegistryIndex, seen_drift: set[int]
+) -> ResolvedPredicate:
+    result = predicate_canonicalize(context=context, name=raw, index=index)
+    known = result.predicate
+    if result.registered and known is not None:
+        return ResolvedPredicate(known, result.canonical, result.via, True, result.inverse)
+    if known is not None and known.status == PredicateStatus.REJECTED:
+        raise ValidationFailed(
+            f"predicate {result.canonical!r} was rejected by a curator in this context",
+            code="rejected_predicate",
+            details={"canonical": result.canonical},
+        )
+    if context.predicate_mode == PredicateMode.STRICT:
+        raise UnknownPredicate(
+            f"unknown predicate {raw[:80]!r} (as {result.canonical!r}): context "
+            f"{context.slug!r} accepts only registered predicates and their aliases",
+            canonical=result.canonical,
+        )
+    if known is not None and known.status == PredicateStatus.OBSERVED:
+        seen_drift.add(known.pk)  # drift the registry holds: stamped once, in bulk
+        return ResolvedPredicate(known, known.name, "none", False)
+    predicate = predicate_observe(context=context, name=result.canonical)
+    return ResolvedPredicate(predicate, result.canonical, "none", False)
+
+
+@transaction.atomic
+def predicate_record_refused(*, context: Context, raw: str) -> None:
+    """Record drift for a predicate a strict context refused. Hostile text and forms that
+    have become registered meanwhile record nothing."""
+    try:
+        result = predicate_canonicalize(context=context, name=raw)
+    except ValidationFailed:
+        return
+    if not result.registered:
+        predicate_observe(context=context, name=result.canonical)
