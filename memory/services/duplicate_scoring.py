@@ -29,6 +29,8 @@ import numpy as np
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA, JaroWinkler
 
+from memory.entity_names import LEGAL_SUFFIXES
+
 MISSING = -1
 # Levels per comparator kind, best last; their labels are what ``explain`` shows.
 LEVELS: dict[str, tuple[str, ...]] = {
@@ -36,6 +38,7 @@ LEVELS: dict[str, tuple[str, ...]] = {
         "different",
         "alike or same sounds",
         "one slip apart",
+        "same consonants, only they",
         "one telling slip apart",
         "same words",
     ),
@@ -48,19 +51,19 @@ LEVELS: dict[str, tuple[str, ...]] = {
 }
 # Hand-set weights for a context too small to learn from: m and u per level, best last.
 DEFAULT_M: dict[str, tuple[float, ...]] = {
-    "name": (0.02, 0.05, 0.18, 0.30, 0.45),  # one person, one name: usually the same words
+    "name": (0.02, 0.05, 0.16, 0.06, 0.28, 0.43),  # one person, one name: usually the same words
     "identifier": (0.05, 0.10, 0.85),
     "date": (0.02, 0.05, 0.15, 0.78),  # a person's date of birth seldom differs outright
     "code": (0.08, 0.12, 0.80),
     "number": (0.10, 0.05, 0.10, 0.75),
     "text": (0.06, 0.10, 0.24, 0.60),
-    # An entity's vector encodes its name (§21): far apart says little against a pair.
+    # Compared only when the names differ (a vector encodes its name, §21, §46).
     "embedding": (0.3, 0.2, 0.2, 0.3),
 }
 DEFAULT_U: dict[str, tuple[float, ...]] = {
     # A slip alone (level 2) stays below the match probability; with one agreeing
     # attribute or identifier it is above.
-    "name": (0.9552, 0.03, 0.012, 0.0008, 0.001),
+    "name": (0.9552, 0.03, 0.012, 0.0002, 0.0008, 0.001),
     "identifier": (0.9958, 0.004, 0.0002),  # one e-mail address, two people: rare
     "date": (0.93, 0.065, 0.004, 0.001),
     "code": (0.97, 0.02, 0.01),
@@ -101,61 +104,106 @@ class Comparison:
 # --- comparators ----------------------------------------------------------------------
 
 
+def name_words(key: str) -> list[str]:
+    """A normalized name's words without legal forms ("ltd", "gmbh") wherever they stand
+    ("freight ltd kamo" is "kamo freight ltd" reordered); all of them if nothing else."""
+    words = key.split()
+    kept = [w for w in words if w not in LEGAL_SUFFIXES]
+    return kept or words
+
+
 def sorted_tokens(key: str) -> str:
-    return " ".join(sorted(set(key.split())))
+    return " ".join(sorted(set(name_words(key))))
 
 
 def sound_key(key: str) -> str:
-    return " ".join(sorted({jellyfish.metaphone(t) for t in key.split() if t}))
+    return " ".join(sorted({jellyfish.metaphone(t) for t in name_words(key) if t}))
+
+
+def _word_consonants(word: str) -> str:
+    """A word's first letter and its consonants in order, doubled letters once, "ph" as
+    f and c as k: what a respelling of the same sounds keeps (Pollock and Zamora's
+    skeleton key: "catherine" and "kathryn" are both "kthrn")."""
+    word = word.replace("ph", "f").replace("c", "k")
+    head, rest = word[:1], re.sub(r"[aeiouy]", "", word[1:])
+    return re.sub(r"(.)\1+", r"\1", head + rest)
+
+
+def consonant_key(key: str) -> str:
+    return " ".join(sorted(_word_consonants(w) for w in name_words(key)))
 
 
 LONG_WORD = 7  # one slip in a shorter word more often spells another name ("kamo"/"kama")
+# Agreeing on this many consonants of the words that differ seldom happens by chance
+# (each is one of ~15 letters); two or three often do ("kamo"/"kima").
+RESPELT_CONSONANTS = 5
 
 
 def name_level(a: Record, b: Record, rare: Collection[str] = frozenset()) -> int:
-    """The best level over both entities' names and aliases. ``rare``: the sounds
-    (metaphone) of words few entities of the type have: sharing one tells two names of
-    one slip apart from two names that merely look alike (docs/DECISIONS.md §21)."""
+    """The best level over both entities' names and aliases. ``rare``: blocking keys few
+    entities of the type hold — ``t:`` sounds of words (sharing one tells two names of
+    one slip apart from two names that merely look alike, docs/DECISIONS.md §21) and
+    ``k:`` consonant keys only the pair has (§46)."""
     best = 0
     for x in (a.key, *a.alias_keys):
         for y in (b.key, *b.alias_keys):
             best = max(best, _name_pair_level(x, y, rare))
-            if best == 4:
+            if best == SAME_WORDS:
                 return best
     return best
 
 
+SAME_WORDS, TELLING_SLIP, RESPELT, SLIP, ALIKE, DIFFERENT = 5, 4, 3, 2, 1, 0
+
+
 def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
-    """4 the same words; 3 one slip apart where the slip is not all that tells them
-    apart (in a long word, or beside a rare shared word); 2 one slip or very alike
-    otherwise; 1 the same sounds or alike; 0 different (or different numbers)."""
+    """5 the same words (legal forms aside); 4 one slip apart where the slip is not all
+    that tells them apart (in a long word, beside a rare shared word, or a swap or
+    doubled letter, which seldom spell another name); 3 the same consonants in an order
+    only these two names have, the words that differ holding at least
+    RESPELT_CONSONANTS of them (a respelling of the same sounds); 2 one slip or very
+    alike otherwise; 1 the same sounds or alike; 0 different (or different numbers)."""
     if not x or not y:
-        return 0
+        return DIFFERENT
     if _numbers(x) != _numbers(y):  # "Apollo 11" / "Apollo 13", "Room 1" / "Room 2"
-        return 0
+        return DIFFERENT
     if sorted_tokens(x) == sorted_tokens(y):
-        return 4
+        return SAME_WORDS
+    x, y = " ".join(name_words(x)), " ".join(name_words(y))
     similarity = max(JaroWinkler.similarity(x, y), fuzz.token_sort_ratio(x, y) / 100.0)
     slip = _one_slip_word(x, y)
     if slip is not None or similarity >= 0.94:
         shared = set(x.split()) & set(y.split())
-        if (slip is not None and slip >= LONG_WORD) or any(
-            jellyfish.metaphone(w) in rare for w in shared
-        ):
-            return 3
-        return 2
+        if slip is not None and (slip[0] >= LONG_WORD or (slip[1] and slip[0] >= 4)):
+            return TELLING_SLIP
+        if any("t:" + jellyfish.metaphone(w) in rare for w in shared):
+            return TELLING_SLIP
+    if _respelt(x, y, rare):
+        return RESPELT
+    if slip is not None or similarity >= 0.94:
+        return SLIP
     if similarity >= 0.88 or sound_key(x) == sound_key(y):
-        return 1
-    return 0
+        return ALIKE
+    return DIFFERENT
+
+
+def _respelt(x: str, y: str, rare: Collection[str]) -> bool:
+    key = consonant_key(x)
+    if key != consonant_key(y) or "k:" + key not in rare:
+        return False
+    differing = set(x.split()) - set(y.split())
+    return sum(len(_word_consonants(w)) for w in differing) >= RESPELT_CONSONANTS
 
 
 def _numbers(key: str) -> list[str]:
     return sorted(token for token in key.split() if any(ch.isdigit() for ch in token))
 
 
-def _one_slip_word(x: str, y: str) -> int | None:
+def _one_slip_word(x: str, y: str) -> tuple[int, bool] | None:
     """Same words but one, and that one a single slip (letter dropped, added, replaced,
-    two swapped): the shorter spelling's length; None otherwise."""
+    two swapped): the shorter spelling's length, and whether the slip is two letters
+    swapped or one doubled (typing slips that seldom spell another name); None
+    otherwise."""
     mine, theirs = x.split(), y.split()
     if len(mine) != len(theirs):
         return None
@@ -164,7 +212,24 @@ def _one_slip_word(x: str, y: str) -> int | None:
     if len(only_x) != 1 or len(only_y) != 1:
         return None
     u, v = only_x[0], only_y[0]
-    return min(len(u), len(v)) if OSA.distance(u, v, score_cutoff=1) <= 1 else None
+    if OSA.distance(u, v, score_cutoff=1) > 1:
+        return None
+    return min(len(u), len(v)), _swapped(u, v) or _doubled(u, v) or _doubled(v, u)
+
+
+def _swapped(u: str, v: str) -> bool:
+    diff = [i for i, (p, q) in enumerate(zip(u, v, strict=False)) if p != q]
+    return len(u) == len(v) and len(diff) == 2 and diff[1] == diff[0] + 1
+
+
+def _doubled(longer: str, shorter: str) -> bool:
+    """``longer`` is ``shorter`` with one of its letters typed twice."""
+    if len(longer) != len(shorter) + 1:
+        return False
+    return any(
+        longer[i] == longer[i - 1] and longer[:i] + longer[i + 1 :] == shorter
+        for i in range(1, len(longer))
+    )
 
 
 def identifier_level(xs: frozenset[str], ys: frozenset[str]) -> int:
@@ -267,7 +332,8 @@ def compare(
     a: Record, b: Record, *, cosine: float | None = None, rare: Collection[str] = frozenset()
 ) -> list[Comparison]:
     """Every field both entities have, with its level (``rare``: see ``name_level``)."""
-    out = [Comparison("name", "name", name_level(a, b, rare))]
+    names = name_level(a, b, rare)
+    out = [Comparison("name", "name", names)]
     for kind in sorted(a.identifiers.keys() & b.identifiers.keys()):
         level = identifier_level(a.identifiers[kind], b.identifiers[kind])
         out.append(Comparison(f"id:{kind}", "identifier", level))
@@ -285,7 +351,11 @@ def compare(
         else:
             level = text_level(x, y)
         out.append(Comparison(f"attr:{key}:{kind}", kind, level))
-    if (level := embedding_level(cosine)) != MISSING:
+    # A vector encodes its entity's name (§21): it is evidence of its own only when the
+    # names differ, where a close vector is what a synonym the model knows looks like.
+    # Names that differ in their numbers ("Apollo 11" / "Apollo 13") stay two things.
+    numbers_differ = _numbers(a.key) != _numbers(b.key)
+    if names == DIFFERENT and not numbers_differ and (level := embedding_level(cosine)) != -1:
         out.append(Comparison("embedding", "embedding", level))
     return out
 
@@ -371,8 +441,9 @@ def fit(
     the prior by EM on ``blocked`` with u held fixed (Splink's way: EM that is free to
     move u as well finds "same name / other name" instead of "one thing / two")."""
     pairs: list[list[Comparison]] = [list(c) for c in blocked]
+    randoms = [list(c) for c in random_pairs]
     if len(pairs) < MIN_FIT_PAIRS or not _identifiable(pairs):
-        return Model()
+        return _unidentified(randoms)
     kinds: dict[str, str] = {}
     for comparisons in pairs:
         for c in comparisons:
@@ -383,7 +454,7 @@ def fit(
     for row, comparisons in enumerate(pairs):
         for c in comparisons:
             levels[row, column[c.field]] = c.level
-    u = _u_from_random(random_pairs, kinds)
+    u = _u_from_random(randoms, kinds)
     m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
     prior = DEFAULT_PRIOR
     for _ in range(EM_ROUNDS):
@@ -412,6 +483,20 @@ def fit(
         if (levels[:, column[name]] >= 0).sum() >= MIN_FIELD_PAIRS
     }
     return Model(prior=round(prior, 6), fields=fields, fitted_pairs=len(pairs))
+
+
+def _unidentified(randoms: list[list[Comparison]]) -> Model:
+    """Where EM cannot run, m stays the default, but u of the embedding is still
+    counted on random pairs (as Splink estimates u, whatever the rest): how often two
+    different things' vectors are this close is a property of the context's vectors,
+    not a guess. The name's levels are too rare among random pairs to count
+    (docs/DECISIONS.md §46)."""
+    seen = sum(1 for comparisons in randoms for c in comparisons if c.field == "embedding")
+    if seen < MIN_FIELD_PAIRS:
+        return Model()
+    u = _u_from_random(randoms, {"embedding": "embedding"})["embedding"]
+    weights = FieldWeights("embedding", list(DEFAULT_M["embedding"]), u.round(6).tolist())
+    return Model(fields={"embedding": weights})
 
 
 def _identifiable(blocked: list[list[Comparison]]) -> bool:

@@ -176,12 +176,17 @@ def _vectors_write(target: VectorTarget, ids: list[int], vectors: list[list[floa
 
 def _embed_and_write(batch: list[tuple[VectorTarget, int, str]]) -> int:
     """One model call for the whole batch, then one write statement per target."""
+    from memory.services.duplicates import duplicates_check  # it reads no vector module
+
     vectors = embed_texts([text for _, _, text in batch])
     written = 0
     with transaction.atomic():
         for target in VECTOR_TARGETS:
             picked = [(pk, v) for (t, pk, _), v in zip(batch, vectors, strict=True) if t == target]
             written += _vectors_write(target, [pk for pk, _ in picked], [v for _, v in picked])
+        # An entity's embedding neighbours exist only now: check those entities again,
+        # once for the batch, with their vectors (docs/DECISIONS.md §48).
+        duplicates_check(sorted({pk for t, pk, _ in batch if t == "entities"}))
     return written
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _person(api: APIClient, base: str, name: str, scope: str = "org/acme", **extra: Any) -> int:
-    body = {"name": name, "type": "person", "scope": scope, **extra}
+    body = {"name": name, "type": "person", "scope": scope} | extra
     response = api.post(f"{base}/entities", body, format="json")
     assert response.status_code in (200, 201), response.content
     return int(response.json()["id"])
@@ -246,3 +246,20 @@ def test_a_reader_without_a_grant_on_a_scope_sees_no_pair_into_it(
 
     assert _clusters(narrow, base) == []
     assert len(_clusters(api, base)) == 1
+
+
+def test_an_entity_is_checked_again_once_its_vector_is_written(api: APIClient, base: str) -> None:
+    from memory.services.vectors import embeddings_drain
+
+    org = {"type": "organisation"}
+    a = _person(api, base, "Acme Corp", **org)
+    b = _person(api, base, "ACME Inc.", scope="org/globex", **org)
+    before = _pair_of(api, base, a, b)
+    # Found by name as they were written; their vectors do not exist yet.
+    assert before is not None and "embedding" not in before["methods"]
+
+    embeddings_drain()  # what the worker runs after the commit
+
+    after = _pair_of(api, base, a, b)
+    # The drain's check asked the new vectors' neighbours: each is the other's.
+    assert after is not None and "embedding" in after["methods"]

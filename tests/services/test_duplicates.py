@@ -79,6 +79,9 @@ def test_agreeing_attributes_back_a_phonetic_pair(access: ContextAccess) -> None
         ("Kubernetes", "Kubernets", True),  # one slip in a long word
         ("Jon Smith", "John Smith", True),  # one slip, and a surname only they have
         ("Kamo Freight", "Kamu Freight", False),  # one slip in a short word of a common name
+        ("Kamo Freight", "Kmao Freight", True),  # two letters swapped: seldom another name
+        ("Kamo Freight", "Kammo Freight", True),  # a letter typed twice
+        ("Kamo Freight Ltd", "Freight Ltd, Kamo", True),  # reordered, the legal form inside
     ],
 )
 def test_a_typo_is_found_when_the_slip_is_not_all_that_tells_the_names_apart(
@@ -88,6 +91,21 @@ def test_a_typo_is_found_when_the_slip_is_not_all_that_tells_the_names_apart(
     a, b = _entity(access, first, "organisation"), _entity(access, second, "organisation")
 
     assert (_pair(a, b) is not None) is found
+
+
+def test_a_respelling_with_the_same_consonants_only_they_have_is_found(
+    access: ContextAccess,
+) -> None:
+    _freight_companies(access)
+    base = _entity(access, "Kamori Telisuva")
+    respelt = _entity(access, "Kemura Talosovu")  # every vowel changed, the consonants kept
+    other = _entity(access, "Kamari Telosevu")  # the same consonants: a third such name
+
+    pair = _pair(base, respelt)
+    assert pair is not None and "consonants" in pair.methods
+    # Three names share the consonants now: none of them tells two apart any more.
+    duplicates_scan(context=access.context, use_embeddings=False)
+    assert _pair(base, respelt) is None and _pair(base, other) is None
 
 
 def test_precise_methods_rank_above_pairs_found_by_spelling_or_sound(
@@ -160,3 +178,25 @@ def test_the_scan_backfills_entities_written_before_incremental_checks(
     # With its keys back, the next write is checked against it again.
     c = _entity(access, "Marguerite Okonkwo", scope="org/globex")
     assert _pair(a, c) is not None
+
+
+def test_checking_one_entity_takes_a_few_statements_whatever_the_context_holds(
+    access: ContextAccess,
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.services.duplicates import duplicates_check
+
+    _freight_companies(access)
+    for name in ("Jon Smith", "John Smith", "Jane Smith", "Priya Patel"):
+        _entity(access, name, attributes={"date_of_birth": "1988-04-12"})
+    late = _entity(access, "Jonh Smith", attributes={"date_of_birth": "1988-04-12"})
+
+    with CaptureQueriesContext(connection) as statements:
+        report = duplicates_check([late.pk])
+
+    assert report is not None and report.compared >= 4 and report.stored >= 1
+    # Records, keys with their holders, neighbours, stored pairs, the others' records,
+    # the model, the live count (a small context may be re-estimated), the writes.
+    assert len(statements) <= 9, [q["sql"][:80] for q in statements.captured_queries]

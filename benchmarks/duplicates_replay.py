@@ -1,0 +1,151 @@
+"""The planted duplicates of ``duplicates_detect`` scored offline, at any scale, in minutes.
+
+    .venv/bin/python -m benchmarks.duplicates_replay                  # 100k entities
+    .venv/bin/python -m benchmarks.duplicates_replay --tiny           # seconds: a smoke test
+
+The same entities (``benchmarks/duplicates_data.py``), the scan's own blocking
+(``blocks_of``, ``edit_distance_pairs``) and scoring (``compare``, ``Model.score``) in
+memory, without the database: what costs the full benchmark half an hour at 100k on a
+loaded machine is the load and the HNSW queries, not the quality. The embedding
+neighbours are simulated as the random vectors of ``duplicates_detect`` make them: each
+entity's 5 neighbours are random same-type entities at cosine 0.2 ("far"), a planted
+embedding variant sits at 0.95 from its base, and the embedding's ``u`` is the one a scan
+counts on random pairs of such vectors (all "far"). Precision and recall overall, by
+kind, and by the name level of the stored pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import random
+import sys
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+from benchmarks.search_common import ROOT
+
+
+def run(total: int) -> dict[str, Any]:
+    from benchmarks.duplicates_data import plant
+    from memory.entity_names import entity_normalize_key
+    from memory.services.duplicate_blocking import (
+        NEIGHBOURS,
+        blocks_of,
+        edit_distance_pairs,
+        pair_of,
+    )
+    from memory.services.duplicate_scoring import (
+        LEVELS,
+        MATCH_PROBABILITY,
+        Record,
+        compare,
+        fit,
+    )
+
+    started = time.perf_counter()
+    planted = plant(total)
+    records = {
+        i: Record(
+            id=i,
+            type=p.type,
+            scope=p.scope,
+            key=entity_normalize_key(p.name),
+            identifiers={"email": frozenset([p.email])} if p.email else {},
+        )
+        for i, p in enumerate(planted)
+    }
+    members: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(planted):
+        members[p.identity].append(i)
+    true = {
+        (a, b): "+".join(sorted({planted[a].kind, planted[b].kind} - {"base"}))
+        for group in members.values()
+        for a, b in itertools.combinations(sorted(group), 2)
+    }
+    proposed, rare = blocks_of(records)
+    for pair in edit_distance_pairs(records.values()):
+        proposed[pair].add("edit_distance")
+    rng = random.Random(3)
+    by_type: dict[str, list[int]] = defaultdict(list)
+    for record in records.values():
+        by_type[record.type].append(record.id)
+    cosine: dict[tuple[int, int], float] = {}
+    for pair, kind in true.items():
+        if kind == "embedding":
+            cosine[pair] = 0.95
+            proposed[pair].add("embedding")
+    for record in records.values():
+        for other in rng.sample(by_type[record.type], NEIGHBOURS):
+            if other != record.id:
+                pair = pair_of(record.id, other)
+                proposed[pair].add("embedding")
+                cosine.setdefault(pair, 0.2)
+    # u counted as a scan does it: random pairs, whose random vectors are all "far".
+    randoms = [rng.sample(by_type[t], 2) for t in rng.choices(list(by_type), k=20_000)]
+    random_comparisons = [
+        compare(records[a], records[b], cosine=0.0, rare=rare.get(records[a].type, set()))
+        for a, b in randoms
+    ]
+    blocked_comparisons = {
+        pair: compare(
+            records[pair[0]],
+            records[pair[1]],
+            cosine=cosine.get(pair, 0.0),
+            rare=rare.get(records[pair[0]].type, set()),
+        )
+        for pair in proposed
+    }
+    model = fit(blocked_comparisons.values(), random_comparisons)
+    found, levels = set(), Counter()
+    for pair, comparisons in blocked_comparisons.items():
+        if model.score(comparisons)[0] >= MATCH_PROBABILITY:
+            found.add(pair)
+            name = LEVELS["name"][comparisons[0].level]
+            levels[f"{name}, {'right' if pair in true else 'wrong'}"] += 1
+    hits = len(found & set(true))
+    return {
+        "entities": total,
+        "seconds": time.perf_counter() - started,
+        "blocked_pairs": len(proposed),
+        "fitted_pairs": model.fitted_pairs,
+        "candidates": len(found),
+        "precision": hits / len(found) if found else 0.0,
+        "recall": hits / len(true),
+        "recall_by_kind": {
+            kind: sum(p in found for p, k in true.items() if k == kind)
+            / sum(k == kind for k in true.values())
+            for kind in sorted(set(true.values()))
+        },
+        "stored_by_name_level": dict(sorted(levels.items())),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tiny", action="store_true", help="a few seconds, for CI")
+    parser.add_argument("--entities", type=int, default=100_000)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    report = run(3_000 if args.tiny else args.entities)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{report['entities']:,} entities, {report['seconds']:.0f} s, load average {load}")
+    print(
+        f"blocked pairs {report['blocked_pairs']:,}; EM fitted on {report['fitted_pairs']:,}; "
+        f"candidates {report['candidates']:,}; precision {report['precision']:.3f} / "
+        f"recall {report['recall']:.3f}"
+    )
+    print("recall by kind:", {k: round(v, 3) for k, v in report["recall_by_kind"].items()})
+    print("stored, by name level:", report["stored_by_name_level"])
+
+
+if __name__ == "__main__":
+    main()

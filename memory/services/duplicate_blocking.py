@@ -1,0 +1,381 @@
+"""Blocking for duplicate detection: which pairs of entities are worth comparing.
+
+Every live entity keeps a few keys in DuplicateKey (``blocking_keys``: its words in any
+order, its bigrams, its sounds, its consonants, each word's sound, its identifiers, dates
+and codes among its attributes). Two entities of one type sharing a key that few
+entities hold (``block_limit``) are a blocked pair, as are embedding neighbours and, in
+the full scan, neighbours in name order (edit distance). 100k entities never need 10^10
+comparisons. The records the comparators read are fetched here too, one statement per
+set of entities.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import jellyfish
+from django.db import connection
+from rapidfuzz import fuzz
+
+from memory.models import Entity, EntityIdentifier
+from memory.models.duplicate import DuplicateKey
+from memory.services.duplicate_scoring import (
+    Record,
+    consonant_key,
+    parse_date,
+    sorted_tokens,
+    sound_key,
+)
+
+MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
+# One word's sound, or the consonants alone, are weaker keys than the whole name's
+# sounds: their blocks are kept smaller (at 100k planted entities, 40 would propose
+# 440k pairs for 390 true ones).
+MAX_WORD_BLOCK = 12
+RARE_WORD = 5  # a word at most this many entities of a type have tells names apart (§46)
+ONLY_THEM = 2  # a consonant key only a pair holds (docs/DECISIONS.md §46)
+NEIGHBOURS = 5  # embedding neighbours asked per entity
+SCAN_EF_SEARCH = 20  # HNSW candidate list per neighbour query in the scan (§47)
+EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100, for the scan's name-order window
+WINDOW = 6  # that window
+# Which blocking key found a pair, by its prefix (listed as the pair's methods).
+KEY_METHODS = {
+    "w": "fingerprint",
+    "g": "ngram",
+    "s": "phonetic",
+    "t": "word_sound",
+    "k": "consonants",
+    "i": "identifier",
+    "d": "date",
+    "c": "code",
+}
+
+Pair = tuple[int, int]
+Rare = dict[str, set[str]]  # type → its rare keys (``is_rare``)
+
+
+def pair_of(a: int, b: int) -> Pair:
+    return (a, b) if a < b else (b, a)
+
+
+def _ngram_fingerprint(key: str, n: int = 2) -> str:
+    compact = key.replace(" ", "")
+    return "".join(sorted({compact[i : i + n] for i in range(max(len(compact) - n + 1, 1))}))
+
+
+def blocking_keys(record: Record) -> set[str]:
+    """The keys an entity is filed under (each at most 200 characters)."""
+    keys: set[str] = set()
+    for name in (record.key, *record.alias_keys):
+        if not name:
+            continue
+        keys.add("w:" + sorted_tokens(name))
+        if len(name.replace(" ", "")) >= 5:  # short names share bigrams by chance
+            keys.add("g:" + _ngram_fingerprint(name))
+        keys.add("s:" + sound_key(name))
+        keys.add("k:" + consonant_key(name))
+        for token in set(name.split()):
+            if len(token) >= 3:
+                keys.add("t:" + jellyfish.metaphone(token))
+    for kind, values in record.identifiers.items():
+        keys.update(f"i:{kind}:{value}" for value in values)
+    for attr, value in record.attributes.items():
+        text = str(value).strip() if isinstance(value, (str, int)) else ""
+        if (day := parse_date(text)) is not None:
+            keys.add("d:" + day.isoformat())
+        elif 3 <= len(text) <= 20 and text.isdigit():
+            keys.add(f"c:{attr[:60]}:{text}")
+    return {k[:200] for k in keys}
+
+
+def block_limit(key: str) -> int:
+    return MAX_WORD_BLOCK if key[0] in "tk" else MAX_BLOCK
+
+
+def is_rare(key: str, holders: int) -> bool:
+    """Whether a key tells the names of its holders apart (``name_level``'s ``rare``)."""
+    return (key.startswith("t:") and holders <= RARE_WORD) or (
+        key.startswith("k:") and holders <= ONLY_THEM
+    )
+
+
+# --- records ------------------------------------------------------------------------------
+
+_RECORDS_SQL = f"""
+    SELECT e.id, e.context_id, e.type, e.scope, e.normalized_key, e.alias_keys,
+           e.attributes,
+           (SELECT array_agg(i.kind || chr(31) || i.value)
+            FROM {EntityIdentifier._meta.db_table} i WHERE i.entity_id = e.id)
+    FROM {Entity._meta.db_table} e
+    WHERE e.merged_into_id IS NULL
+"""  # noqa: S608 - table names from the models, values are parameters
+
+
+def records_read(
+    *, context_id: int | None = None, ids: Iterable[int] | None = None
+) -> dict[int, tuple[int, Record]]:
+    """Live entities as the comparators read them, with their context: those in ``ids``
+    (of any context unless ``context_id``), or all of ``context_id``. One statement."""
+    sql = _RECORDS_SQL
+    params: list[Any] = []
+    if context_id is not None:
+        sql += " AND e.context_id = %s"
+        params.append(context_id)
+    if ids is not None:
+        sql += " AND e.id = ANY(%s)"
+        params.append(sorted(set(ids)))
+    out = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for pk, context, type_, scope, key, alias_keys, attributes, idents in cursor.fetchall():
+            by_kind: dict[str, set[str]] = defaultdict(set)
+            for pair in idents or ():
+                kind, _, value = pair.partition(chr(31))
+                by_kind[kind].add(value)
+            record = Record(
+                id=pk,
+                type=type_,
+                scope=scope,
+                key=key,
+                alias_keys=tuple(alias_keys),
+                attributes=_attributes(attributes),
+                identifiers={k: frozenset(v) for k, v in by_kind.items()},
+            )
+            out[pk] = (context, record)
+    return out
+
+
+def _attributes(raw: Any) -> dict[str, Any]:
+    # Django has psycopg hand jsonb over as text (JSONField decodes it itself).
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    return value if isinstance(value, dict) else {}
+
+
+def records_of(context_id: int, ids: Iterable[int] | None) -> dict[int, Record]:
+    """``records_read`` of one context, without the context."""
+    return {pk: r for pk, (_, r) in records_read(context_id=context_id, ids=ids).items()}
+
+
+# --- keys ---------------------------------------------------------------------------------
+
+
+def keys_write_all(context_id: int, records: dict[int, Record]) -> int:
+    """Replace every key of the context (the full scan): one DELETE and one COPY."""
+    buffer = io.StringIO()
+    rows = 0
+    for r in records.values():
+        for key in blocking_keys(r):
+            buffer.write(f"{context_id}\t{r.id}\t{_copy_text(r.type)}\t{_copy_text(key)}\n")
+            rows += 1
+    table = DuplicateKey._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE context_id = %s", [context_id])  # noqa: S608
+        with cursor.cursor.copy(
+            f"COPY {table} (context_id, entity_id, type, key) FROM STDIN"
+        ) as copy:
+            copy.write(buffer.getvalue())
+    return rows
+
+
+def _copy_text(value: str) -> str:
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+def keys_rewrite_and_holders(
+    context_id: int, records: dict[int, Record], gone: Iterable[int] = ()
+) -> tuple[dict[Pair, set[str]], Rare]:
+    """Rewrite these entities' keys (and drop those of ``gone``) and return their blocked
+    pairs and the rare keys among theirs — one statement: the DELETE and INSERT run as
+    data-modifying CTEs, so the holders read beside them are the other entities' keys
+    as they were (what these entities held before is filtered out)."""
+    mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
+    wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
+    rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
+    table = DuplicateKey._meta.db_table
+    sql = f"""
+        WITH gone AS (
+            DELETE FROM {table} WHERE context_id = %s AND entity_id = ANY(%s)
+        ), added AS (
+            INSERT INTO {table} (context_id, entity_id, type, key)
+            SELECT %s, x.entity_id, x.type, x.key
+            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(entity_id, type, key)
+        )
+        SELECT q.type, q.key, h.entity_id
+        FROM unnest(%s::text[], %s::text[]) AS q(type, key)
+        CROSS JOIN LATERAL (
+            SELECT k.entity_id FROM {table} k
+            WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+              AND NOT k.entity_id = ANY(%s)
+            LIMIT %s
+        ) h
+    """  # noqa: S608 - table names from the models, values are parameters
+    mine = sorted(records)
+    params: list[Any] = [
+        context_id,
+        sorted({*mine, *gone}),
+        context_id,
+        [pk for pk, _, _ in rows],
+        [t for _, t, _ in rows],
+        [k for _, _, k in rows],
+        [t for t, _ in wanted],
+        [k for _, k in wanted],
+        context_id,
+        mine,
+        MAX_BLOCK + 1,
+    ]
+    holders: dict[tuple[str, str], set[int]] = defaultdict(set)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for type_, key, entity_id in cursor.fetchall():
+            holders[(type_, key)].add(entity_id)
+    for pk, keys in mine_keys.items():  # these entities among themselves
+        for key in keys:
+            holders[(records[pk].type, key)].add(pk)
+    found: dict[Pair, set[str]] = defaultdict(set)
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in holders.items():
+        if is_rare(key, len(members)):
+            rare[type_].add(key)
+    for pk, keys in mine_keys.items():
+        for key in keys:
+            members = holders[(records[pk].type, key)]
+            if len(members) > block_limit(key):
+                continue
+            for other in members:
+                if other != pk:
+                    found[pair_of(pk, other)].add(KEY_METHODS[key[0]])
+    return found, rare
+
+
+def rare_keys(context_id: int, records: dict[int, Record]) -> Rare:
+    """The rare keys among these entities' keys, from the stored keys (one statement)."""
+    wanted = sorted({(r.type, k) for r in records.values() for k in blocking_keys(r)})
+    wanted = [(t, k) for t, k in wanted if k[0] in "tk"]
+    if not wanted:
+        return {}
+    sql = f"""
+        SELECT q.type, q.key, count(h.entity_id)
+        FROM unnest(%s::text[], %s::text[]) AS q(type, key)
+        CROSS JOIN LATERAL (
+            SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
+            WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+            LIMIT %s
+        ) h
+        GROUP BY q.type, q.key
+    """  # noqa: S608 - table names from the models, values are parameters
+    rare: Rare = defaultdict(set)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[t for t, _ in wanted], [k for _, k in wanted], context_id, 41])
+        for type_, key, holders in cursor.fetchall():
+            if is_rare(key, holders):
+                rare[type_].add(key)
+    return rare
+
+
+def blocks_of(records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
+    """Every blocked pair among ``records`` and their rare keys, in memory (the scan)."""
+    blocks: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for record in records.values():
+        for key in blocking_keys(record):
+            blocks[(record.type, key)].append(record.id)
+    proposed: dict[Pair, set[str]] = defaultdict(set)
+    rare: Rare = defaultdict(set)
+    for (type_, key), members in blocks.items():
+        if is_rare(key, len(members)):
+            rare[type_].add(key)
+        if 1 < len(members) <= block_limit(key):
+            members.sort()
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    proposed[(a, b)].add(KEY_METHODS[key[0]])
+    return proposed, rare
+
+
+# --- vectors ------------------------------------------------------------------------------
+
+_NEIGHBOURS_SQL = f"""
+    SELECT e.id, n.id, 1 - n.distance
+    FROM {Entity._meta.db_table} e
+    CROSS JOIN LATERAL (
+        SELECT c.id, c.embedding <=> e.embedding AS distance
+        FROM {Entity._meta.db_table} c
+        WHERE c.context_id = e.context_id AND c.type = e.type AND c.id <> e.id
+          AND c.merged_into_id IS NULL AND c.embedding IS NOT NULL
+        ORDER BY c.embedding <=> e.embedding
+        LIMIT %s
+    ) n
+    WHERE e.context_id = %s AND e.merged_into_id IS NULL AND e.embedding IS NOT NULL
+"""  # noqa: S608 - table names from the models, values are parameters
+
+
+def embedding_neighbours(context_id: int, ids: list[int]) -> dict[Pair, float]:
+    """Each given entity's nearest same-type neighbours through the HNSW index, with
+    their cosine similarity (the session's ``hnsw.ef_search``)."""
+    found: dict[Pair, float] = {}
+    if not ids:
+        return found
+    with connection.cursor() as cursor:
+        cursor.execute(_NEIGHBOURS_SQL + " AND e.id = ANY(%s)", [NEIGHBOURS, context_id, ids])
+        for a, b, similarity in cursor.fetchall():
+            found[pair_of(a, b)] = float(similarity)
+    return found
+
+
+def embedding_neighbours_all(context_id: int, *, chunk: int = 5_000) -> dict[Pair, float]:
+    """``embedding_neighbours`` of every live entity of the context, ``chunk`` entities a
+    statement, with a short HNSW candidate list: the scan asks 5 neighbours of each of
+    100k entities, and the list's length is what each query costs (§47)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {Entity._meta.db_table} WHERE context_id = %s "  # noqa: S608
+            "AND merged_into_id IS NULL AND embedding IS NOT NULL ORDER BY id",
+            [context_id],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(SCAN_EF_SEARCH)])
+    found: dict[Pair, float] = {}
+    for start in range(0, len(ids), chunk):
+        found.update(embedding_neighbours(context_id, ids[start : start + chunk]))
+    return found
+
+
+def cosines(pairs: list[Pair]) -> dict[Pair, float]:
+    """Cosine similarity of each pair whose two entities both have a vector."""
+    out: dict[Pair, float] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(pairs), 20_000):
+            chunk = pairs[start : start + 20_000]
+            cursor.execute(
+                f"""
+                SELECT p.a, p.b, 1 - (x.embedding <=> y.embedding)
+                FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b)
+                JOIN {Entity._meta.db_table} x ON x.id = p.a
+                JOIN {Entity._meta.db_table} y ON y.id = p.b
+                WHERE x.embedding IS NOT NULL AND y.embedding IS NOT NULL
+                """,  # noqa: S608 - table names from the models, values are parameters
+                [[a for a, _ in chunk], [b for _, b in chunk]],
+            )
+            out.update({(a, b): float(c) for a, b, c in cursor.fetchall()})
+    return out
+
+
+def edit_distance_pairs(records: Iterable[Record]) -> set[Pair]:
+    """Neighbours in name order (and reversed-name order, for slips at either end)."""
+    found: set[Pair] = set()
+    by_type: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_type[record.type].append(record)
+    for typed in by_type.values():
+        for order in (lambda r: r.key, lambda r: r.key[::-1]):
+            ranked = sorted(typed, key=order)
+            for i, record in enumerate(ranked):
+                for other in ranked[i + 1 : i + 1 + WINDOW]:
+                    if fuzz.ratio(record.key, other.key) >= EDIT_DISTANCE_MIN:
+                        found.add(pair_of(record.id, other.id))
+    return found

@@ -1,0 +1,286 @@
+"""Duplicate candidates: blocked pairs scored by the context's model, stored, withdrawn.
+
+A pair whose match probability reaches MATCH_PROBABILITY is stored as an open
+DuplicateCandidate with its explanation; an open pair the finder stored that falls
+below it (its evidence gone) is withdrawn. A dismissed pair keeps its row and is never
+proposed again. The context's weights (``DuplicateModel``) are estimated here: by every
+full scan, and by an incremental check when the context has doubled since.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q
+
+from memory.models import Entity
+from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
+from memory.services.duplicate_blocking import (
+    Pair,
+    Rare,
+    cosines,
+    keys_rewrite_and_holders,
+    pair_of,
+    rare_keys,
+    records_of,
+)
+from memory.services.duplicate_scoring import (
+    DIFFERENT,
+    MATCH_PROBABILITY,
+    Comparison,
+    Model,
+    Record,
+    compare,
+    fit,
+    name_level,
+)
+
+# Sources of pairs this module stores (and may withdraw); others (an ingest run's
+# embedding review band, a curator's dismissal) are left as they are.
+FINDER_SOURCES = ("scan", "check")
+FIT_SAMPLE = 3_000  # entities whose blocked pairs an incremental re-estimate reads
+RANDOM_PAIRS = 20_000  # random pairs u is counted on
+AUTO_FIT_UP_TO = 50_000  # above this many entities only the full scan re-estimates
+MIN_FIT_ENTITIES = 100
+
+Existing = dict[Pair, tuple[int, str, str]]  # pair → (pk, status, source)
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+def model_read(context_id: int) -> tuple[Model, int]:
+    """The context's weights and how many entities they were estimated on."""
+    row = DuplicateModel.objects.filter(context_id=context_id).only("params", "entities").first()
+    return Model.from_json(row.params if row else None), (row.entities if row else 0)
+
+
+def model_save(context_id: int, model: Model, entities: int) -> None:
+    DuplicateModel.objects.update_or_create(
+        context_id=context_id, defaults={"params": model.to_json(), "entities": entities}
+    )
+
+
+def _random_pairs(records: list[Record], count: int, seed: int) -> list[Pair]:
+    """Random same-type pairs: almost all two things, so what u is counted on."""
+    rng = random.Random(seed)
+    by_type: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_type[record.type].append(record)
+    typed = [group for group in by_type.values() if len(group) > 1]
+    if not typed:
+        return []
+    weights = [len(g) for g in typed]
+    pairs = set()
+    for group in rng.choices(typed, weights=weights, k=count):
+        a, b = rng.sample(group, 2)
+        pairs.add(pair_of(a.id, b.id))
+    return sorted(pairs)
+
+
+def model_fit(
+    records: dict[int, Record],
+    blocked: Iterable[Pair],
+    similarities: dict[Pair, float],
+    rare: Rare,
+    *,
+    with_vectors: bool,
+) -> Model:
+    """EM on the blocked pairs, u counted on random pairs (with their cosines when the
+    context has vectors)."""
+
+    def compared(pairs: Iterable[Pair], sims: dict[Pair, float]) -> list[list[Comparison]]:
+        return [
+            compare(
+                records[a],
+                records[b],
+                cosine=sims.get((a, b)),
+                rare=rare.get(records[a].type, set()),
+            )
+            for a, b in pairs
+            if a in records and b in records
+        ]
+
+    randoms = _random_pairs(list(records.values()), RANDOM_PAIRS, seed=17)
+    random_sims = cosines(randoms) if with_vectors else {}
+    return fit(compared(blocked, similarities), compared(randoms, random_sims))
+
+
+def refit_if_grown(context_id: int, model: Model, fitted_on: int) -> Model | None:
+    """Re-estimate the weights from a sample of the context when it has doubled since the
+    last estimate (and is small enough not to wait for a scan): the sampled entities'
+    blocked pairs are a fair sample of all blocked pairs. Then re-score the open pairs.
+    Returns the new model, or None when nothing was due (no statement at all above
+    AUTO_FIT_UP_TO: only a scan re-estimates there)."""
+    if fitted_on >= AUTO_FIT_UP_TO:
+        return None
+    live = Entity.objects.filter(context_id=context_id, merged_into__isnull=True)
+    count = live.count()
+    if count < max(MIN_FIT_ENTITIES, 2 * fitted_on):
+        return None
+    ids = list(live.order_by("?").values_list("pk", flat=True)[:FIT_SAMPLE])
+    sample = records_of(context_id, ids)
+    blocked, rare = keys_rewrite_and_holders(context_id, sample)  # keys unchanged
+    others = {x for pair in blocked for x in pair} - set(sample)
+    records = sample | records_of(context_id, others)
+    similarities = cosines(sorted(blocked))
+    new = model_fit(records, blocked, similarities, rare, with_vectors=bool(similarities))
+    new = new if new.fitted_pairs or new.fields else model
+    model_save(context_id, new, count)
+    rescore_open(context_id, new)
+    return new
+
+
+# --- scoring and storing ------------------------------------------------------------------
+
+
+@dataclass
+class Scored:
+    probability: float
+    methods: list[str]
+    explain: list[dict[str, Any]]
+
+
+def needing_cosines(
+    records: dict[int, Record], pairs: Iterable[Pair], known: dict[Pair, float], rare: Rare
+) -> list[Pair]:
+    """The pairs whose cosine the model reads and that are not known yet: only where the
+    names differ (``compare``)."""
+    return sorted(
+        (a, b)
+        for a, b in pairs
+        if (a, b) not in known
+        and a in records
+        and b in records
+        and name_level(records[a], records[b], rare.get(records[a].type, set())) == DIFFERENT
+    )
+
+
+def score_pairs(
+    model: Model,
+    records: dict[int, Record],
+    proposed: dict[Pair, set[str]],
+    similarities: dict[Pair, float],
+    rare: Rare,
+) -> dict[Pair, Scored]:
+    out = {}
+    for (a, b), methods in proposed.items():
+        if a not in records or b not in records or records[a].type != records[b].type:
+            continue
+        x, y = records[a], records[b]
+        comparisons = compare(x, y, cosine=similarities.get((a, b)), rare=rare.get(x.type, set()))
+        probability, explain = model.score(comparisons)
+        found = set(methods)
+        if x.key == y.key:
+            found.add("key")
+        elif y.key in x.alias_keys or x.key in y.alias_keys:
+            found.add("alias")
+        if any(f["field"].startswith("attr:") and f["agrees"] for f in explain):
+            found.add("attributes")
+        out[(a, b)] = Scored(probability, sorted(found), explain)
+    return out
+
+
+def existing_pairs(context_id: int, ids: list[int] | None = None) -> Existing:
+    """Stored pairs of the context (those involving ``ids`` when given)."""
+    rows = DuplicateCandidate.objects.filter(context_id=context_id)
+    if ids is not None:
+        rows = rows.filter(Q(entity_a_id__in=ids) | Q(entity_b_id__in=ids))
+    return {
+        (a, b): (pk, status, source)
+        for pk, a, b, status, source in rows.values_list(
+            "pk", "entity_a_id", "entity_b_id", "status", "source"
+        )
+    }
+
+
+def is_finders_open(known: tuple[int, str, str]) -> bool:
+    return known[1] == DuplicateStatus.OPEN and known[2] in FINDER_SOURCES
+
+
+def store(
+    context_id: int,
+    scored: dict[Pair, Scored],
+    existing: Existing,
+    *,
+    source: str,
+    withdraw: Iterable[Pair],
+) -> tuple[int, int, int]:
+    """Create or update the pairs at or above the match probability; delete the
+    finder's open pairs in ``withdraw`` that are not. Returns (stored, new, withdrawn)."""
+    new_rows, updates = [], []
+    stored = 0
+    for (a, b), s in scored.items():
+        if s.probability < MATCH_PROBABILITY:
+            continue
+        stored += 1
+        score = round(s.probability, 4)
+        known = existing.get((a, b))
+        if known is None:
+            new_rows.append(
+                DuplicateCandidate(
+                    context_id=context_id,
+                    entity_a_id=a,
+                    entity_b_id=b,
+                    score=score,
+                    methods=s.methods,
+                    explain=s.explain,
+                    source=source,
+                )
+            )
+        elif is_finders_open(known):
+            updates.append(
+                DuplicateCandidate(pk=known[0], score=score, methods=s.methods, explain=s.explain)
+            )
+    if new_rows:
+        DuplicateCandidate.objects.bulk_create(new_rows, batch_size=2_000, ignore_conflicts=True)
+    if updates:
+        DuplicateCandidate.objects.bulk_update(
+            updates, ["score", "methods", "explain"], batch_size=2_000
+        )
+    stale = [
+        existing[pair][0]
+        for pair in withdraw
+        if pair in existing
+        and is_finders_open(existing[pair])
+        and (pair not in scored or scored[pair].probability < MATCH_PROBABILITY)
+    ]
+    for start in range(0, len(stale), 10_000):
+        DuplicateCandidate.objects.filter(pk__in=stale[start : start + 10_000]).delete()
+    return stored, len(new_rows), len(stale)
+
+
+def rescore_open(context_id: int, model: Model) -> None:
+    """Score the finder's open pairs again with ``model``; withdraw those now below."""
+    open_pairs = {
+        pair: known[0]
+        for pair, known in existing_pairs(context_id).items()
+        if is_finders_open(known)
+    }
+    if not open_pairs:
+        return
+    records = records_of(context_id, {x for pair in open_pairs for x in pair})
+    rare = rare_keys(context_id, records)
+    similarities = cosines(needing_cosines(records, open_pairs, {}, rare))
+    updates, gone = [], []
+    for (a, b), pk in open_pairs.items():
+        if a not in records or b not in records:
+            continue
+        probability, explain = model.score(
+            compare(
+                records[a],
+                records[b],
+                cosine=similarities.get((a, b)),
+                rare=rare.get(records[a].type, set()),
+            )
+        )
+        if probability < MATCH_PROBABILITY:
+            gone.append(pk)
+        else:
+            updates.append(DuplicateCandidate(pk=pk, score=round(probability, 4), explain=explain))
+    DuplicateCandidate.objects.bulk_update(updates, ["score", "explain"], batch_size=2_000)
+    DuplicateCandidate.objects.filter(pk__in=gone).delete()
