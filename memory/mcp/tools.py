@@ -8,15 +8,16 @@ validates arguments against it; the services then validate what the schema canno
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, IntegrityError, transaction
@@ -124,16 +125,33 @@ Wait = Annotated[
 
 
 def _tool(fn: Callable[..., dict[str, Any] | tuple[str, dict[str, Any]]]) -> Callable[..., Any]:
-    """Run ``fn`` on the request's own thread (Django's database connection and request
-    cycle; asgiref's thread-sensitive mode under the view's async_to_sync) and turn its
-    answer, or a domain error, into a tool result. A tool error is a result with
-    ``isError``, never a protocol error: the agent reads the message and corrects itself."""
+    """Run ``fn`` inline, on the request's thread, and turn its answer, or a domain error,
+    into a tool result. A tool error is a result with ``isError``, never a protocol error:
+    the agent reads the message and corrects itself."""
 
     @functools.wraps(fn)
     async def call(**kwargs: Any) -> CallToolResult:
-        return await sync_to_async(_run, thread_sensitive=True)(fn, kwargs)
+        with _loop_detached():
+            return _run(fn, kwargs)
 
     return call
+
+
+@contextmanager
+def _loop_detached() -> Iterator[None]:
+    """Let synchronous Django code run inside the request's private event loop.
+
+    The view runs each exchange in a loop of its own on the request's thread, and the
+    tool is the only thing that loop is waiting for, so blocking it costs nothing. Django
+    refuses database work while a loop runs in the thread (a guard against blocking a
+    shared ASGI loop); the loop is unset for the call and set back after it, instead of
+    handing the call to another thread and back (two waits for a busy CPU each time)."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(loop)
 
 
 def _json(data: Any) -> Any:
