@@ -185,10 +185,12 @@ def search(
     explains: dict[int, Explain] = {}
     # The query vector is computed while PostgreSQL scores BM25: the model runs in this
     # process and the SQL in the server's, so on two cores the two overlap.
-    pending = None
+    pending: Future[list[list[float]]] | None = None
     if mode != "bm25":
-        shared = query_vector is not None and query_vector.text == query
-        pending = query_vector.pending if shared else _EMBEDDER.submit(embed_texts, [query])
+        if query_vector is not None and query_vector.text == query:
+            pending = query_vector.pending
+        else:
+            pending = _EMBEDDER.submit(embed_texts, [query])
     if mode != "vector":
         hits = bm25_rank(
             context_id=context_id,
