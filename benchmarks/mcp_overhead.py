@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.mcp_overhead             # 400 documents, 400 calls of each
     .venv/bin/python -m benchmarks.mcp_overhead --tiny      # seconds: a smoke test
+    .venv/bin/python -m benchmarks.mcp_overhead --client-mode legacy   # 2025 clients' handshake
 
 The app runs under gunicorn (``memory/gunicorn_conf.py``, one worker process so both
 faces share one warm embedder and one connection pool). This process is the client: the
@@ -10,13 +11,16 @@ HTTP client for REST (``httpx2``, the SDK's HTTP library, so both pay the same c
 stack). Calls are interleaved — for each query: REST search, MCP search, REST context, MCP
 context, the order of each pair flipped every round — so a slow moment of the shared
 machine hits both faces alike. Wall time per call as the client sees it (request, server,
-response parsed). Overhead = MCP p50 − REST p50, and the median of the per-query
-differences. Goal (SPEC §10): MCP ≤ REST + 5 ms at p50.
+response parsed). Overhead = MCP p50 − REST p50, and the median of the per-pair
+differences (MCP − REST of the same query, one right after the other), which a slow moment
+of the machine moves far less; the goal is judged on that median. The load average is
+sampled every round. Goal (SPEC §10): MCP ≤ REST + 5 ms at p50.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -156,7 +160,9 @@ def start_gunicorn(database_url: str, logs: Path) -> tuple[subprocess.Popen[byte
 Call = Callable[[], Awaitable[Any]]
 
 
-async def measure(port: int, token: str, texts: list[str], warmup: int) -> dict[str, list[float]]:
+async def measure(
+    port: int, token: str, texts: list[str], warmup: int, *, client_mode: str, loads: list[float]
+) -> dict[str, list[float]]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -167,7 +173,7 @@ async def measure(port: int, token: str, texts: list[str], warmup: int) -> dict[
     async with (
         httpx2.AsyncClient(base_url=base, headers=headers, timeout=120) as rest,
         httpx2.AsyncClient(headers=headers, timeout=120) as http,
-        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as mcp,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=client_mode) as mcp,
     ):
 
         def rest_call(path: str, body: dict[str, Any]) -> Call:
@@ -188,6 +194,7 @@ async def measure(port: int, token: str, texts: list[str], warmup: int) -> dict[
             return go
 
         for i, query in enumerate(texts):
+            loads.append(os.getloadavg()[0])
             search = {"query": query, "mode": "hybrid", "k": 10}
             bm25 = {"query": query, "mode": "bm25", "k": 10}
             context = {"query": query}
@@ -214,13 +221,15 @@ def report(timings: dict[str, list[float]]) -> dict[str, Any]:
     for label in ("search hybrid", "search bm25", "get_context"):
         rest, mcp = timings[f"{label}|REST"], timings[f"{label}|MCP"]
         diffs = [m - r for m, r in zip(mcp, rest, strict=True)]
+        paired = percentile(diffs, 0.5)
         rows[label] = {
             "calls": len(rest),
             "rest": latency_summary(rest),
             "mcp": latency_summary(mcp),
             "overhead_p50_ms": latency_summary(mcp)["p50"] - latency_summary(rest)["p50"],
-            "paired_difference_p50_ms": percentile(diffs, 0.5),
-            "goal_met": latency_summary(mcp)["p50"] - latency_summary(rest)["p50"] <= GOAL_MS,
+            "paired_difference_p50_ms": paired,
+            "paired_difference_p25_p75_ms": [percentile(diffs, 0.25), percentile(diffs, 0.75)],
+            "goal_met": paired <= GOAL_MS,
         }
     return rows
 
@@ -231,6 +240,12 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=400)
     parser.add_argument("--calls", type=int, default=400, help="timed calls per face and tool")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--client-mode",
+        default="auto",
+        choices=["auto", "legacy"],
+        help="auto: the SDK's default (2026-07-28 single exchanges); legacy: initialize first",
+    )
     args = parser.parse_args()
     if args.tiny:
         args.documents, args.calls = 10, 10
@@ -241,7 +256,13 @@ def main() -> None:
         web, port = start_gunicorn(url, Path(logs))
         try:
             load_before = os.getloadavg()
-            timings = anyio.run(measure, port, token, queries(args.calls + warmup, rng), warmup)
+            loads: list[float] = []
+            texts = queries(args.calls + warmup, rng)
+            timings = anyio.run(
+                functools.partial(
+                    measure, port, token, texts, warmup, client_mode=args.client_mode, loads=loads
+                )
+            )
             load_after = os.getloadavg()
         finally:
             web.send_signal(signal.SIGTERM)
@@ -251,8 +272,14 @@ def main() -> None:
         "documents": args.documents,
         "calls": args.calls,
         "machine": machine_line(),
+        "client_mode": args.client_mode,
         "load_before": load_before,
         "load_after": load_after,
+        "load_1min_during": {
+            "min": min(loads),
+            "median": percentile(loads, 0.5),
+            "max": max(loads),
+        },
         "results": rows,
     }
     print(json.dumps(out, indent=2))
@@ -277,9 +304,15 @@ def main() -> None:
         "MCP p95 ms",
         "MCP − REST p50 ms",
         "median paired difference ms",
-        "≤ 5 ms",
+        "≤ 5 ms (paired)",
     ]
-    print(markdown_table(header, table), flush=True)
+    print(markdown_table(header, table))
+    during = out["load_1min_during"]
+    print(
+        f"load average (1 min) during the run: {during['min']:.2f} to {during['max']:.2f}, "
+        f"median {during['median']:.2f}; client mode {args.client_mode}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp_types import ToolAnnotations
+from pydantic import ConfigDict
 
 from memory.mcp.tools import TOOLS
 
@@ -21,20 +27,36 @@ INSTRUCTIONS = (
 )
 
 
+def _strict_tool(fn: Callable[..., Any], name: str, hints: ToolAnnotations) -> Tool:
+    """The SDK's tool for ``fn``, refusing arguments it does not take (the SDK's argument
+    models ignore them): a misspelt ``limit`` is an error naming it, as in the REST API,
+    not a call that silently runs with the default. The schema says so too
+    (``additionalProperties: false``)."""
+    # Results are built in memory.mcp.calls (text and structured content both): no
+    # output model.
+    tool = Tool.from_function(fn, name=name, annotations=hints, structured_output=False)
+    loose = tool.fn_metadata.arg_model
+    strict: type[ArgModelBase] = type(
+        loose.__name__,
+        (loose,),
+        {"model_config": ConfigDict(**{**loose.model_config, "extra": "forbid"})},
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool
+
+
 @cache
 def mcp_server() -> MCPServer:
     """One server per process; the tools are stateless, so requests share it."""
-    server: MCPServer = MCPServer(
+    return MCPServer(
         "memory-desk",
         title="Memory Desk",
         instructions=INSTRUCTIONS,
         version="1",
         log_level="WARNING",
+        tools=[_strict_tool(fn, name, hints) for fn, name, hints in TOOLS],
     )
-    for fn, name, hints in TOOLS:
-        # Results are built here (text and structured content both); no output model.
-        server.add_tool(fn, name=name, annotations=hints, structured_output=False)
-    return server
 
 
 def mcp_protocol_server() -> Server:

@@ -7,18 +7,19 @@ the token's context and grants become the access every tool acts with.
 The request itself is handed to the SDK's streamable-HTTP transport in stateless,
 JSON-response mode: each POST is one JSON-RPC exchange with no server-side session, so
 any web process (and any gunicorn worker) can answer any request, and WSGI serves it
-like any other view. ``async_to_sync`` runs the SDK's coroutine for this request; the
-tools hop back onto this request's thread (``sync_to_async(thread_sensitive=True)``) for
-their database work, so they use its connection and its request cycle.
+like any other view. The SDK's coroutine runs in an event loop of this request's own,
+on this request's thread, and the tools run inline in it (``memory.mcp.tools``): no
+thread hands the request to another, so a tool uses the request's database connection
+and its request cycle, and a loaded machine adds no scheduling waits (DECISIONS §52).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import MutableMapping
 from typing import Any
 
 import anyio
-from asgiref.sync import async_to_sync
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
@@ -79,7 +80,7 @@ def _serve(request: Request) -> HttpResponse:
             error_body("too_large", "the request body is larger than MEMORY_MAX_REQUEST_BYTES"),
             status=413,
         )
-    status, headers, content = async_to_sync(_exchange)(access, _asgi_scope(django_request), body)
+    status, headers, content = _on_this_thread(access, _asgi_scope(django_request), body)
     response = HttpResponse(content, status=status)
     for name, value in headers:
         if name.lower() not in ("content-length", "connection"):
@@ -107,6 +108,15 @@ def _asgi_scope(request: HttpRequest) -> dict[str, Any]:
         "client": (request.META.get("REMOTE_ADDR", ""), 0),
         "server": (request.get_host(), int(request.get_port() or 0)),
     }
+
+
+def _on_this_thread(
+    access: ContextAccess, scope: dict[str, Any], body: bytes
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Run the exchange to its end in a new event loop on this thread (WSGI threads have
+    none running). The loop lives for this request only, like the SDK objects in it."""
+    with asyncio.Runner() as runner:
+        return runner.run(_exchange(access, scope, body))
 
 
 async def _exchange(

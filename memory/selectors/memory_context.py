@@ -32,7 +32,13 @@ from memory.selectors.facts import (
     fact_rank_score,
     facts_visible,
 )
-from memory.selectors.search import MAX_QUERY_CHARS, SearchResult, search
+from memory.selectors.search import (
+    MAX_QUERY_CHARS,
+    QueryVector,
+    SearchResult,
+    query_vector_start,
+    search,
+)
 
 DEFAULT_BUDGET_TOKENS = 1500
 MIN_BUDGET_TOKENS = 100
@@ -118,6 +124,8 @@ def memory_context(
         budget_tokens=budget_tokens,
     )
     finder = _Finder(access=access, mode=mode, notes=block.notes)
+    if query:
+        finder.embed_early(query)  # while the focus entities are looked up
     if entity is not None:
         block.focus = [entity_find(access=access, ref=entity).entity]
     elif query:
@@ -133,18 +141,35 @@ def memory_context(
 
 @dataclass
 class _Finder:
-    """Searches for the block, falling back to BM25 once if the embedder is down."""
+    """Searches for the block, falling back to BM25 once if the embedder is down. The
+    facts, chunks and turns searches of one query share one embedding of it."""
 
     access: ContextAccess
     mode: str
     notes: list[str]
+    vectors: dict[str, QueryVector] = field(default_factory=dict)
+
+    def embed_early(self, query: str) -> None:
+        if self.mode != "bm25":
+            self._vector(query)
+
+    def _vector(self, query: str) -> QueryVector:
+        if query not in self.vectors:
+            self.vectors[query] = query_vector_start(query)
+        return self.vectors[query]
 
     def _search(
         self, query: str, target: str, k: int, mode: str | None = None
     ) -> list[SearchResult]:
+        mode = mode or self.mode
         try:
             return search(
-                access=self.access, query=query, mode=mode or self.mode, k=k, target=target
+                access=self.access,
+                query=query,
+                mode=mode,
+                k=k,
+                target=target,
+                query_vector=self._vector(query) if mode != "bm25" else None,
             ).results
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":

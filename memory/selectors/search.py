@@ -76,6 +76,21 @@ class SearchResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's embedding on its way, shared by several searches of the same text (the
+    memory context searches facts, chunks and turns for one query: one model call)."""
+
+    text: str
+    pending: Future[list[list[float]]]
+
+
+def query_vector_start(query: str) -> QueryVector:
+    """Start embedding ``query`` (as ``search`` cleans it) in the background."""
+    text = query.strip()
+    return QueryVector(text=text, pending=_EMBEDDER.submit(embed_texts, [text]))
+
+
 @dataclass
 class SearchResponse:
     results: list[SearchResult]
@@ -149,9 +164,13 @@ def search(
     graph_alpha: float = 0.3,
     vector_floor: float | None = None,
     thread: str | None = None,
+    query_vector: QueryVector | None = None,
 ) -> SearchResponse:
     """The ``k`` best visible ``target`` records for ``query`` under ``mode`` (for turns,
     of the conversation ``thread`` when given).
+
+    ``query_vector``, from ``query_vector_start`` for this same query, saves embedding it
+    again; the results are the same.
 
     With ``vector_floor``, a result among them that only vector similarity found (no BM25
     match) and whose cosine is below the floor is left out and counted in ``hidden``: the
@@ -168,7 +187,12 @@ def search(
     explains: dict[int, Explain] = {}
     # The query vector is computed while PostgreSQL scores BM25: the model runs in this
     # process and the SQL in the server's, so on two cores the two overlap.
-    pending = _EMBEDDER.submit(embed_texts, [query]) if mode != "bm25" else None
+    pending: Future[list[list[float]]] | None = None
+    if mode != "bm25":
+        if query_vector is not None and query_vector.text == query:
+            pending = query_vector.pending
+        else:
+            pending = _EMBEDDER.submit(embed_texts, [query])
     if mode != "vector":
         hits = bm25_rank(
             context_id=context_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +14,20 @@ from memory.services.documents import document_create, document_embed_now
 from memory.services.entities import entity_upsert
 from memory.services.facts import fact_write
 from tests.api.conftest import assert_error, operation
+from tests.fake_llm import FakeLLM
+
+
+@pytest.fixture
+def fake_embedder(settings: Any) -> Iterator[FakeLLM]:
+    """The embedder answers from the scripted server, which records each request."""
+    server = FakeLLM().start()
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.OPENAI_API_KEY = "test-key"
+    # A model name of its own: the process keeps one client per model setting.
+    settings.MEMORY_EMBED_MODEL = "openai:fake-embed-context-api"
+    settings.MEMORY_LLM_MAX_RETRIES = 0
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -76,6 +90,21 @@ def test_context_with_a_query_finds_passages_and_entities(
     body = response.json()
     assert "mentors new engineers" in body["passages"][0]["text"]
     assert body["passages"][0]["type"] == "chunk"
+
+
+def test_context_embeds_its_query_once_for_facts_chunks_and_turns(
+    fake_embedder: FakeLLM, api: APIClient, base: str, memory: dict[str, int]
+) -> None:
+    fake_embedder.reset()
+    query = "  who mentors engineers in Berlin "
+    response = api.post(f"{base}/context", {"query": query, "mode": "hybrid"}, format="json")
+    assert response.status_code == 200, response.content
+    assert [r["input"] for r in fake_embedder.embedding_requests] == [[query.strip()]]
+    # The same passages, in the same order, as a search of its own embedding finds.
+    chunks = api.post(f"{base}/search", {"query": query, "k": 8}, format="json").json()
+    block_chunks = [p["id"] for p in response.json()["passages"] if p["type"] == "chunk"]
+    assert block_chunks == [r["id"] for r in chunks["results"]][: len(block_chunks)]
+    assert block_chunks
 
 
 def test_context_keeps_to_the_token_budget(

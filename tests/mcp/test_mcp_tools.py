@@ -10,7 +10,10 @@ import httpx2
 import pytest
 from mcp import Client
 
+from memory.access import system_access
 from memory.models import AuditEvent, Fact, FactStatus, Run
+from memory.services.ingest import run_create, run_execute
+from memory.services.turns import turn_fields_clean
 from tests.mcp.conftest import World, call, with_mcp
 
 TOOLS = {
@@ -301,10 +304,29 @@ def test_no_tool_shows_what_the_grants_exclude(
     mcp_url: str, token_for: Callable[..., str], world: World
 ) -> None:
     secret_run = Run.objects.create(context=world.context, scope="org/secret", mode="none")
+    turn_run = run_create(
+        access=system_access(world.context),
+        text="Dana: the Nightjar acquisition closes in May.",
+        scope="org/secret",
+        infer="none",
+        turn=turn_fields_clean(speaker="Dana", said_at=None, thread="deal-room", ref=""),
+    )
+    run_execute(run_id=turn_run.pk)
 
     async def work(client: Client) -> Any:
         return {
             "search_chunks": await call(client, "search", {"query": "Nightjar acquisition"}),
+            "search_graph": await call(
+                client, "search", {"query": "Nightjar acquisition", "mode": "hybrid_graph"}
+            ),
+            "search_turns": await call(
+                client, "search", {"query": "Nightjar acquisition closes", "target": "turns"}
+            ),
+            "search_thread": await call(
+                client,
+                "search",
+                {"query": "Nightjar", "target": "turns", "mode": "bm25", "thread": "deal-room"},
+            ),
             "search_facts": await call(
                 client, "search", {"query": "committed_to Nightjar", "target": "facts"}
             ),
@@ -313,11 +335,18 @@ def test_no_tool_shows_what_the_grants_exclude(
             ),
             "context": await call(client, "get_context", {"query": "Nightjar acquisition"}),
             "context_entity": await call(client, "get_context", {"entity": "Alex Rivera"}),
+            "context_graph": await call(
+                client,
+                "get_context",
+                {"query": "Nightjar acquisition", "mode": "hybrid_graph", "budget_tokens": 4000},
+            ),
+            "context_secret_entity": await call(client, "get_context", {"entity": world.secret.pk}),
             "entity_by_name": await call(client, "get_entity", {"entity": "Project Nightjar"}),
             "entity_by_id": await call(client, "get_entity", {"entity": world.secret.pk}),
             "alex": await call(client, "get_entity", {"entity": world.alex.pk}),
             "facts": await call(client, "find_facts", {"subject": world.alex.pk}),
             "facts_object": await call(client, "find_facts", {"object": world.secret.pk}),
+            "facts_predicate": await call(client, "find_facts", {"predicate": "committed_to"}),
             "vocabulary": await call(client, "get_vocabulary", {"scope": "org/secret"}),
             "vocabulary_acme": await call(client, "get_vocabulary", {"scope": "org/acme"}),
             "run": await call(client, "get_run", {"run_id": secret_run.pk}),
@@ -325,10 +354,38 @@ def test_no_tool_shows_what_the_grants_exclude(
             "correct": await call(
                 client, "correct_fact", {"fact_id": world.secret_fact, "object": "Acme"}
             ),
+            "correct_to_secret": await call(
+                client, "correct_fact", {"fact_id": world.works_fact, "object": world.secret.pk}
+            ),
+            "remember_secret": await call(
+                client, "remember", {"text": "x", "scope": "org/secret", "infer": "none"}
+            ),
+            "add_facts_secret": await call(
+                client,
+                "add_facts",
+                {
+                    "scope": "org/secret",
+                    "attributes": [{"subject": "Alex", "key": "k", "value": 1}],
+                },
+            ),
         }
 
     answers = with_mcp(mcp_url, token_for(["read,write:org/acme/*"]), work)
-    for name in ("entity_by_name", "entity_by_id", "facts_object", "vocabulary", "run"):
+    facts_predicate = answers.pop("facts_predicate")  # echoes the predicate it was asked for
+    assert facts_predicate == (False, {**facts_predicate[1], "facts": [], "more": False})
+    for name in ("remember_secret", "add_facts_secret"):
+        error = answers.pop(name)[1]["error"]
+        assert error["code"] == "scope_forbidden", name
+        assert "no write grant on scope 'org/secret'" in error["message"], name
+    for name in (
+        "entity_by_name",
+        "entity_by_id",
+        "facts_object",
+        "vocabulary",
+        "run",
+        "correct_to_secret",
+        "context_secret_entity",
+    ):
         assert answers[name][0], name
         assert answers[name][1]["error"]["code"].endswith("not_found"), answers[name]
     for name in ("retract", "correct"):
@@ -341,6 +398,8 @@ def test_no_tool_shows_what_the_grants_exclude(
             assert "confidential" not in repr(data), name
             assert "committed_to" not in repr(data), name
     assert Fact.objects.get(pk=world.secret_fact).status == FactStatus.CURRENT
+    assert Fact.objects.get(pk=world.works_fact).status == FactStatus.CURRENT
+    assert not Run.objects.filter(scope="org/secret").exclude(pk__in=[secret_run.pk, turn_run.pk])
 
 
 def test_a_write_without_a_write_grant_is_a_tool_error_naming_it(
@@ -367,6 +426,24 @@ def test_a_write_without_a_write_grant_is_a_tool_error_naming_it(
         assert "no write grant on scope 'org/acme'" in data["error"]["message"]
     assert Fact.objects.count() == facts_before
     assert not Run.objects.exists()
+
+
+def test_an_argument_a_tool_does_not_take_is_refused_by_name(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    async def work(client: Client) -> Any:
+        tools = (await client.list_tools()).tools
+        calls = [
+            await client.call_tool("search", {"query": "Alex", "limit": 3}),
+            await client.call_tool("get_context", {"query": "Alex", "budget": 200}),
+        ]
+        return tools, [(r.is_error, r.content[0].text) for r in calls]
+
+    tools, answers = with_mcp(mcp_url, token_for(["read:*"]), work)
+    assert all(t.input_schema["additionalProperties"] is False for t in tools)
+    for (is_error, text), name in zip(answers, ["limit", "budget"], strict=True):
+        assert is_error
+        assert name in text and "Extra inputs are not permitted" in text
 
 
 @pytest.mark.parametrize(
