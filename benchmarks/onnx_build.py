@@ -99,7 +99,7 @@ class OnnxEmbedder:
         )
         self._tokenizer: Any = Tokenizer.from_file(str(_model_path() / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a secret
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self.batch_size = batch_size
 
     def embed(self, texts: list[str]) -> list[list[float]]:
