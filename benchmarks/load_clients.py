@@ -214,7 +214,7 @@ class Client(threading.Thread):
                 problem = f"{status}: {data[:300]!r}"
             elif label.startswith("POST memories"):
                 run = json.loads(data)["run"]
-                if run["outcome"] != "succeeded":
+                if run["outcome"] not in ("succeeded", "succeeded_with_warnings"):
                     problem = f"run {run['id']} {run['outcome']}: {run['error'][:300]}"
         except Exception as exc:
             problem = f"{type(exc).__name__}: {exc}"
