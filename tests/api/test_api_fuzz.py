@@ -36,6 +36,7 @@ from schemathesis.openapi.checks import RejectedPositiveData
 
 from memory.access import system_access
 from memory.models import AuditEvent, ContextMembership, Role, Run, RunOutcome
+from memory.selectors.search import query_vector_start
 from memory.services.contexts import context_create
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
@@ -60,6 +61,14 @@ class Seeded:
     token: str
     ids: dict[str, int] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def embedding_model_loaded() -> None:
+    """Load the model before Hypothesis runs: a search embeds its query on the search
+    pool's thread, and a first load there imports torch while Hypothesis walks
+    ``sys.modules`` on this one ("dictionary changed size during iteration")."""
+    query_vector_start("warm up").pending.result()
 
 
 @pytest.fixture
