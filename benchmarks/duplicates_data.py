@@ -15,6 +15,15 @@ variation each (the kinds SPEC §7 names for the finder's methods):
 - ``embedding``: a name that shares nothing with the base ("KT Holding") but whose vector
   lies next to it (cosine ≈ 0.95) — the synthetic stand-in for a synonym the model knows.
 
+Entities can carry the attributes a memory holds of such things (``ATTRIBUTES``): a person a
+date of birth and a city, an organisation a country and a postcode, a project or product
+an owner and a start date — each only on part of the entities, as extraction leaves them.
+A duplicate comes from a second source that knows less: it carries each of its base's
+attributes with probability ``CARRIED``, and a carried value has a slip with probability
+``SLIPPED`` (a date's day and month swapped or one digit changed, a postcode digit, a
+letter of a name). Only with ``plant(..., attributes=True)`` (the benchmarks'
+``--attributes``); by default entities are bare names, as in every run before it.
+
 Duplicates live in a second scope (``bench/org/import``, as if from a second source), so a
 duplicate with the same normalized key is allowed to exist next to its base. Vectors are
 random (384-d) for every entity: real embeddings would put related but different names
@@ -26,7 +35,7 @@ from __future__ import annotations
 
 import random
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 BASE_SCOPE = "bench/org"
 DUP_SCOPE = "bench/org/import"
@@ -46,6 +55,14 @@ INDUSTRIES = ["Freight", "Logistics", "Analytics", "Foods", "Robotics", "Textile
 SUFFIXES = ["Ltd", "Inc", "GmbH", "LLC", "SA", "AG", "Corp"]
 THINGS = ["Platform", "Initiative", "Report", "Programme", "Engine", "Atlas", "Portal", "Suite"]
 OTHER_TYPES = ["project", "product", "topic", "location", "event", "concept", "policy"]
+# Attribute → (share of the entities of the type that have it, how its value is drawn).
+ATTRIBUTES: dict[str, dict[str, tuple[float, str]]] = {
+    "person": {"date_of_birth": (0.7, "birth"), "city": (0.5, "city")},
+    "organisation": {"country": (0.6, "country"), "postcode": (0.5, "postcode")},
+    "other": {"owner": (0.5, "owner"), "start_date": (0.5, "recent")},
+}
+CARRIED = 0.7  # a second source knows each attribute with this probability
+SLIPPED = 0.1  # and spells a carried value with a slip this often
 
 
 @dataclass
@@ -56,6 +73,7 @@ class Planted:
     identity: int  # entities with the same identity are one thing
     kind: str  # "base" or one of KINDS
     email: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 def _syllables(rng: random.Random, low: int, high: int) -> str:
@@ -114,6 +132,55 @@ def _phonetic(rng: random.Random, name: str) -> str:
     return " ".join(out)
 
 
+def _attribute_value(rng: random.Random, how: str, pools: dict[str, list[str]]) -> str:
+    if how == "birth":
+        return f"{rng.randint(1940, 2006)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    if how == "recent":
+        return f"{rng.randint(1995, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    if how == "postcode":
+        return f"{rng.randint(10000, 99999)}"
+    return rng.choice(pools[how])
+
+
+def _attributes(rng: random.Random, type_: str, pools: dict[str, list[str]]) -> dict[str, str]:
+    spec = ATTRIBUTES.get(type_, ATTRIBUTES["other"])
+    return {
+        name: _attribute_value(rng, how, pools)
+        for name, (share, how) in spec.items()
+        if rng.random() < share
+    }
+
+
+def _slip(rng: random.Random, value: str) -> str:
+    """A second source's misspelling of ``value``: day and month swapped, one digit or
+    one letter changed."""
+    if len(value) == 10 and value[4] == "-" and rng.random() < 0.5:
+        year, month, day = value.split("-")
+        if int(day) <= 12:
+            return f"{year}-{day}-{month}"
+    positions = [i for i, ch in enumerate(value) if ch.isalnum()][1:] or [0]
+    at = rng.choice(positions)
+    pool = string.digits if value[at].isdigit() else string.ascii_lowercase
+    return value[:at] + rng.choice([c for c in pool if c != value[at]]) + value[at + 1 :]
+
+
+def carried(rng: random.Random, attributes: dict[str, str]) -> dict[str, str]:
+    return {
+        name: _slip(rng, value) if rng.random() < SLIPPED else value
+        for name, value in attributes.items()
+        if rng.random() < CARRIED
+    }
+
+
+def _pools(rng: random.Random) -> dict[str, list[str]]:
+    """Invented cities, countries and owners: common values, as real ones are."""
+    return {
+        "city": [_syllables(rng, 2, 3) for _ in range(300)],
+        "country": [_syllables(rng, 2, 3) + "ia" for _ in range(40)],
+        "owner": [f"{_syllables(rng, 2, 3)} {rng.choice(INDUSTRIES)}" for _ in range(3000)],
+    }
+
+
 def _variant(rng: random.Random, base: Planted, kind: str) -> Planted:
     name = base.name
     if kind == "case_punct":
@@ -137,11 +204,17 @@ def _variant(rng: random.Random, base: Planted, kind: str) -> Planted:
     return Planted(name, base.type, DUP_SCOPE, base.identity, kind)
 
 
-def plant(total: int, *, duplicate_share: float = 0.08, seed: int = 7) -> list[Planted]:
-    """``total`` entities, ``duplicate_share`` of them planted duplicates (kinds in turn)."""
+def plant(
+    total: int, *, duplicate_share: float = 0.08, seed: int = 7, attributes: bool = False
+) -> list[Planted]:
+    """``total`` entities, ``duplicate_share`` of them planted duplicates (kinds in turn);
+    with ``attributes``, each carrying what ``ATTRIBUTES`` says (names only without)."""
     from memory.entity_names import entity_normalize_key
 
     rng = random.Random(seed)
+    # Its own generator, so the names are the same with and without attributes.
+    values = random.Random(seed + 1)
+    pools = _pools(values)
     bases: list[Planted] = []
     taken: set[tuple[str, str, str]] = set()
     want = int(total * (1 - duplicate_share))
@@ -150,6 +223,8 @@ def plant(total: int, *, duplicate_share: float = 0.08, seed: int = 7) -> list[P
         key = (entity.scope, entity.type, entity_normalize_key(entity.name))
         if key not in taken:
             taken.add(key)
+            if attributes:
+                entity.attributes = _attributes(values, entity.type, pools)
             bases.append(entity)
     dups: list[Planted] = []
     order = rng.sample(range(len(bases)), len(bases))
@@ -160,6 +235,7 @@ def plant(total: int, *, duplicate_share: float = 0.08, seed: int = 7) -> list[P
         if kind == "token_order" and len(bases[i].name.split()) < 2:
             continue
         dup = _variant(rng, bases[i], kind)
+        dup.attributes = carried(values, bases[i].attributes)
         key = (dup.scope, dup.type, entity_normalize_key(dup.name))
         if not key[2] or key in taken:
             continue

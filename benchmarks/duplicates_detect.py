@@ -51,9 +51,10 @@ def load(context_id: int, planted: list[Planted]) -> dict[int, Planted]:
     buffer = io.StringIO()
     for p in planted:
         key = entity_normalize_key(p.name)
+        attributes = json.dumps(p.attributes).replace("\\", "\\\\")  # COPY's text format
         buffer.write(
-            f"{context_id}\t{p.scope}\t{p.name}\t{p.type}\t{key}\t{{}}\t{{}}\t{{}}\t\tf\t"
-            "2026-01-01 00:00:00+00\t2026-01-01 00:00:00+00\n"
+            f"{context_id}\t{p.scope}\t{p.name}\t{p.type}\t{key}\t{{}}\t{{}}\t{attributes}\t\t"
+            "f\t2026-01-01 00:00:00+00\t2026-01-01 00:00:00+00\n"
         )
     with connection.cursor() as cursor:
         cursor.execute("DROP INDEX entity_embedding_hnsw")
@@ -152,17 +153,20 @@ def quality(found: Pairs, true: dict[tuple[int, int], str]) -> dict[str, Any]:
 def reference(ids: dict[int, Planted], true: dict[tuple[int, int], str]) -> dict[str, Any]:
     """recordlinkage's own pipeline on the same records: sorted-neighbourhood indexing on
     the normalized name (window 9) and blocking on the e-mail address, Jaro–Winkler ≥ 0.85
-    on the name and an exact e-mail comparison, its ECM classifier."""
+    on the name, exact comparisons of the e-mail and of each attribute, its ECM
+    classifier."""
     import pandas as pd
     import recordlinkage
 
     from memory.entity_names import entity_normalize_key
 
+    attribute_names = sorted({name for p in ids.values() for name in p.attributes})
     frame = pd.DataFrame(
         {
             "key": [entity_normalize_key(p.name) for p in ids.values()],
             "type": [p.type for p in ids.values()],
             "email": [p.email or None for p in ids.values()],
+            **{name: [p.attributes.get(name) for p in ids.values()] for name in attribute_names},
         },
         index=list(ids),
     )
@@ -174,6 +178,8 @@ def reference(ids: dict[int, Planted], true: dict[tuple[int, int], str]) -> dict
     compare = recordlinkage.Compare()
     compare.string("key", "key", method="jarowinkler", threshold=0.85, label="name")
     compare.exact("email", "email", missing_value=0, label="email")
+    for name in attribute_names:
+        compare.exact(name, name, missing_value=0, label=name)
     features = compare.compute(candidates, frame)
     matches = recordlinkage.ECMClassifier(binarize=None).fit_predict(features)
     seconds = time.perf_counter() - started
@@ -187,7 +193,7 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
     ``duplicates_check([id])`` in its own transaction, timed."""
     from django.db import connection, transaction
 
-    from benchmarks.duplicates_data import KINDS, _variant
+    from benchmarks.duplicates_data import KINDS, _variant, carried
     from memory.entity_names import entity_normalize_key
     from memory.models import Entity
     from memory.services.duplicates import duplicates_check
@@ -197,11 +203,11 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
     times = []
     for i in range(count):
         base = rng.choice(bases)
-        planted = (
-            _variant(rng, base, rng.choice(KINDS[:5]))
-            if i % 2 == 0
-            else Planted(f"Zuvora Nekimo {i}", base.type, "bench/org/new", -1, "new")
-        )
+        if i % 2 == 0:
+            planted = _variant(rng, base, rng.choice(KINDS[:5]))
+            planted.attributes = carried(rng, base.attributes)
+        else:
+            planted = Planted(f"Zuvora Nekimo {i}", base.type, "bench/org/new", -1, "new")
         entity = Entity.objects.create(
             context_id=context_id,
             scope="bench/org/new",
@@ -210,7 +216,7 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
             normalized_key=entity_normalize_key(planted.name) or f"x{i}",
             aliases=[],
             alias_keys=[],
-            attributes={},
+            attributes=planted.attributes,
         )
         with connection.cursor() as cursor:
             cursor.execute(
@@ -230,14 +236,14 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
     }
 
 
-def run(*, total: int, checks: int) -> dict[str, Any]:
+def run(*, total: int, checks: int, attributes: bool = False) -> dict[str, Any]:
     from memory.models.duplicate import DuplicateCandidate
     from memory.services.contexts import context_create
     from memory.services.duplicates import duplicates_scan
 
     context = context_create(slug="bench-duplicates")
     started = time.perf_counter()
-    planted = plant(total)
+    planted = plant(total, attributes=attributes)
     ids = load(context.pk, planted)
     load_s = time.perf_counter() - started
     started = time.perf_counter()
@@ -260,6 +266,7 @@ def run(*, total: int, checks: int) -> dict[str, Any]:
         "machine": machine_line(),
         "load_average": os.getloadavg(),
         "entities": len(ids),
+        "attributes": attributes,
         "planted_duplicates": sum(p.kind != "base" for p in ids.values()),
         "load_s": load_s,
         "scan_s": scan_s,
@@ -285,20 +292,24 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--checks", type=int, default=300, help="incremental checks timed")
     parser.add_argument("--json", help="also write the report to this file")
+    parser.add_argument(
+        "--attributes", action="store_true", help="entities with attributes (ATTRIBUTES)"
+    )
     args = parser.parse_args()
     if args.tiny:
         args.entities, args.checks = 3_000, 30
     # A smoke test never drops the database of a full run going on next to it.
     with bench_database(f"{DATABASE}_tiny" if args.tiny else DATABASE):
-        report = run(total=args.entities, checks=args.checks)
+        report = run(total=args.entities, checks=args.checks, attributes=args.attributes)
     print(json.dumps(report, indent=1, default=float))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1, default=float)
     q, ref, inc = report["quality"], report["reference"], report["incremental"]
     load = ", ".join(f"{x:.2f}" for x in report["load_average"])
-    print(f"\n{report['entities']:,} entities, {report['planted_duplicates']:,} planted "
-          f"duplicates; load average {load}")  # fmt: skip
+    print(f"\n{report['entities']:,} entities ({'with' if report['attributes'] else 'without'} "
+          f"attributes), {report['planted_duplicates']:,} planted duplicates; "
+          f"load average {load}")  # fmt: skip
     print(markdown_table(
         ["measure", "value"],
         [

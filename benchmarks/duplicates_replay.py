@@ -3,7 +3,8 @@
     .venv/bin/python -m benchmarks.duplicates_replay                  # 100k entities
     .venv/bin/python -m benchmarks.duplicates_replay --tiny           # seconds: a smoke test
 
-The same entities (``benchmarks/duplicates_data.py``), the scan's own blocking
+The same entities (``benchmarks/duplicates_data.py``; bare names unless
+``--attributes``), the scan's own blocking
 (``blocks_of``, ``edit_distance_pairs``) and scoring (``compare``, ``Model.score``) in
 memory, without the database: what costs the full benchmark half an hour at 100k on a
 loaded machine is the load and the HNSW queries, not the quality. The embedding
@@ -28,7 +29,7 @@ from typing import Any
 from benchmarks.search_common import ROOT
 
 
-def run(total: int) -> dict[str, Any]:
+def run(total: int, *, attributes: bool = False) -> dict[str, Any]:
     from benchmarks.duplicates_data import plant
     from memory.entity_names import entity_normalize_key
     from memory.services.duplicate_blocking import (
@@ -46,7 +47,7 @@ def run(total: int) -> dict[str, Any]:
     )
 
     started = time.perf_counter()
-    planted = plant(total)
+    planted = plant(total, attributes=attributes)
     records = {
         i: Record(
             id=i,
@@ -54,6 +55,7 @@ def run(total: int) -> dict[str, Any]:
             scope=p.scope,
             key=entity_normalize_key(p.name),
             identifiers={"email": frozenset([p.email])} if p.email else {},
+            attributes=dict(p.attributes),
         )
         for i, p in enumerate(planted)
     }
@@ -108,6 +110,7 @@ def run(total: int) -> dict[str, Any]:
     hits = len(found & set(true))
     return {
         "entities": total,
+        "attributes": attributes,
         "seconds": time.perf_counter() - started,
         "blocked_pairs": len(proposed),
         "fitted_pairs": model.fitted_pairs,
@@ -129,15 +132,21 @@ def main() -> None:
     )
     parser.add_argument("--tiny", action="store_true", help="a few seconds, for CI")
     parser.add_argument("--entities", type=int, default=100_000)
+    parser.add_argument(
+        "--attributes", action="store_true", help="entities with attributes (ATTRIBUTES)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory.settings")
     sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
-    report = run(3_000 if args.tiny else args.entities)
+    report = run(3_000 if args.tiny else args.entities, attributes=args.attributes)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{report['entities']:,} entities, {report['seconds']:.0f} s, load average {load}")
+    print(
+        f"{report['entities']:,} entities ({'with' if report['attributes'] else 'without'} "
+        f"attributes), {report['seconds']:.0f} s, load average {load}"
+    )
     print(
         f"blocked pairs {report['blocked_pairs']:,}; EM fitted on {report['fitted_pairs']:,}; "
         f"candidates {report['candidates']:,}; precision {report['precision']:.3f} / "
