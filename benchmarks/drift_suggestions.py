@@ -63,9 +63,12 @@ def library_candidates() -> list[CandidatePredicate]:
 
 
 def local_embed() -> Any:
-    from memory.embeddings import LocalEmbedder
+    """The default local embedder (all-MiniLM-L6-v2 in int8, DECISIONS §55), built where
+    the app builds it, without Django's settings."""
+    from benchmarks.search_common import ROOT
+    from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
 
-    embedder = LocalEmbedder()
+    embedder = OnnxEmbedder(onnx_model_build(ROOT / "var" / "models", int8=True, per_channel=True))
 
     def embed(texts: list[str]) -> list[Vector]:
         return [np.asarray(v, dtype=np.float64) for v in embedder.embed(texts)]

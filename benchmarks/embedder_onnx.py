@@ -1,11 +1,12 @@
-"""all-MiniLM-L6-v2: float32 PyTorch against ONNX Runtime (float32 and int8 dynamic
-quantization), side by side in one run: passages/s and SciFact vector nDCG@10.
+"""all-MiniLM-L6-v2: float32 PyTorch against ONNX Runtime (float32, and int8 dynamic
+quantization with one scale per tensor or per channel), side by side in one run:
+passages/s and SciFact vector nDCG@10.
 
     .venv/bin/python -m benchmarks.embedder_onnx                 # all 5,183 abstracts, 300 queries
     .venv/bin/python -m benchmarks.embedder_onnx --docs 500
     .venv/bin/python -m benchmarks.embedder_onnx --tiny
 
-The ONNX files are exported from the shipped weights (``benchmarks.onnx_build``) into a
+The ONNX files are exported from the shipped weights (``memory.onnx_embedder``) into a
 temporary folder at the start (timed; nothing is downloaded). Speed: the same passages
 embedded by each variant in turn, ``--repeat`` rounds interleaved so every variant sees
 the same machine load (medians); also short texts (LoCoMo-sized, one sentence) since
@@ -34,7 +35,7 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 def _variants(folder: Path, *, torch_int8: bool) -> tuple[dict[str, Embed], dict[str, float]]:
-    from benchmarks.onnx_build import OnnxEmbedder, onnx_model_build
+    from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
 
     torch_model = _model()
 
@@ -53,7 +54,15 @@ def _variants(folder: Path, *, torch_int8: bool) -> tuple[dict[str, Embed], dict
     started = time.perf_counter()
     int8_path = onnx_model_build(folder, int8=True)
     build["ONNX int8 dynamic"] = time.perf_counter() - started
-    for name, path in (("ONNX float32", float_path), ("ONNX int8 dynamic", int8_path)):
+    started = time.perf_counter()
+    channel_path = onnx_model_build(folder, int8=True, per_channel=True)
+    build["ONNX int8 dynamic per channel"] = time.perf_counter() - started
+    onnx_variants = (
+        ("ONNX float32", float_path),
+        ("ONNX int8 dynamic", int8_path),
+        ("ONNX int8 dynamic per channel", channel_path),
+    )
+    for name, path in onnx_variants:
         embedder = OnnxEmbedder(path)
         variants[name] = lambda texts, e=embedder: np.asarray(e.embed(texts), dtype=np.float32)
     if torch_int8:

