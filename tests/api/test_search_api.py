@@ -194,7 +194,10 @@ def test_keyword_search_uses_keyword_vectors(
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
         _post(api, base, wait=True)
     found = api.get(f"{base}/keywords/search", {"q": "money back", "k": 2}).json()["results"]
-    assert [k["text"] for k in found] == ["full refund", "refund policy"]
+    # No word in common: only the vectors put the two refund phrases ahead of "customers
+    # returning purchases" and "30 days receive" (their order between them is the model's
+    # to choose: int8 and float32 weights pick differently).
+    assert {k["text"] for k in found} == {"full refund", "refund policy"}
     assert found[0]["similarity"] > found[1]["similarity"]
 
 
