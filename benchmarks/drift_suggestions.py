@@ -63,12 +63,12 @@ def library_candidates() -> list[CandidatePredicate]:
 
 
 def local_embed() -> Any:
-    """The default local embedder (all-MiniLM-L6-v2 in int8, DECISIONS §55), built where
-    the app builds it, without Django's settings."""
+    """The default local embedder (all-MiniLM-L6-v2 in int8, DECISIONS §55), kept where
+    the app keeps it; named here because this benchmark runs without Django's settings."""
     from benchmarks.search_common import ROOT
-    from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
+    from memory.embeddings import LocalInt8Embedder
 
-    embedder = OnnxEmbedder(onnx_model_build(ROOT / "var" / "models", int8=True, per_channel=True))
+    embedder = LocalInt8Embedder(folder=ROOT / "var" / "models")
 
     def embed(texts: list[str]) -> list[Vector]:
         return [np.asarray(v, dtype=np.float64) for v in embedder.embed(texts)]

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
@@ -73,10 +74,12 @@ class LocalInt8Embedder:
 
     model_id = "local:all-MiniLM-L6-v2-int8"
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, *, folder: Path | None = None) -> None:
+        """``folder``: where the graph is built and kept (``MEMORY_VAR_DIR/models``)."""
         from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
 
-        path = onnx_model_build(settings.VAR_DIR / "models", int8=True, per_channel=True)
+        folder = folder if folder is not None else settings.VAR_DIR / "models"
+        path = onnx_model_build(folder, int8=True, per_channel=True)
         self._model = OnnxEmbedder(path, batch_size=batch_size)
         # One model call at a time: two at once only split the same cores between them.
         self._lock = threading.Lock()
