@@ -25,9 +25,10 @@ import logging
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from psycopg.errors import DeadlockDetected
 from pydantic import ValidationError
 
 from memory.access import ContextAccess
@@ -391,6 +392,44 @@ def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
 # --- the pipeline -------------------------------------------------------------------------
 
 
+WRITE_ATTEMPTS = 3  # a write transaction broken by a deadlock is run again, up to this
+
+
+def _write_transaction(
+    *,
+    access: ContextAccess,
+    scope: str,
+    normalized: Any,
+    plan: Any,
+    run: Run | None,
+    source: str,
+    preview: bool,
+    turn: Any,
+    clock: StageClock,
+) -> IngestResult:
+    """The run's writes in one transaction (rolled back for a preview)."""
+    with transaction.atomic():
+        # Search postings are refreshed in a few statements when this block ends.
+        with clock.stage("write"), search_index_batch():
+            result = ingest_write(
+                access=access,
+                scope=scope,
+                normalized=normalized,
+                plan=plan,
+                run=run,
+                source=source or (f"run {run.pk}" if run is not None else "ingest"),
+                preview=preview,
+            )
+            result.turn = ingest_turn_summary(turn)
+            if turn is not None and not preview:
+                ingest_facts_point_to_turn(run=run, turn=turn)
+        if preview:
+            transaction.set_rollback(True)
+        elif run is not None:
+            _run_succeed(run, result, clock)
+    return result
+
+
 def memory_ingest(
     *,
     access: ContextAccess,
@@ -427,25 +466,28 @@ def memory_ingest(
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
     ingest_record_calls(run, plan)
-    with transaction.atomic():
-        # Search postings are refreshed in a few statements when this block ends.
-        with clock.stage("write"), search_index_batch():
-            result = ingest_write(
+    # Inside a caller's transaction a deadlock aborts that one too: nothing to run again.
+    attempts = 1 if connection.in_atomic_block else WRITE_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            result = _write_transaction(
                 access=access,
                 scope=scope,
                 normalized=normalized,
                 plan=plan,
                 run=run,
-                source=source or (f"run {run.pk}" if run is not None else "ingest"),
+                source=source,
                 preview=preview,
+                turn=turn,
+                clock=clock,
             )
-            result.turn = ingest_turn_summary(turn)
-            if turn is not None and not preview:
-                ingest_facts_point_to_turn(run=run, turn=turn)
-        if preview:
-            transaction.set_rollback(True)
-        elif run is not None:
-            _run_succeed(run, result, clock)
+            break
+        except OperationalError as exc:
+            # PostgreSQL broke a deadlock by rolling this transaction back as a whole;
+            # its advice is to run it again, and nothing of it was stored.
+            if attempt == attempts or not isinstance(exc.__cause__, DeadlockDetected):
+                raise
+            logger.info("ingest write deadlocked (attempt %s); writing again", attempt)
     if preview:
         if run is not None:
             _run_succeed(run, result, clock)
