@@ -41,7 +41,7 @@ def conflict_resolve(
     corrected value supersedes the current one and the contested value is retracted."""
     access.require_role(Role.CURATOR)
     access.require_write(conflict.scope)
-    Entity.objects.select_for_update().filter(pk=conflict.subject_id).first()
+    Entity.objects.select_for_update(no_key=True).filter(pk=conflict.subject_id).first()
     conflict = ConflictRecord.objects.select_for_update().get(pk=conflict.pk)
     if conflict.status != ConflictStatus.OPEN:
         raise Conflict("this conflict is already resolved", code="conflict_resolved")
@@ -109,7 +109,7 @@ def conflict_reopen(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     conflict = ConflictRecord.objects.select_for_update().get(
         pk=undo["conflict_id"], context=access.context
     )
-    Entity.objects.select_for_update().filter(pk=conflict.subject_id).first()
+    Entity.objects.select_for_update(no_key=True).filter(pk=conflict.subject_id).first()
     # Demote first, then restore, so the one-current constraint never sees two.
     states = sorted(undo["facts"], key=lambda s: s["status"] == FactStatus.CURRENT)
     for state in states:

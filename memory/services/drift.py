@@ -59,7 +59,12 @@ def _observed(access: ContextAccess, name: str) -> Predicate:
 def _lock_subjects(facts: list[Fact]) -> None:
     """Take the fact writers' subject locks, in id order so two resolutions can't deadlock."""
     ids = sorted({f.subject_id for f in facts})
-    list(Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    list(
+        Entity.objects.select_for_update(no_key=True)
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk")
+    )
 
 
 def _predicate_state(predicate: Predicate) -> dict[str, Any]:

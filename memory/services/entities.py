@@ -44,10 +44,15 @@ class EntityUpsertResult:
 
 
 def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
-    """Lock the entities (one ``SELECT … FOR UPDATE`` in id order, the order every writer
-    and merge uses) and map each id to its live entity's id (merged → survivor), locked
-    too; ids that no longer exist are left out. Only ids and redirects are read, not whole
-    rows with their vectors: callers that need rows load them under the held locks.
+    """Lock the entities (one ``SELECT … FOR NO KEY UPDATE`` in id order, the order every
+    writer and merge uses) and map each id to its live entity's id (merged → survivor),
+    locked too; ids that no longer exist are left out. ``NO KEY``: writers of one entity
+    queue behind each other, but a row that only *points* at it (a duplicate candidate, a
+    fact's object) does not wait — its foreign-key check takes ``FOR KEY SHARE``, which a
+    plain ``FOR UPDATE`` blocks, and two runs each holding what the other's candidates
+    point at deadlocked (docs/DECISIONS.md §58). Only deletes take ``FOR UPDATE``. Only
+    ids and redirects are read, not whole rows with their vectors: callers that need rows
+    load them under the held locks.
 
     Whoever resolved an entity before a merge committed holds a stale instance; the merge
     holds these row locks until it commits, so the redirect is read *under the lock*, never
@@ -55,7 +60,7 @@ def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
     a merged row is never locked again by a merge, so that cannot deadlock with one).
     """
     redirects: dict[int, int | None] = dict(
-        Entity.objects.select_for_update()
+        Entity.objects.select_for_update(no_key=True)
         .filter(pk__in=set(ids))
         .order_by("pk")
         .values_list("pk", "merged_into_id")
@@ -66,7 +71,7 @@ def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
         while (target := redirects[current]) is not None and target not in seen:
             if target not in redirects:
                 redirects.update(
-                    Entity.objects.select_for_update()
+                    Entity.objects.select_for_update(no_key=True)
                     .filter(pk=target)
                     .values_list("pk", "merged_into_id")
                 )
@@ -293,7 +298,7 @@ def entity_update(
     """A curator's edit. Renaming re-keys the entity; a key clash is refused (merge instead)."""
     access.require_role(Role.CURATOR)
     access.require_write(entity.scope)
-    entity = Entity.objects.select_for_update().get(pk=entity.pk)
+    entity = Entity.objects.select_for_update(no_key=True).get(pk=entity.pk)
     if entity.merged_into_id is not None:
         raise Conflict("this entity was merged; edit the surviving entity", code="entity_merged")
     before = _snapshot(entity)

@@ -44,7 +44,7 @@ def fact_correct(
     """Replace current ``fact`` with the corrected ``value`` (attribute facts) or
     ``object`` (relations). Needs a write grant on the fact's scope."""
     access.require_write(fact.scope)
-    Entity.objects.select_for_update().filter(pk=fact.subject_id).first()
+    Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
     old = Fact.objects.select_for_update().select_related("subject", "predicate").get(pk=fact.pk)
     if old.status != FactStatus.CURRENT:
         raise Conflict(
@@ -130,7 +130,7 @@ def fact_correct_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     old_fact, new_fact = old.first(), new.first()
     if old_fact is None or new_fact is None:
         raise NotFound("a fact of this correction no longer exists", code="fact_not_found")
-    Entity.objects.select_for_update().filter(pk=old_fact.subject_id).first()
+    Entity.objects.select_for_update(no_key=True).filter(pk=old_fact.subject_id).first()
     if new_fact.status != FactStatus.CURRENT or old_fact.status != FactStatus.SUPERSEDED:
         raise Conflict(
             f"fact {new_fact.pk} is {new_fact.status} now: a later change replaced the correction",

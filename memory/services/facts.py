@@ -196,7 +196,7 @@ def _loaded(fact: AnyFact) -> Fact:
 def fact_retract(*, access: ContextAccess, fact: Fact, reason: str = "") -> Fact:
     """Withdraw a fact (it stays in history). Needs a write grant on its scope."""
     access.require_write(fact.scope)
-    Entity.objects.select_for_update().filter(pk=fact.subject_id).first()
+    Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
     fact = Fact.objects.select_for_update().get(pk=fact.pk)
     if fact.status != FactStatus.RETRACTED:
         fact.status = FactStatus.RETRACTED

@@ -64,7 +64,7 @@ def merge_load(
     _lock_with_incoming(ids, incoming_to=merged_ids)
     entities = {
         e.pk: e
-        for e in Entity.objects.select_for_update()
+        for e in Entity.objects.select_for_update(no_key=True)
         .filter(access.grants.read_q(), context=access.context, pk__in=ids)
         .order_by("pk")
     }
@@ -106,7 +106,12 @@ def _lock_with_incoming(ids: list[int], *, incoming_to: list[int]) -> None:
 
 
 def merge_lock_ordered(ids: list[int]) -> None:
-    list(Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    list(
+        Entity.objects.select_for_update(no_key=True)
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk")
+    )
 
 
 def merge_plan(

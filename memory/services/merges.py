@@ -247,7 +247,8 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
     # The subjects of the facts we restore, as the merge took them (see _lock_with_incoming).
     merge_lock_ordered(sorted({*ids, *(f["subject_id"] for f in snap["facts"])}))
     entities = {
-        e.pk: e for e in Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+        e.pk: e
+        for e in Entity.objects.select_for_update(no_key=True).filter(pk__in=ids).order_by("pk")
     }
     _check_undoable(record, entities)
     for state in snap["entities"]:

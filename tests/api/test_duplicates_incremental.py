@@ -197,8 +197,9 @@ def test_a_chain_of_pairs_is_offered_as_its_strongest_pairs(api: APIClient, base
     clusters = _clusters(api, base)
 
     assert all(len(c["members"]) == 2 for c in clusters)
-    strongest = max(pairs, key=lambda p: pairs[p])
-    assert {m["id"] for m in clusters[0]["members"]} == set(strongest)
+    # The strongest pair first (the two may tie: both are one slip).
+    first = frozenset(m["id"] for m in clusters[0]["members"])
+    assert first in pairs and pairs[first] == max(pairs.values())
 
 
 def test_a_scan_learns_the_weights_of_the_context(

@@ -114,7 +114,7 @@ def test_an_ingest_planned_before_the_merge_committed_writes_to_the_survivor(
     }  # fmt: skip
     merge = HeldOpen(lambda: _merge(w["context"], w["a"], w["b"]))
     ingest = in_thread(lambda: _ingest(w["context"], triples))
-    side.wait_for_lock_wait("FOR UPDATE")  # the run, planned on B, waits for B's row
+    side.wait_for_lock_wait("FOR NO KEY UPDATE")  # the run, planned on B, waits for B's row
     record = merge.commit()
     run = ingest.join()
 
@@ -143,13 +143,13 @@ def test_a_direct_fact_write_holding_stale_entities_follows_the_merge(
             access=_access(w["context"]), subject=stale_b, predicate="industry", value="freight"
         )
     )
-    side.wait_for_lock_wait("FOR UPDATE")
+    side.wait_for_lock_wait("FOR NO KEY UPDATE")
     as_object = in_thread(
         lambda: fact_write(
             access=_access(w["context"]), subject=alex, predicate="works_at", object=stale_b
         )
     )
-    side.wait_for_lock_wait("FOR UPDATE", sessions=2)  # both queue behind the merge's locks
+    side.wait_for_lock_wait("FOR NO KEY UPDATE", sessions=2)  # both queue behind the merge's locks
     merge.commit()
     assert as_subject.join().fact.subject_id == w["a"].pk
     assert as_object.join().fact.object_id == w["a"].pk
