@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from memory.models import Entity
 from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
@@ -28,14 +28,13 @@ from memory.services.duplicate_blocking import (
     rare_keys,
     records_of,
 )
+from memory.services.duplicate_model import Model, TypeSample, fit
 from memory.services.duplicate_scoring import (
     DIFFERENT,
     MATCH_PROBABILITY,
     Comparison,
-    Model,
     Record,
     compare,
-    fit,
     name_level,
 )
 
@@ -43,7 +42,7 @@ from memory.services.duplicate_scoring import (
 # embedding review band, a curator's dismissal) are left as they are.
 FINDER_SOURCES = ("scan", "check")
 FIT_SAMPLE = 3_000  # entities whose blocked pairs an incremental re-estimate reads
-RANDOM_PAIRS = 20_000  # random pairs u is counted on
+RANDOM_PAIRS = 10_000  # random pairs of each type u is counted on
 AUTO_FIT_UP_TO = 50_000  # above this many entities only the full scan re-estimates
 MIN_FIT_ENTITIES = 100
 
@@ -65,19 +64,15 @@ def model_save(context_id: int, model: Model, entities: int) -> None:
     )
 
 
-def _random_pairs(records: list[Record], count: int, seed: int) -> list[Pair]:
-    """Random same-type pairs: almost all two things, so what u is counted on."""
+def _random_pairs(records: Sequence[Record], count: int, seed: int) -> list[Pair]:
+    """Random pairs of these entities (of one type): almost all two things, so what u is
+    counted on."""
     rng = random.Random(seed)
-    by_type: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        by_type[record.type].append(record)
-    typed = [group for group in by_type.values() if len(group) > 1]
-    if not typed:
+    if len(records) < 2:
         return []
-    weights = [len(g) for g in typed]
     pairs = set()
-    for group in rng.choices(typed, weights=weights, k=count):
-        a, b = rng.sample(group, 2)
+    for _ in range(min(count, len(records) * (len(records) - 1) // 2)):
+        a, b = rng.sample(records, 2)
         pairs.add(pair_of(a.id, b.id))
     return sorted(pairs)
 
@@ -89,9 +84,13 @@ def model_fit(
     rare: Rare,
     *,
     with_vectors: bool,
+    population: Iterable[int] | None = None,
+    type_counts: dict[str, int] | None = None,
 ) -> Model:
-    """EM on the blocked pairs, u counted on random pairs (with their cosines when the
-    context has vectors)."""
+    """Each type's weights from its blocked pairs and random pairs of it (with their
+    cosines when the context has vectors). ``population``: the entities drawn uniformly
+    whose blocked pairs ``blocked`` holds (every record in a scan; a sample when the
+    weights are re-estimated as entities arrive, with ``type_counts`` the context's)."""
 
     def compared(pairs: Iterable[Pair], sims: dict[Pair, float]) -> list[list[Comparison]]:
         return [
@@ -105,9 +104,32 @@ def model_fit(
             if a in records and b in records
         ]
 
-    randoms = _random_pairs(list(records.values()), RANDOM_PAIRS, seed=17)
-    random_sims = cosines(randoms) if with_vectors else {}
-    return fit(compared(blocked, similarities), compared(randoms, random_sims))
+    drawn: dict[str, list[Record]] = defaultdict(list)
+    for pk in sorted(records if population is None else population):
+        drawn[records[pk].type].append(records[pk])
+    blocked_by_type: dict[str, list[Pair]] = defaultdict(list)
+    for a, b in blocked:
+        if a in records and b in records and records[a].type == records[b].type:
+            blocked_by_type[records[a].type].append((a, b))
+    randoms = {t: _random_pairs(members, RANDOM_PAIRS, seed=17) for t, members in drawn.items()}
+    every_random = sorted({pair for pairs in randoms.values() for pair in pairs})
+    random_sims = cosines(every_random) if with_vectors else {}
+    samples = {}
+    for type_, members in drawn.items():
+        total = (type_counts or {}).get(type_, len(members))
+        samples[type_] = TypeSample(
+            population=members,
+            pairs=_pairs_touching(len(members), total),
+            blocked=compared(blocked_by_type.get(type_, []), similarities),
+            randoms=compared(randoms[type_], random_sims),
+        )
+    return fit(samples)
+
+
+def _pairs_touching(drawn: int, total: int) -> float:
+    """Pairs among ``total`` entities with at least one end among ``drawn`` of them."""
+    total = max(total, drawn)
+    return max(drawn * (total - 1) - drawn * (drawn - 1) / 2, 1.0)
 
 
 def refit_if_grown(context_id: int, model: Model, fitted_on: int) -> Model | None:
@@ -128,7 +150,16 @@ def refit_if_grown(context_id: int, model: Model, fitted_on: int) -> Model | Non
     others = {x for pair in blocked for x in pair} - set(sample)
     records = sample | records_of(context_id, others)
     similarities = cosines(sorted(blocked))
-    new = model_fit(records, blocked, similarities, rare, with_vectors=bool(similarities))
+    type_counts = dict(live.values_list("type").annotate(n=Count("pk")).order_by())
+    new = model_fit(
+        records,
+        blocked,
+        similarities,
+        rare,
+        with_vectors=bool(similarities),
+        population=sample,
+        type_counts=type_counts,
+    )
     new = new if new.fitted_pairs or new.fields else model
     model_save(context_id, new, count)
     rescore_open(context_id, new)
@@ -173,7 +204,7 @@ def score_pairs(
             continue
         x, y = records[a], records[b]
         comparisons = compare(x, y, cosine=similarities.get((a, b)), rare=rare.get(x.type, set()))
-        probability, explain = model.score(comparisons)
+        probability, explain = model.score(comparisons, x.type)
         found = set(methods)
         if x.key == y.key:
             found.add("key")
@@ -276,7 +307,8 @@ def rescore_open(context_id: int, model: Model) -> None:
                 records[b],
                 cosine=similarities.get((a, b)),
                 rare=rare.get(records[a].type, set()),
-            )
+            ),
+            records[a].type,
         )
         if probability < MATCH_PROBABILITY:
             gone.append(pk)

@@ -1,15 +1,11 @@
-"""Scoring a pair of entities as one thing: a Fellegi–Sunter model over field comparisons.
+"""Comparing a pair of entities field by field, for the Fellegi–Sunter model.
 
 Each field of the two entities — the name, each identifier kind, each attribute, the
 embedding — is compared by a comparator that returns an agreement *level* (0 = they
-disagree, higher = closer; -1 = a side has no value, so the field says nothing). The
-model holds, for every field and level, ``m`` = P(level | the pair is one thing) and
-``u`` = P(level | two things); a pair's log-odds is the prior's plus the sum of
-log2(m/u) over its compared fields, so agreeing fields add weight and strong
-disagreements (two different dates of birth, two different identifiers of one kind)
-subtract it. ``u`` is counted on random pairs (almost all of them two things), ``m`` and
-the prior are estimated by EM on the blocked pairs, as Splink does (docs/DECISIONS.md
-§28). Before a context has enough entities, ``DEFAULT`` weights stand in.
+disagree, higher = closer; -1 = a side has no value, so the field says nothing).
+``duplicate_model`` weighs the levels: for every field and level, ``m`` = P(level | the
+pair is one thing) and ``u`` = P(level | two things). ``DEFAULT_M`` / ``DEFAULT_U`` here
+are the hand-set weights that stand in until a type's own can be estimated.
 
 Comparators come from rapidfuzz (Jaro–Winkler, token-sort ratio, OSA distance) and
 jellyfish (metaphone).
@@ -17,15 +13,13 @@ jellyfish (metaphone).
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 import jellyfish
-import numpy as np
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA, JaroWinkler
 
@@ -162,7 +156,8 @@ def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
     doubled letter, which seldom spell another name); 3 the same consonants in an order
     only these two names have, the words that differ holding at least
     RESPELT_CONSONANTS of them (a respelling of the same sounds); 2 one slip or very
-    alike otherwise; 1 the same sounds or alike; 0 different (or different numbers)."""
+    alike otherwise; 1 the same sounds, alike, or initials of the other's words; 0
+    different (or different numbers)."""
     if not x or not y:
         return DIFFERENT
     if _numbers(x) != _numbers(y):  # "Apollo 11" / "Apollo 13", "Room 1" / "Room 2"
@@ -182,9 +177,25 @@ def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
         return RESPELT
     if slip is not None or similarity >= 0.94:
         return SLIP
-    if similarity >= 0.88 or sound_key(x) == sound_key(y):
+    if similarity >= 0.88 or sound_key(x) == sound_key(y) or _initials_agree(x, y):
         return ALIKE
     return DIFFERENT
+
+
+def _initials_agree(x: str, y: str) -> bool:
+    """The names share a word and every other word of one is the initial of a word of
+    the other ("k telisuva" / "kamori telisuva", "telisuva k" / "kamori telisuva")."""
+    mine, theirs = x.split(), y.split()
+    if len(mine) != len(theirs) or not set(mine) & set(theirs):
+        return False
+    only_x = sorted(set(mine) - set(theirs))
+    only_y = sorted(set(theirs) - set(mine))
+    if not only_x or len(only_x) != len(only_y):
+        return False
+    initials, words = (only_x, only_y) if all(len(w) == 1 for w in only_x) else (only_y, only_x)
+    if not all(len(w) == 1 for w in initials):
+        return False
+    return sorted(initials) == sorted(w[0] for w in words)
 
 
 def _respelt(x: str, y: str, rare: Collection[str]) -> bool:
@@ -328,6 +339,23 @@ def _scalar(value: Any) -> str | None:
     return text[:200] or None
 
 
+def attribute_comparison(key: str, a: Any, b: Any) -> Comparison | None:
+    """Two values of attribute ``key`` compared by their kind; None if a side has none."""
+    x, y = _scalar(a), _scalar(b)
+    if x is None or y is None:
+        return None
+    kind = attribute_kind(key, x, y)
+    if kind == "date":
+        level = date_level(x, y)
+    elif kind == "code":
+        level = code_level(x, y)
+    elif kind == "number":
+        level = number_level(float(x), float(y))
+    else:
+        level = text_level(x, y)
+    return Comparison(f"attr:{key}:{kind}", kind, level)
+
+
 def compare(
     a: Record, b: Record, *, cosine: float | None = None, rare: Collection[str] = frozenset()
 ) -> list[Comparison]:
@@ -338,19 +366,8 @@ def compare(
         level = identifier_level(a.identifiers[kind], b.identifiers[kind])
         out.append(Comparison(f"id:{kind}", "identifier", level))
     for key in sorted(a.attributes.keys() & b.attributes.keys()):
-        x, y = _scalar(a.attributes[key]), _scalar(b.attributes[key])
-        if x is None or y is None:
-            continue
-        kind = attribute_kind(key, x, y)
-        if kind == "date":
-            level = date_level(x, y)
-        elif kind == "code":
-            level = code_level(x, y)
-        elif kind == "number":
-            level = number_level(float(x), float(y))
-        else:
-            level = text_level(x, y)
-        out.append(Comparison(f"attr:{key}:{kind}", kind, level))
+        if (found := attribute_comparison(key, a.attributes[key], b.attributes[key])) is not None:
+            out.append(found)
     # A vector encodes its entity's name (§21): it is evidence of its own only when the
     # names differ, where a close vector is what a synonym the model knows looks like.
     # Names that differ in their numbers ("Apollo 11" / "Apollo 13") stay two things.
@@ -358,173 +375,3 @@ def compare(
     if names == DIFFERENT and not numbers_differ and (level := embedding_level(cosine)) != -1:
         out.append(Comparison("embedding", "embedding", level))
     return out
-
-
-# --- the model --------------------------------------------------------------------------
-
-
-@dataclass
-class FieldWeights:
-    kind: str
-    m: list[float]
-    u: list[float]
-
-    def weight(self, level: int) -> float:
-        ratio = max(self.m[level], SMOOTH) / max(self.u[level], SMOOTH)
-        return max(-MAX_WEIGHT, min(MAX_WEIGHT, math.log2(ratio)))
-
-
-@dataclass
-class Model:
-    """Per-field m/u weights and the prior; fields the model has not seen use DEFAULT."""
-
-    prior: float = DEFAULT_PRIOR
-    fields: dict[str, FieldWeights] = field(default_factory=dict)
-    fitted_pairs: int = 0  # blocked pairs EM saw; 0 = the defaults
-
-    def weights_of(self, name: str, kind: str) -> FieldWeights:
-        known = self.fields.get(name)
-        if known is not None and known.kind == kind:
-            return known
-        return FieldWeights(kind, list(DEFAULT_M[kind]), list(DEFAULT_U[kind]))
-
-    def score(self, comparisons: Sequence[Comparison]) -> tuple[float, list[dict[str, Any]]]:
-        """The match probability and, per field, its level and weight (log2 m/u)."""
-        prior = min(max(self.prior, 1e-6), 1 - 1e-6)
-        log_odds = math.log2(prior / (1 - prior))
-        explain = []
-        for c in comparisons:
-            weight = self.weights_of(c.field, c.kind).weight(c.level)
-            log_odds += weight
-            explain.append(
-                {
-                    "field": c.field,
-                    "level": LEVELS[c.kind][c.level],
-                    "agrees": c.level > 0 and weight > 0,
-                    "weight": round(weight, 2),
-                }
-            )
-        probability = 1.0 / (1.0 + 2.0 ** (-log_odds))
-        return probability, explain
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "prior": self.prior,
-            "fitted_pairs": self.fitted_pairs,
-            "fields": {k: {"kind": f.kind, "m": f.m, "u": f.u} for k, f in self.fields.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> Model:
-        if not data:
-            return cls()
-        return cls(
-            prior=float(data.get("prior", DEFAULT_PRIOR)),
-            fitted_pairs=int(data.get("fitted_pairs", 0)),
-            fields={
-                k: FieldWeights(v["kind"], list(v["m"]), list(v["u"]))
-                for k, v in data.get("fields", {}).items()
-                if v.get("kind") in LEVELS and len(v["m"]) == len(LEVELS[v["kind"]])
-            },
-        )
-
-
-MIN_FIT_PAIRS = 200  # fewer blocked pairs than this: keep the defaults
-MIN_FIELD_PAIRS = 30  # a field compared on fewer pairs keeps its default m/u
-EM_ROUNDS = 40
-
-
-def fit(
-    blocked: Iterable[Sequence[Comparison]], random_pairs: Iterable[Sequence[Comparison]]
-) -> Model:
-    """u from ``random_pairs`` (level frequencies, smoothed towards the defaults); m and
-    the prior by EM on ``blocked`` with u held fixed (Splink's way: EM that is free to
-    move u as well finds "same name / other name" instead of "one thing / two")."""
-    pairs: list[list[Comparison]] = [list(c) for c in blocked]
-    randoms = [list(c) for c in random_pairs]
-    if len(pairs) < MIN_FIT_PAIRS or not _identifiable(pairs):
-        return _unidentified(randoms)
-    kinds: dict[str, str] = {}
-    for comparisons in pairs:
-        for c in comparisons:
-            kinds.setdefault(c.field, c.kind)
-    names = sorted(kinds)
-    column = {name: i for i, name in enumerate(names)}
-    levels = np.full((len(pairs), len(names)), MISSING, dtype=np.int8)
-    for row, comparisons in enumerate(pairs):
-        for c in comparisons:
-            levels[row, column[c.field]] = c.level
-    u = _u_from_random(randoms, kinds)
-    m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
-    prior = DEFAULT_PRIOR
-    for _ in range(EM_ROUNDS):
-        log_m = np.zeros(len(pairs))
-        log_u = np.zeros(len(pairs))
-        for name in names:
-            col = levels[:, column[name]]
-            seen = col >= 0
-            log_m[seen] += np.log(np.maximum(m[name][col[seen]], SMOOTH))
-            log_u[seen] += np.log(np.maximum(u[name][col[seen]], SMOOTH))
-        odds = np.clip(log_m - log_u + math.log(prior / (1 - prior)), -50, 50)
-        posterior = 1.0 / (1.0 + np.exp(-odds))
-        prior = float(np.clip(posterior.mean(), 1e-4, 0.9))
-        for name in names:
-            col = levels[:, column[name]]
-            seen = col >= 0
-            if seen.sum() < MIN_FIELD_PAIRS:
-                continue
-            counts = np.bincount(col[seen], weights=posterior[seen], minlength=len(m[name]))
-            total = counts.sum()
-            if total > 1.0:
-                m[name] = (counts + SMOOTH) / (total + SMOOTH * len(counts))
-    fields = {
-        name: FieldWeights(kinds[name], m[name].round(6).tolist(), u[name].round(6).tolist())
-        for name in names
-        if (levels[:, column[name]] >= 0).sum() >= MIN_FIELD_PAIRS
-    }
-    return Model(prior=round(prior, 6), fields=fields, fitted_pairs=len(pairs))
-
-
-def _unidentified(randoms: list[list[Comparison]]) -> Model:
-    """Where EM cannot run, m stays the default, but u of the embedding is still
-    counted on random pairs (as Splink estimates u, whatever the rest): how often two
-    different things' vectors are this close is a property of the context's vectors,
-    not a guess. The name's levels are too rare among random pairs to count
-    (docs/DECISIONS.md §46)."""
-    seen = sum(1 for comparisons in randoms for c in comparisons if c.field == "embedding")
-    if seen < MIN_FIELD_PAIRS:
-        return Model()
-    u = _u_from_random(randoms, {"embedding": "embedding"})["embedding"]
-    weights = FieldWeights("embedding", list(DEFAULT_M["embedding"]), u.round(6).tolist())
-    return Model(fields={"embedding": weights})
-
-
-def _identifiable(blocked: list[list[Comparison]]) -> bool:
-    """EM separates "one thing" from "two" only with several conditionally independent
-    fields: besides the name (and the embedding, which encodes the name), at least two
-    identifiers or attributes each compared on a fifth of the pairs. On names alone it
-    finds any split it likes (at 30k planted entities: "names one slip apart"), so a
-    context of bare names keeps the default weights."""
-    counts: dict[str, int] = {}
-    for comparisons in blocked:
-        for c in comparisons:
-            if c.field not in ("name", "embedding"):
-                counts[c.field] = counts.get(c.field, 0) + 1
-    return sum(n >= len(blocked) / 5 for n in counts.values()) >= 2
-
-
-def _u_from_random(
-    random_pairs: Iterable[Sequence[Comparison]], kinds: dict[str, str]
-) -> dict[str, np.ndarray]:
-    counts = {name: np.zeros(len(LEVELS[kind])) for name, kind in kinds.items()}
-    for comparisons in random_pairs:
-        for c in comparisons:
-            if c.field in counts and kinds[c.field] == c.kind:
-                counts[c.field][c.level] += 1
-    u = {}
-    for name, kind in kinds.items():
-        # Fifty pseudo-pairs of the default: rare levels never seen at random stay rare,
-        # not impossible, and a field seldom compared at random keeps its default.
-        prior = np.array(DEFAULT_U[kind]) * 50
-        u[name] = (counts[name] + prior) / (counts[name].sum() + prior.sum())
-    return u

@@ -222,8 +222,12 @@ def test_a_scan_learns_the_weights_of_the_context(
     assert report.status_code == 200, report.content
     model = DuplicateModel.objects.get(context=context)
     assert model.params["fitted_pairs"] >= 200
-    dob = model.params["fields"]["attr:date_of_birth:date"]
+    person = model.params["types"]["person"]
+    dob = person["fields"]["attr:date_of_birth:date"]
     assert dob["m"][-1] > 0.5 > dob["u"][-1]  # equal dates: likely for one person, not two
+    # The prior is over all 325 * 324 / 2 pairs of people, about the 65 that are one.
+    assert person["pairs"] == 325 * 324 / 2
+    assert 40 < person["prior"] * person["pairs"] < 90
     clusters = _clusters(api, base, limit=1000)
     assert len(clusters) == 65 and all(len(c["members"]) == 2 for c in clusters)
 
