@@ -41,6 +41,19 @@ def _pair_exists(a: Entity, b: Entity) -> bool:
     return DuplicateCandidate.objects.filter(entity_a_id=low, entity_b_id=high).exists()
 
 
+def _writing_a_fact_about(context: Context, entity: Entity, title: str) -> HeldOpen:
+    """A fact about ``entity`` being written, its transaction (and the entity's row
+    lock) held open until ``commit``."""
+    return HeldOpen(
+        lambda: fact_write(
+            access=system_access(Context.objects.get(pk=context.pk)),
+            subject=Entity.objects.get(pk=entity.pk),
+            predicate="job_title",
+            value=title,
+        )
+    )
+
+
 @pytest.fixture
 def context() -> Context:
     return context_create(slug="lock-order", name="Lock order")
@@ -51,14 +64,7 @@ def test_a_new_entity_pairs_with_one_whose_writer_has_not_committed(
 ) -> None:
     marianne = _upsert(context, "Marianne Kowalczyk")
     # A fact about Marianne is being written: her row is locked until it commits.
-    writer = HeldOpen(
-        lambda: fact_write(
-            access=system_access(Context.objects.get(pk=context.pk)),
-            subject=Entity.objects.get(pk=marianne.pk),
-            predicate="job_title",
-            value="Engineer",
-        )
-    )
+    writer = _writing_a_fact_about(context, marianne, "Engineer")
     newcomer = in_thread(lambda: _upsert(context, "Marianne Kowalczik", scope="org/globex"))
     try:
         created = newcomer.join(timeout=BLOCKED_AFTER_SECONDS)
@@ -75,14 +81,7 @@ def test_an_ingest_run_pairs_a_new_entity_with_one_being_written(
     # The run creates a person one slip from Ada while a fact about Ada is being
     # written: its candidate points at Ada's locked row.
     ada = _upsert(context, "Adalbert Wierzbicki")
-    writer = HeldOpen(
-        lambda: fact_write(
-            access=system_access(Context.objects.get(pk=context.pk)),
-            subject=Entity.objects.get(pk=ada.pk),
-            predicate="job_title",
-            value="Pilot",
-        )
-    )
+    writer = _writing_a_fact_about(context, ada, "Pilot")
     run = run_create(
         access=system_access(context),
         text="",
@@ -108,14 +107,7 @@ def test_a_merge_still_waits_for_a_writer_of_its_entities(
     # Referring is free; changing is not: a merge of an entity being written queues.
     a = _upsert(context, "Cornelius Abernathy")
     b = _upsert(context, "Cornelius Abernathey", scope="org/globex")
-    writer = HeldOpen(
-        lambda: fact_write(
-            access=system_access(Context.objects.get(pk=context.pk)),
-            subject=Entity.objects.get(pk=b.pk),
-            predicate="job_title",
-            value="Clerk",
-        )
-    )
+    writer = _writing_a_fact_about(context, b, "Clerk")
     merge = in_thread(
         lambda: entity_merge(
             access=system_access(Context.objects.get(pk=context.pk)),
