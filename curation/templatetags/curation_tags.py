@@ -19,6 +19,12 @@ def thousands(value: Any) -> str:
 
 
 @register.filter
+def spaced(value: Any) -> str:
+    """ "edit_distance" → "edit distance": a code name read as words."""
+    return str(value).replace("_", " ")
+
+
+@register.filter
 def percent(value: float | None, digits: int = 0) -> str:
     """0.8312 → "83%"; None → "—"."""
     if value is None:
@@ -218,6 +224,8 @@ def explain_field(name: str) -> str:
     """A field of a duplicate pair's explanation as a curator reads it: "name",
     "email (identifier)", "date_of_birth"."""
     kind, _, rest = str(name).partition(":")
+    if kind == "prior":
+        return "before any field"
     if kind == "id":
         return f"{rest} (identifier)"
     if kind == "attr":

@@ -19,10 +19,16 @@ from memory.services.merges import entity_merge, entity_merge_preview, merge_und
 
 
 class DuplicateExplainSerializer(serializers.Serializer):
-    field = serializers.CharField(help_text='"name", "id:<kind>", "attr:<key>:<comparator>"')
+    field = serializers.CharField(
+        help_text='"prior" (first: where the score starts, before any field), "name", '
+        '"id:<kind>", "attr:<key>:<comparator>", "embedding"'
+    )
     level = serializers.CharField(help_text="how closely the two values agree")
     agrees = serializers.BooleanField()
-    weight = serializers.FloatField(help_text="log2(m/u): positive for, negative against")
+    weight = serializers.FloatField(
+        help_text="log2(m/u): positive for, negative against (the prior's: its log2 odds); "
+        "the weights add up to the pair's log2 odds"
+    )
 
 
 class PairSerializer(serializers.Serializer):

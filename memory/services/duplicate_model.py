@@ -102,7 +102,16 @@ class Model:
         typed = self.types.get(type_) if type_ is not None else None
         prior = min(max(typed.prior if typed else self.prior, 1e-15), 1 - 1e-6)
         log_odds = math.log2(prior / (1 - prior))
-        explain = []
+        # Where the score starts, so the weights add up to the pair's log2 odds.
+        among = f"pairs of {type_} entities" if typed else "pairs found alike"
+        explain: list[dict[str, Any]] = [
+            {
+                "field": "prior",
+                "level": f"1 in {round(1 / prior):,} {among}",
+                "agrees": False,
+                "weight": round(log_odds, 2),
+            }
+        ]
         for c in comparisons:
             if typed is None:
                 weight = self.weights_of(c.field, c.kind).weight(c.level)

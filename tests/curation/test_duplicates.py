@@ -73,7 +73,7 @@ def test_clusters_are_listed_with_their_methods(viewer: Client, base: str, pair:
     html = page(viewer.get(f"{base}/duplicates/"))
 
     assert "Alex Smith" in html and "Alexander Smith" in html
-    assert "editdistance" in html and "phonetic" in html
+    assert "edit distance" in html and "phonetic" in html
     assert "/duplicates/merge" not in html  # a viewer has no merge buttons
     assert 'aria-current="page">Duplicates' in html
 

@@ -91,8 +91,12 @@ def test_an_equal_common_value_weighs_less_than_an_equal_rare_one() -> None:
     rare, explain = model.score([slip, Comparison("attr:dob:date", "date", 3)], "person")
 
     assert common < 0.5 < rare
-    assert [e["field"] for e in explain] == ["name", "attr:dob:date"]
-    assert explain[1]["agrees"] and explain[1]["weight"] > 12  # past the default cap
+    assert [e["field"] for e in explain] == ["prior", "name", "attr:dob:date"]
+    assert explain[2]["agrees"] and explain[2]["weight"] > 12  # past the default cap
+    # The weights, the prior's first, add up to the pair's log2 odds.
+    log_odds = sum(e["weight"] for e in explain)
+    assert rare == pytest.approx(1 / (1 + 2**-log_odds), rel=1e-3)
+    assert explain[0]["level"] == "1 in 10,000 pairs of person entities"
 
 
 def test_a_field_the_type_has_not_learnt_says_nothing_and_other_types_use_the_defaults() -> None:
@@ -103,8 +107,9 @@ def test_a_field_the_type_has_not_learnt_says_nothing_and_other_types_use_the_de
     probability, explain = model.score(odd, "person")
     default_probability, default_explain = model.score(odd, "organisation")
 
-    assert probability == pytest.approx(0.01) and explain[0]["weight"] == 0.0
-    assert default_explain[0]["weight"] > 0 and default_probability > probability
+    assert probability == pytest.approx(0.01) and explain[1]["weight"] == 0.0
+    assert default_explain[1]["weight"] > 0 and default_probability > probability
+    assert default_explain[0]["level"] == "1 in 20 pairs found alike"
 
 
 @pytest.mark.parametrize(
