@@ -198,19 +198,19 @@ class TypeSample:
 def fit(samples: Mapping[str, TypeSample]) -> Model:
     """Each type's own weights where its blocked pairs identify them; the defaults (with
     the embedding's u counted on random pairs) for the rest."""
+    randoms = [c for sample in samples.values() for c in sample.randoms]
+    defaults = _unidentified(randoms)
     types = {
-        name: _fit_type(sample)
+        name: _fit_type(sample, defaults)
         for name, sample in sorted(samples.items())
         if len(sample.blocked) >= MIN_FIT_PAIRS and _identifiable(sample.blocked)
     }
-    randoms = [c for sample in samples.values() for c in sample.randoms]
-    defaults = _unidentified(randoms)
     defaults.types = types
     defaults.fitted_pairs = sum(t.fitted_pairs for t in types.values())
     return defaults
 
 
-def _fit_type(sample: TypeSample) -> TypeModel:
+def _fit_type(sample: TypeSample, defaults: Model) -> TypeModel:
     pairs = sample.blocked
     kinds: dict[str, str] = {}
     for comparisons in pairs:
@@ -227,9 +227,10 @@ def _fit_type(sample: TypeSample) -> TypeModel:
     u |= _attribute_u(sample.population, kinds)
     gathered = _gathered_levels(kinds, sample.population, sample.pairs)
     m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
-    # EM starts from the defaults' judgement: from "nothing is one thing" an equal
-    # identifier's u starts at its upper bound and never comes down from it.
-    posterior = _default_posterior(columns, kinds)
+    # EM starts from the judgement of the weights the type would otherwise have: from
+    # "nothing is one thing" an equal identifier's u starts at its upper bound and never
+    # comes down from it.
+    posterior = _default_posterior(columns, kinds, defaults)
     prior = float(np.clip(posterior.sum() / sample.pairs, 1e-15, 0.5))
     for _ in range(EM_ROUNDS):
         for name, (wanted, among) in gathered.items():
@@ -258,14 +259,15 @@ def _fit_type(sample: TypeSample) -> TypeModel:
     return TypeModel(prior=prior, pairs=sample.pairs, fields=fields, fitted_pairs=len(pairs))
 
 
-def _default_posterior(columns: Mapping[str, np.ndarray], kinds: Mapping[str, str]) -> np.ndarray:
-    """Each blocked pair's match probability under the hand-set defaults."""
+def _default_posterior(
+    columns: Mapping[str, np.ndarray], kinds: Mapping[str, str], defaults: Model
+) -> np.ndarray:
+    """Each blocked pair's match probability under ``defaults`` (the blocked frame)."""
     rows = len(next(iter(columns.values()))) if columns else 0
-    log_odds = np.full(rows, math.log2(DEFAULT_PRIOR / (1 - DEFAULT_PRIOR)))
+    log_odds = np.full(rows, math.log2(defaults.prior / (1 - defaults.prior)))
     for name, col in columns.items():
-        m = np.maximum(np.array(DEFAULT_M[kinds[name]]), SMOOTH)
-        u = np.maximum(np.array(DEFAULT_U[kinds[name]]), SMOOTH)
-        weights = np.clip(np.log2(m / u), -MAX_WEIGHT, MAX_WEIGHT)
+        field_weights = defaults.weights_of(name, kinds[name])
+        weights = np.array([field_weights.weight(level) for level in range(len(field_weights.m))])
         seen = col >= 0
         log_odds[seen] += weights[col[seen]]
     return 1.0 / (1.0 + np.exp2(-np.clip(log_odds, -60, 60)))
