@@ -211,22 +211,11 @@ def fit(samples: Mapping[str, TypeSample]) -> Model:
 
 
 def _fit_type(sample: TypeSample, defaults: Model) -> TypeModel:
-    pairs = sample.blocked
-    kinds: dict[str, str] = {}
-    for comparisons in pairs:
-        for c in comparisons:
-            kinds.setdefault(c.field, c.kind)
-    names = sorted(kinds)
-    index = {name: i for i, name in enumerate(names)}
-    levels = np.full((len(pairs), len(names)), MISSING, dtype=np.int8)
-    for row, comparisons in enumerate(pairs):
-        for c in comparisons:
-            levels[row, index[c.field]] = c.level
-    columns = {name: levels[:, i] for i, name in enumerate(names)}
+    kinds, columns = _level_columns(sample.blocked)
     u = _u_from_random(sample.randoms, kinds)
     u |= _attribute_u(sample.population, kinds)
     gathered = _gathered_levels(kinds, sample.population, sample.pairs)
-    m = {name: np.array(DEFAULT_M[kinds[name]]) for name in names}
+    m = {name: np.array(DEFAULT_M[kind]) for name, kind in kinds.items()}
     # EM starts from the judgement of the weights the type would otherwise have: from
     # "nothing is one thing" an equal identifier's u starts at its upper bound and never
     # comes down from it.
@@ -234,29 +223,55 @@ def _fit_type(sample: TypeSample, defaults: Model) -> TypeModel:
     prior = float(np.clip(posterior.sum() / sample.pairs, 1e-15, 0.5))
     for _ in range(EM_ROUNDS):
         for name, (wanted, among) in gathered.items():
-            if name in columns:
-                u[name] = _u_gathered(u[name], columns[name], posterior, wanted, among)
-        log_m = np.zeros(len(pairs))
-        log_u = np.zeros(len(pairs))
-        for name in names:
-            col = columns[name]
-            seen = col >= 0
-            log_m[seen] += np.log(np.maximum(m[name][col[seen]], SMOOTH))
-            log_u[seen] += np.log(np.maximum(u[name][col[seen]], TYPED_U_FLOOR))
-        odds = np.clip(log_m - log_u + math.log(prior / (1 - prior)), -60, 60)
-        posterior = 1.0 / (1.0 + np.exp(-odds))
+            u[name] = _u_gathered(u[name], columns[name], posterior, wanted, among)
+        posterior = _posterior(columns, m, u, prior)
         prior = float(np.clip(posterior.sum() / sample.pairs, 1e-15, 0.5))
-        for name in names:
-            col = columns[name]
+        for name, col in columns.items():
             seen = col >= 0
-            if posterior[seen].sum() < MIN_FIELD_PAIRS:
-                continue
-            counts = np.bincount(col[seen], weights=posterior[seen], minlength=len(m[name]))
-            m[name] = (counts + 1e-3) / (counts.sum() + 1e-3 * len(counts))
+            if posterior[seen].sum() >= MIN_FIELD_PAIRS:
+                counts = np.bincount(col[seen], weights=posterior[seen], minlength=len(m[name]))
+                m[name] = (counts + 1e-3) / (counts.sum() + 1e-3 * len(counts))
     fields = {
-        name: FieldWeights(kinds[name], _rounded(m[name]), _rounded(u[name])) for name in names
+        name: FieldWeights(kind, _rounded(m[name]), _rounded(u[name]))
+        for name, kind in kinds.items()
     }
-    return TypeModel(prior=prior, pairs=sample.pairs, fields=fields, fitted_pairs=len(pairs))
+    return TypeModel(
+        prior=prior, pairs=sample.pairs, fields=fields, fitted_pairs=len(sample.blocked)
+    )
+
+
+def _level_columns(
+    pairs: Sequence[Sequence[Comparison]],
+) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """Each field's kind, and its level in every pair (MISSING where not compared)."""
+    kinds: dict[str, str] = {}
+    for comparisons in pairs:
+        for c in comparisons:
+            kinds.setdefault(c.field, c.kind)
+    kinds = dict(sorted(kinds.items()))
+    index = {name: i for i, name in enumerate(kinds)}
+    levels = np.full((len(pairs), len(kinds)), MISSING, dtype=np.int8)
+    for row, comparisons in enumerate(pairs):
+        for c in comparisons:
+            levels[row, index[c.field]] = c.level
+    return kinds, {name: levels[:, i] for name, i in index.items()}
+
+
+def _posterior(
+    columns: Mapping[str, np.ndarray],
+    m: Mapping[str, np.ndarray],
+    u: Mapping[str, np.ndarray],
+    prior: float,
+) -> np.ndarray:
+    """EM's E-step: each pair's probability of being one thing."""
+    rows = len(next(iter(columns.values()))) if columns else 0
+    log_m, log_u = np.zeros(rows), np.zeros(rows)
+    for name, col in columns.items():
+        seen = col >= 0
+        log_m[seen] += np.log(np.maximum(m[name][col[seen]], SMOOTH))
+        log_u[seen] += np.log(np.maximum(u[name][col[seen]], TYPED_U_FLOOR))
+    odds = np.clip(log_m - log_u + math.log(prior / (1 - prior)), -60, 60)
+    return 1.0 / (1.0 + np.exp(-odds))
 
 
 def _default_posterior(
