@@ -43,7 +43,8 @@ from memory.services.duplicate_scoring import (
     Comparison,
     Record,
     attribute_comparison,
-    parse_date,
+    attribute_scalar,
+    equal_key,
 )
 
 MIN_FIT_PAIRS = 200  # fewer blocked pairs of a type than this: the defaults
@@ -333,10 +334,11 @@ def _attribute_u(population: Sequence[Record], kinds: Mapping[str, str]) -> dict
         if not name.startswith("attr:"):
             continue
         key = name[len("attr:") :].rsplit(":", 1)[0]
-        holders = [r.attributes[key] for r in population if r.attributes.get(key) not in (None, "")]
+        values = (attribute_scalar(r.attributes.get(key)) for r in population)
+        holders = [value for value in values if value is not None]
         if len(holders) < 2:
             continue
-        counts = Counter(_equal_key(kind, value) for value in holders)
+        counts = Counter(_equal_key_or_text(kind, value) for value in holders)
         n = len(holders)
         equal = sum(c * (c - 1) for c in counts.values()) / (n * (n - 1))
         top = len(LEVELS[kind]) - 1
@@ -355,14 +357,13 @@ def _attribute_u(population: Sequence[Record], kinds: Mapping[str, str]) -> dict
     return out
 
 
-def _equal_key(kind: str, value: Any) -> str:
-    """What ``attribute_comparison`` calls equal, as one string."""
-    text = " ".join(str(value).lower().split())
-    if kind == "date" and (day := parse_date(text)) is not None:
-        return day.isoformat()
-    if kind in ("date", "code"):
-        return "".join(ch for ch in text if ch.isalnum())
-    return text
+def _equal_key_or_text(kind: str, value: str) -> str:
+    """``equal_key``, for a value its attribute's other holders compare as ``kind`` but
+    that is not of it itself (a number among codes): then its text."""
+    try:
+        return equal_key(kind, value)
+    except ValueError:
+        return equal_key("text", value)
 
 
 def _unidentified(randoms: list[list[Comparison]]) -> Model:

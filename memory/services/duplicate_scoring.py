@@ -185,17 +185,25 @@ def _name_pair_level(x: str, y: str, rare: Collection[str]) -> int:
 def _initials_agree(x: str, y: str) -> bool:
     """The names share a word and every other word of one is the initial of a word of
     the other ("k telisuva" / "kamori telisuva", "telisuva k" / "kamori telisuva")."""
-    mine, theirs = x.split(), y.split()
-    if len(mine) != len(theirs) or not set(mine) & set(theirs):
+    apart = _words_apart(x, y)
+    if apart is None or not set(x.split()) & set(y.split()):
         return False
-    only_x = sorted(set(mine) - set(theirs))
-    only_y = sorted(set(theirs) - set(mine))
+    only_x, only_y = apart
     if not only_x or len(only_x) != len(only_y):
         return False
     initials, words = (only_x, only_y) if all(len(w) == 1 for w in only_x) else (only_y, only_x)
     if not all(len(w) == 1 for w in initials):
         return False
     return sorted(initials) == sorted(w[0] for w in words)
+
+
+def _words_apart(x: str, y: str) -> tuple[list[str], list[str]] | None:
+    """The words only ``x`` has and the words only ``y`` has, for two names of as many
+    words; None when their lengths differ."""
+    mine, theirs = x.split(), y.split()
+    if len(mine) != len(theirs):
+        return None
+    return sorted(set(mine) - set(theirs)), sorted(set(theirs) - set(mine))
 
 
 def _respelt(x: str, y: str, rare: Collection[str]) -> bool:
@@ -215,14 +223,10 @@ def _one_slip_word(x: str, y: str) -> tuple[int, bool] | None:
     two swapped): the shorter spelling's length, and whether the slip is two letters
     swapped or one doubled (typing slips that seldom spell another name); None
     otherwise."""
-    mine, theirs = x.split(), y.split()
-    if len(mine) != len(theirs):
+    apart = _words_apart(x, y)
+    if apart is None or len(apart[0]) != 1 or len(apart[1]) != 1:
         return None
-    only_x = sorted(set(mine) - set(theirs))
-    only_y = sorted(set(theirs) - set(mine))
-    if len(only_x) != 1 or len(only_y) != 1:
-        return None
-    u, v = only_x[0], only_y[0]
+    u, v = apart[0][0], apart[1][0]
     if OSA.distance(u, v, score_cutoff=1) > 1:
         return None
     return min(len(u), len(v)), _swapped(u, v) or _doubled(u, v) or _doubled(v, u)
@@ -292,8 +296,22 @@ def date_level(x: str, y: str) -> int:
     return 1 if gx[:4] == gy[:4] else 0
 
 
+def equal_key(kind: str, value: str) -> str:
+    """What the ``kind``'s comparator calls equal, as one string: two values are at its
+    top level exactly when their keys are the same (dates by their day, codes without
+    spaces and dashes, text without case and extra spaces)."""
+    if kind == "date":
+        day = parse_date(value)
+        return day.isoformat() if day is not None else _date_digits(value)
+    if kind == "code":
+        return re.sub(r"[\s\-]", "", value)
+    if kind == "number":
+        return str(float(value))
+    return " ".join(value.lower().split())
+
+
 def code_level(x: str, y: str) -> int:
-    gx, gy = re.sub(r"[\s\-]", "", x), re.sub(r"[\s\-]", "", y)
+    gx, gy = equal_key("code", x), equal_key("code", y)
     if gx == gy:
         return 2
     return 1 if OSA.distance(gx, gy, score_cutoff=1) <= 1 else 0
@@ -307,7 +325,7 @@ def number_level(x: float, y: float) -> int:
 
 
 def text_level(x: str, y: str) -> int:
-    a, b = " ".join(x.lower().split()), " ".join(y.lower().split())
+    a, b = equal_key("text", x), equal_key("text", y)
     if a == b:
         return 3
     similarity = max(JaroWinkler.similarity(a, b), fuzz.token_sort_ratio(a, b) / 100.0)
@@ -332,7 +350,8 @@ def attribute_kind(key: str, x: str, y: str) -> str:
     return "text"
 
 
-def _scalar(value: Any) -> str | None:
+def attribute_scalar(value: Any) -> str | None:
+    """An attribute's value as the comparators read it; None for no value or a nested one."""
     if value is None or isinstance(value, (dict, list)):
         return None
     text = str(value).strip()
@@ -341,7 +360,7 @@ def _scalar(value: Any) -> str | None:
 
 def attribute_comparison(key: str, a: Any, b: Any) -> Comparison | None:
     """Two values of attribute ``key`` compared by their kind; None if a side has none."""
-    x, y = _scalar(a), _scalar(b)
+    x, y = attribute_scalar(a), attribute_scalar(b)
     if x is None or y is None:
         return None
     kind = attribute_kind(key, x, y)
