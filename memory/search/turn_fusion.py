@@ -13,7 +13,7 @@ question asked just before it), so for turns:
    by id, among the turns the caller may read). A neighbour of a strong turn can enter
    the results with no score of its own.
 
-Measured on LoCoMo (docs/BENCHMARKS.md, DECISIONS 49): recall@10 0.56 (RRF over lists 50
+Measured on LoCoMo (docs/BENCHMARKS.md, docs/decisions/0049): recall@10 0.56 (RRF over lists 50
 deep) → 0.72. Chunks keep reciprocal rank fusion (SciFact is measured with it).
 """
 
@@ -86,7 +86,7 @@ def _neighbours(
 
     The candidates' conversations are read whole and numbered in order (``said_at``,
     then id): one index range per conversation, a few hundred rows for a thread filter,
-    where a look-up per candidate and side cost ~0.4 ms each (DECISIONS 49)."""
+    where a look-up per candidate and side cost ~0.4 ms each (docs/decisions/0049)."""
     if not ids:
         return {}
     table = Turn._meta.db_table

@@ -37,7 +37,7 @@ MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate
 # 440k pairs for 390 true ones).
 MAX_WORD_BLOCK = 12
 RARE_WORD = 5  # a word at most this many entities of a type have tells names apart (§46)
-ONLY_THEM = 2  # a consonant key only a pair holds (docs/DECISIONS.md §46)
+ONLY_THEM = 2  # a consonant key only a pair holds (docs/decisions/0046)
 NEIGHBOURS = 5  # embedding neighbours asked per entity
 SCAN_EF_SEARCH = 20  # HNSW candidate list per neighbour query in the scan (§47)
 EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100, for the scan's name-order window

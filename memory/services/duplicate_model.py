@@ -4,7 +4,7 @@ A pair's log-odds of being one thing is its prior's plus log2(m/u) of every comp
 field's level, so agreeing fields add weight and strong disagreements (two different
 dates of birth, two different identifiers of one kind) subtract it.
 
-Two frames (docs/DECISIONS.md §59):
+Two frames (docs/decisions/0059):
 
 - **A type's own weights, over all its pairs** (Splink's frame), where the type's blocked
   pairs let EM tell one thing from two — at least two identifiers or attributes besides
@@ -370,7 +370,7 @@ def _unidentified(randoms: list[list[Comparison]]) -> Model:
     """The defaults, but u of the embedding still counted on random pairs (as Splink
     estimates u, whatever the rest): how often two different things' vectors are this
     close is a property of the context's vectors, not a guess. The name's levels are too
-    rare among random pairs to count (docs/DECISIONS.md §46)."""
+    rare among random pairs to count (docs/decisions/0046)."""
     seen = sum(1 for comparisons in randoms for c in comparisons if c.field == "embedding")
     if seen < MIN_FIELD_PAIRS:
         return Model()

@@ -136,7 +136,7 @@ RESPELT_CONSONANTS = 5
 def name_level(a: Record, b: Record, rare: Collection[str] = frozenset()) -> int:
     """The best level over both entities' names and aliases. ``rare``: blocking keys few
     entities of the type hold — ``t:`` sounds of words (sharing one tells two names of
-    one slip apart from two names that merely look alike, docs/DECISIONS.md §21) and
+    one slip apart from two names that merely look alike, docs/decisions/0021) and
     ``k:`` consonant keys only the pair has (§46)."""
     best = 0
     for x in (a.key, *a.alias_keys):

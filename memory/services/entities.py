@@ -50,7 +50,7 @@ def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
     queue behind each other, but a row that only *points* at it (a duplicate candidate, a
     fact's object) does not wait — its foreign-key check takes ``FOR KEY SHARE``, which a
     plain ``FOR UPDATE`` blocks, and two runs each holding what the other's candidates
-    point at deadlocked (docs/DECISIONS.md §58). Only deletes take ``FOR UPDATE``. Only
+    point at deadlocked (docs/decisions/0058). Only deletes take ``FOR UPDATE``. Only
     ids and redirects are read, not whole rows with their vectors: callers that need rows
     load them under the held locks.
 

@@ -2,7 +2,7 @@
 where another may already be — the single writer and the batch writer (fact_batch.py),
 a drift alias moving facts onto a registered predicate (drift.py) and a merge moving
 facts onto a survivor (merges.py) — asks these, so one rule holds everywhere
-(docs/DECISIONS.md §22):
+(docs/decisions/0022):
 
 - two facts are *identical* when subject, predicate, scope, kind, object and value text
   agree; an identical newcomer re-observes the current fact (count, last seen, the

@@ -376,7 +376,7 @@ def _run_fail(run: Run, *, message: str, code: str, clock: StageClock) -> None:
 def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
     run.result = result.as_dict()
     run.summary = result.summary()
-    # Items refused or changed on the way make a distinct outcome (DECISIONS 44): a run
+    # Items refused or changed on the way make a distinct outcome (docs/decisions/0044): a run
     # that reports "succeeded" while it dropped a fact hides the refusal in its JSON.
     run.outcome = (
         RunOutcome.SUCCEEDED_WITH_WARNINGS

@@ -1,5 +1,5 @@
 """Retracting a run: take back what one ingest run wrote, in one transaction, audited
-and undone exactly from the audit log (DECISIONS 43).
+and undone exactly from the audit log (docs/decisions/0043).
 
 Every fact the run wrote becomes ``retracted``; a value it superseded is current again;
 the spellings and identifiers it added to entities that already existed are removed; an

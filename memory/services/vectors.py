@@ -185,7 +185,7 @@ def _embed_and_write(batch: list[tuple[VectorTarget, int, str]]) -> int:
             picked = [(pk, v) for (t, pk, _), v in zip(batch, vectors, strict=True) if t == target]
             written += _vectors_write(target, [pk for pk, _ in picked], [v for _, v in picked])
         # An entity's embedding neighbours exist only now: check those entities again,
-        # once for the batch, with their vectors (docs/DECISIONS.md §48).
+        # once for the batch, with their vectors (docs/decisions/0048).
         duplicates_check(sorted({pk for t, pk, _ in batch if t == "entities"}))
     return written
 

@@ -7,7 +7,7 @@ and PostgreSQL checks such a foreign key with a ``FOR KEY SHARE`` lock on the ro
 at. That lock waits for a ``FOR UPDATE`` and not for a ``FOR NO KEY UPDATE``. With
 ``FOR UPDATE``, two ingest runs that each held their own entities and each stored a
 candidate pointing at the other's crossed and one was aborted as a deadlock (the
-load_mixed smoke, DECISIONS 56 and 58)."""
+load_mixed smoke, docs/decisions/0056 and 0058)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The weights a scan learns per entity type (docs/DECISIONS.md §59): a type whose
+"""The weights a scan learns per entity type (docs/decisions/0059): a type whose
 entities carry attributes gets its own, over all its pairs; a type of bare names keeps
 the defaults; an equal common value counts for less than an equal rare one; initials
 stand for the words they begin."""

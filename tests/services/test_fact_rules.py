@@ -1,4 +1,4 @@
-"""One collision rule everywhere (services/fact_rules.py, DECISIONS §22): a single write, a
+"""One collision rule everywhere (services/fact_rules.py, docs/decisions/0022): a single write, a
 batch, a drift alias and a merge that bring a new value into a single-valued slot all end
 the same way — the newcomer supersedes only with confidence >= 0.7 and >= the prior's
 (and automatic supersession on), otherwise the prior stays current, the newcomer is kept
