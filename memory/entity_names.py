@@ -76,6 +76,18 @@ def entity_normalize_key(name: str) -> str:
     return " ".join(tokens)
 
 
+def entity_type_coerced(raw: str | None, stored: str) -> bool:
+    """Whether a type the caller gave was not one a memory may use (and ``stored`` as
+    ``other`` instead): the write says so rather than hide the mistake."""
+    given = (raw or "").strip().casefold()
+    return stored == EntityType.OTHER and given not in ("", "other")
+
+
+def entity_type_coerced_warning(name: str, raw: str) -> str:
+    shown = raw.strip()[:40]
+    return f"entity {name!r}: type {shown!r} is not a type a memory may use; stored as other"
+
+
 def entity_type_normalize(raw: str | None, *, allow_reserved: bool = True) -> str:
     """Map a type onto the closed set: synonyms first, anything else becomes ``other``.
 

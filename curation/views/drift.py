@@ -34,7 +34,13 @@ from memory.selectors.drift import (
     drift_suggestions_attach,
 )
 from memory.selectors.registry import registered_names
-from memory.services.drift import AliasPlan, drift_alias, drift_resolve
+from memory.services.drift import (
+    AliasPlan,
+    AliasRequest,
+    drift_alias,
+    drift_alias_bulk,
+    drift_resolve,
+)
 
 TEMPLATE = "curation/drift.html"
 PAGE_SIZE = 20
@@ -291,8 +297,8 @@ def _bulk_confirmation(
 def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     """Alias each selected item to its confident top suggestion — first a confirmation
     listing each ``name → target`` with the facts that move, then (``confirm``) the
-    aliases — or reject them all. Each item is its own change (and its own undo); one that
-    fails does not stop the others."""
+    aliases, as one change with one undo — or reject them all, each its own change. An
+    item that fails does not stop the others."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     form = DriftBulkForm(request.POST)
     if not form.is_valid():
@@ -303,27 +309,25 @@ def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     done: list[AuditEvent] = []
     failed: dict[str, str] = {}
     skipped = [n for n in form.names_chosen() if action == "alias" and not targets.get(n)]
-    for name in form.names_chosen():
-        if name in skipped:
-            continue
-        target, inverse = _target_of(targets.get(name) or "")
-        try:
-            done.append(
-                drift_resolve(
-                    access=access,
-                    name=name,
-                    action=action,
-                    target=target or None,
-                    inverse=inverse and action == "alias",
-                )
+    chosen = [n for n in form.names_chosen() if n not in skipped]
+    event: AuditEvent | None = None
+    if action == "alias":
+        # One action with one undo, however many items it aliases.
+        requests = [AliasRequest(n, *_target_of(targets[n])) for n in chosen]
+        event, failed = drift_alias_bulk(access=access, requests=requests)
+        if event is not None:
+            messages.success(
+                request, event.summary.capitalize() + ".", extra_tags=f"undo:{event.pk}"
             )
+    for name in chosen if action != "alias" else []:
+        try:
+            done.append(drift_resolve(access=access, name=name, action=action))
         except (ValidationFailed, NotFound, Conflict) as exc:
             failed[name] = exc.message
     if done:
-        verb = "Aliased" if action == "alias" else "Rejected"
         messages.success(
             request,
-            f"{verb} {len(done)} drift item{'s' if len(done) != 1 else ''}: "
+            f"Rejected {len(done)} drift item{'s' if len(done) != 1 else ''}: "
             f"{', '.join(e.target_id for e in done)}. Each can be undone from the audit log.",
         )
     if skipped:
@@ -333,7 +337,8 @@ def drift_bulk(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
             f"{'each' if len(skipped) > 1 else 'it'} yourself.",
         )
     if failed:
-        return _page(request, access, errors=failed, status=400 if not done else 200)
+        anything_done = bool(done) or event is not None
+        return _page(request, access, errors=failed, status=200 if anything_done else 400)
     if request.htmx:
         return _page(request, access)
     return redirect("drift", access.context.slug)

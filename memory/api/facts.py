@@ -20,9 +20,9 @@ from memory.api.fields import (
 from memory.api.pagination import StandardPagination
 from memory.entity_names import MAX_NAME_LENGTH
 from memory.errors import NotFound
-from memory.models import Fact, FactKind
+from memory.models import Fact, FactKind, FactStatus
 from memory.scopes import MAX_SCOPE_LENGTH
-from memory.selectors.entities import entity_get
+from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
 from memory.selectors.facts import fact_list, facts_visible
 from memory.services.facts import fact_retract, fact_write_with_entities
 
@@ -39,6 +39,9 @@ class FactOutputSerializer(serializers.ModelSerializer):
     object = EntityRefSerializer(allow_null=True)
     predicate = serializers.CharField(source="predicate.name")
     source = FactSourceSerializer(source="*")  # type: ignore[assignment]
+    status = serializers.SerializerMethodField(
+        help_text="with `as_of`, the status the fact had then (current); otherwise its status"
+    )
     read_through_inverse = serializers.SerializerMethodField(
         help_text="the inverse alias this fact was read through (subject and object as "
         "stored, the query's ends swapped), or null"
@@ -67,6 +70,10 @@ class FactOutputSerializer(serializers.ModelSerializer):
             "source",
             "read_through_inverse",
         ]
+
+    @extend_schema_field(serializers.ChoiceField(choices=FactStatus.choices))
+    def get_status(self, fact: Fact) -> str:
+        return str(getattr(fact, "status_then", None) or fact.status)
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_read_through_inverse(self, fact: Fact) -> str | None:
@@ -133,12 +140,32 @@ class _EntityDescriptionSerializer(JsonInput):
     scope = ScopeField(required=False)
 
 
+ENTITY_PARAM_HELP = (
+    "an entity id, or its name, an alias or an identifier (a name typed exactly beats one "
+    "that matches only in normalized form, then the caller's scope, then the oldest)"
+)
+
+
+class EntityParamField(serializers.CharField):
+    """A query parameter naming an entity: digits are its id, anything else a name."""
+
+    def to_internal_value(self, data: Any) -> int | str:  # type: ignore[override]
+        text: str = super().to_internal_value(data)
+        if len(text) > MAX_REF_CHARS:
+            raise serializers.ValidationError(f"at most {MAX_REF_CHARS} characters")
+        if text.isascii() and text.isdigit():
+            if int(text) < 1:
+                raise serializers.ValidationError("an entity id is at least 1")
+            return int(text)
+        return text
+
+
 class FactListApi(APIView):
     pagination_class = StandardPagination
 
     class Params(serializers.Serializer):
-        subject = serializers.IntegerField(required=False, min_value=1)
-        object = serializers.IntegerField(required=False, min_value=1)
+        subject = EntityParamField(required=False, help_text=ENTITY_PARAM_HELP)
+        object = EntityParamField(required=False, help_text=ENTITY_PARAM_HELP)
         predicate = PredicateTextField(required=False, help_text="any form: worksAt finds works_at")
         kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
         scope = serializers.CharField(required=False, max_length=300, help_text="exact scope")
@@ -172,10 +199,14 @@ class FactListApi(APIView):
     def get(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         p = query_params(request, self.Params)
+        subject, object_ = (
+            resolve_entity_name(access=access, ref=p[end]).entity if end in p else None
+            for end in ("subject", "object")
+        )
         facts = fact_list(
             access=access,
-            subject=entity_get(access=access, entity_id=p["subject"]) if p.get("subject") else None,
-            object=entity_get(access=access, entity_id=p["object"]) if p.get("object") else None,
+            subject=subject,
+            object=object_,
             predicate=p.get("predicate"),
             kind=p.get("kind"),
             scope=p.get("scope"),

@@ -100,15 +100,44 @@ class ExtractionOutput(_Item):
     actions: list[ActionItem] = Field(default_factory=list, max_length=MAX_LLM_ITEMS)
 
 
+# A caller's triples refuse unknown keys at every level: a typo ("confidance", "typ")
+# must not vanish into a default. The same shapes as the model's, made strict.
+_STRICT = ConfigDict(extra="forbid")
+
+
+class StrictIdentifierItem(IdentifierItem):
+    model_config = _STRICT
+
+
+class StrictEntityItem(EntityItem):
+    model_config = _STRICT
+
+    identifiers: list[StrictIdentifierItem] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
+
+
+class StrictRelationItem(RelationItem):
+    model_config = _STRICT
+
+
+class StrictAttributeItem(AttributeItem):
+    model_config = _STRICT
+
+
+class StrictActionItem(ActionItem):
+    model_config = _STRICT
+
+
 class TriplesInput(_Item):
     """``triples`` of ``POST memories`` with ``infer: triples``: no model picks the words."""
 
-    model_config = ConfigDict(extra="forbid")  # a caller's typo ("relation") must not vanish
+    model_config = _STRICT
 
-    entities: list[EntityItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ENTITIES)
-    relations: list[RelationItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ITEMS)
-    attributes: list[AttributeItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ITEMS)
-    actions: list[ActionItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ITEMS)
+    entities: list[StrictEntityItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ENTITIES)
+    relations: list[StrictRelationItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ITEMS)
+    attributes: list[StrictAttributeItem] = Field(
+        default_factory=list, max_length=MAX_TRIPLES_ITEMS
+    )
+    actions: list[StrictActionItem] = Field(default_factory=list, max_length=MAX_TRIPLES_ITEMS)
 
 
 class JudgeAnswer(_Item):

@@ -11,7 +11,13 @@ from django.db import transaction
 from pydantic import Field
 
 from memory.errors import NotFound, ValidationFailed
-from memory.llm.schemas import ActionItem, AttributeItem, EntityItem, RelationItem, TriplesInput
+from memory.llm.schemas import (
+    StrictActionItem,
+    StrictAttributeItem,
+    StrictEntityItem,
+    StrictRelationItem,
+    TriplesInput,
+)
 from memory.mcp.arguments import NO_NUL, EntityRef, FactId, Scope, Wait
 from memory.mcp.calls import as_tool, current_access
 from memory.mcp.shapes import fact_shape, run_shape
@@ -103,19 +109,19 @@ def remember(
 def add_facts(
     scope: Scope,
     entities: Annotated[
-        list[EntityItem],
+        list[StrictEntityItem],
         Field(description="entities to create or match: {name, type, aliases, identifiers}"),
     ] = [],  # noqa: B006 - the SDK copies defaults into its argument model
     relations: Annotated[
-        list[RelationItem],
+        list[StrictRelationItem],
         Field(description="{subject, predicate, object} between entities (named by name)"),
     ] = [],  # noqa: B006
     attributes: Annotated[
-        list[AttributeItem],
+        list[StrictAttributeItem],
         Field(description="{subject, key, value}: a property of an entity"),
     ] = [],  # noqa: B006
     actions: Annotated[
-        list[ActionItem],
+        list[StrictActionItem],
         Field(description="{subject, verb, object?, at?}: something an entity did"),
     ] = [],  # noqa: B006
     text: Annotated[

@@ -15,6 +15,10 @@ from memory.models import AuditEvent, Entity
 ACTION_LABELS: dict[str, str] = {
     "drift_alias": "Drift: aliased",
     "drift_reject": "Drift: rejected",
+    "drift_alias_bulk": "Drift: aliased in bulk",
+    "drift_alias_undo": "Drift: alias undone",
+    "drift_alias_bulk_undo": "Drift: bulk alias undone",
+    "drift_reject_undo": "Drift: rejection undone",
     "predicate_register": "Predicate registered",
     "predicate_update": "Predicate edited",
     "predicate_flag": "Predicate flag changed",

@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import (
+    Case,
+    CharField,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     FloatField,
     Func,
+    OuterRef,
     Q,
     QuerySet,
     Value,
+    When,
 )
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Greatest, Power
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.models import Entity, Fact, FactStatus
+from memory.models import Conflict as ConflictRecord
+from memory.models import Entity, Fact, FactStatus, Predicate, PredicateStatus
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_canonicalize
 
 RANK_HALF_LIFE_DAYS = 90.0
 RANK_MIN_CONFIDENCE = 0.2
+CONTESTED_AT_WRITE = timedelta(seconds=1)
 
 
 def facts_visible(*, access: ContextAccess) -> QuerySet[Fact]:
@@ -33,16 +40,46 @@ def facts_visible(*, access: ContextAccess) -> QuerySet[Fact]:
 
 
 def _current_at(at: datetime) -> Q:
-    """Facts the store held as current at ``at`` (contested facts never were)."""
-    held = Q(status=FactStatus.CURRENT) | (
-        Q(status__in=[FactStatus.SUPERSEDED, FactStatus.EXPIRED, FactStatus.RETRACTED])
-        & Q(status_changed_at__gt=at)
+    """Facts the store held as current at ``at``, read from each fact's own times: it was
+    recorded by then and valid then; it still is current and became so by then (a
+    contested fact made current later has ``status_changed_at`` after ``at``), or it left
+    "current" after ``at``; it was not contested then (a contested fact that was retracted
+    or superseded later left a conflict record open at ``at``); and no fact that
+    supersedes it was itself current then (a superseded fact restored later is current
+    again, but was not while its successor held the slot)."""
+    became_current_by_then = Q(status=FactStatus.CURRENT) & (
+        Q(status_changed_at__isnull=True) | Q(status_changed_at__lte=at)
+    )
+    left_current_after = Q(
+        status__in=[FactStatus.SUPERSEDED, FactStatus.EXPIRED, FactStatus.RETRACTED],
+        status_changed_at__gt=at,
+    )
+    # A write that loses its collision records the conflict with the fact (a moment
+    # after it): such a fact was contested from the start.
+    conflict_began = Q(created_at__lte=at) | Q(
+        created_at__lte=OuterRef("recorded_at") + CONTESTED_AT_WRITE
+    )
+    contested_then = Exists(
+        ConflictRecord.objects.filter(conflict_began, contested_fact=OuterRef("pk")).filter(
+            Q(resolved_at__isnull=True) | Q(resolved_at__gt=at)
+        )
+    )
+    successor_held_then = Exists(
+        Fact.objects.filter(supersedes=OuterRef("pk"), recorded_at__lte=at).filter(
+            Q(status=FactStatus.CURRENT)
+            | Q(
+                status__in=[FactStatus.SUPERSEDED, FactStatus.EXPIRED, FactStatus.RETRACTED],
+                status_changed_at__gt=at,
+            )
+        )
     )
     return (
-        held
+        (became_current_by_then | left_current_after)
         & Q(recorded_at__lte=at)
         & (Q(valid_from__isnull=True) | Q(valid_from__lte=at))
         & (Q(valid_until__isnull=True) | Q(valid_until__gt=at))
+        & ~Q(contested_then)
+        & ~Q(successor_held_then)
     )
 
 
@@ -59,31 +96,73 @@ def fact_list(
 ) -> QuerySet[Fact]:
     """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``).
 
-    Through an inverse alias (``employs`` of ``works_at``) the ends swap: ``subject=X``
-    finds the ``works_at`` facts whose object is X, and each fact carries
+    Read backwards, the ends swap: through an inverse alias (``employs`` of ``works_at``)
+    ``subject=X`` finds the ``works_at`` facts whose object is X, and through a registered
+    inverse pair (``manages`` / ``reports_to``) ``manages`` with ``subject=X`` also finds
+    the ``reports_to`` facts whose object is X. Each fact read backwards carries
     ``read_through_inverse`` (the name it was asked by) so the caller can say so."""
     facts = facts_visible(access=access)
-    through_inverse = ""
     if predicate:
-        resolved = predicate_canonicalize(context=access.context, name=predicate)
-        facts = facts.filter(predicate__name=resolved.canonical)
-        if resolved.inverse:
-            through_inverse = predicate_normalize(predicate)
-            subject, object = object, subject
-            facts = facts.annotate(read_through_inverse=Value(through_inverse))
-    if subject is not None:
-        facts = facts.filter(subject=subject)
-    if object is not None:
-        facts = facts.filter(object=object)
+        readings = _predicate_readings(access, predicate)
+        asked = predicate_normalize(predicate)
+        match = Q(pk__in=[])
+        for name, backwards in readings:
+            ends = (object, subject) if backwards else (subject, object)
+            match |= Q(predicate__name=name) & _ends_q(*ends)
+        facts = facts.filter(match)
+        backwards_names = [name for name, backwards in readings if backwards]
+        if backwards_names:
+            facts = facts.annotate(
+                read_through_inverse=Case(
+                    When(predicate__name__in=backwards_names, then=Value(asked)),
+                    default=Value(""),
+                    output_field=CharField(),
+                )
+            )
+    else:
+        facts = facts.filter(_ends_q(subject, object))
     if kind:
         facts = facts.filter(kind=kind)
     if scope:
         facts = facts.filter(scope=scope)
     if as_of is not None:
-        facts = facts.filter(_current_at(as_of))
+        # Every fact answered was current at ``as_of``: that is the status it had then.
+        facts = facts.filter(_current_at(as_of)).annotate(
+            status_then=Value(FactStatus.CURRENT.value, output_field=CharField())
+        )
     elif not include_superseded:
         facts = facts.filter(_current_at(timezone.now()))
     return facts.select_related("subject", "object", "predicate").order_by("-recorded_at", "-id")
+
+
+def _predicate_readings(access: ContextAccess, predicate: str) -> list[tuple[str, bool]]:
+    """The stored predicates ``predicate`` reads, each with whether it reads it backwards:
+    its canonical name (backwards through an inverse alias) and, when that is registered
+    with a registered ``inverse``, the inverse read the other way round."""
+    resolved = predicate_canonicalize(context=access.context, name=predicate)
+    readings = [(resolved.canonical, resolved.inverse)]
+    known = resolved.predicate
+    if resolved.registered and known is not None and known.inverse:
+        partner = (
+            Predicate.objects.filter(
+                context=access.context, name=known.inverse, status=PredicateStatus.REGISTERED
+            )
+            .exclude(pk=known.pk)
+            .values_list("name", flat=True)
+            .first()
+        )
+        if partner is not None:
+            readings.append((partner, not resolved.inverse))
+    return readings
+
+
+def _ends_q(subject: Entity | None, object: Entity | None) -> Q:
+    ends = Q()
+    if subject is not None:
+        ends &= Q(subject=subject)
+    if object is not None:
+        ends &= Q(object=object)
+    return ends
 
 
 def fact_history(

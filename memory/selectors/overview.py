@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, Func, IntegerField, Q, QuerySet, Sum, Value, When
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -27,7 +28,7 @@ from memory.selectors.curation import conflict_list
 from memory.selectors.entities import entities_visible
 from memory.selectors.usage import drift_is_visible, predicate_forms, predicate_usage
 
-DRIFT_RESOLUTIONS = ("drift_alias", "drift_reject")
+DRIFT_RESOLUTIONS = ("drift_alias", "drift_alias_bulk", "drift_reject")
 TOP_VARIED = 5
 
 
@@ -168,9 +169,20 @@ def drift_series(
             created_at__gte=since,
             undone_at__isnull=True,
         )
-        .annotate(day=TruncDate("created_at"))
+        .annotate(
+            day=TruncDate("created_at"),
+            # A bulk alias is one event resolving several items.
+            items=Case(
+                When(
+                    action="drift_alias_bulk",
+                    then=Func(KeyTransform("aliases", "after"), function="jsonb_array_length"),
+                ),
+                default=Value(1),
+                output_field=IntegerField(),
+            ),
+        )
         .values("day")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum("items"))
         .values_list("day", "n")
     )
     series = [start + timedelta(days=offset) for offset in range(days)]

@@ -16,8 +16,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
-from memory.models import AuditEvent, Entity, Fact, FactStatus, Predicate, PredicateStatus, Role
+from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.models import (
+    AuditEvent,
+    Context,
+    Entity,
+    Fact,
+    FactStatus,
+    Predicate,
+    PredicateStatus,
+    Role,
+)
 from memory.models import Conflict as ConflictRecord
 from memory.models.predicate import PredicateKind
 from memory.predicate_names import predicate_normalize
@@ -97,6 +106,22 @@ class AliasPlan:
     moving: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class AliasDone:
+    """One alias made: what the audit event says of it and the recipe that reverts it."""
+
+    name: str
+    target: str
+    inverse: bool
+    moved: int
+    warnings: list[str]
+    undo: dict[str, Any]
+
+    @property
+    def words(self) -> str:
+        return f"{self.name} → {'inverse of ' if self.inverse else ''}{self.target}"
+
+
 @transaction.atomic
 def drift_alias(
     *,
@@ -122,6 +147,45 @@ def drift_alias(
     warnings) and writes nothing."""
     access.require_role(Role.CURATOR)
     context = registry_lock(access.context)
+    done = _alias_apply(
+        access=access,
+        context=context,
+        name=name,
+        target=target,
+        inverse=inverse,
+        force=force,
+        preview=preview,
+    )
+    if isinstance(done, AliasPlan):
+        return done
+    return audit_record(
+        context=context,
+        actor=access.user,
+        action="drift_alias",
+        target_type="predicate",
+        target_id=done.name,
+        summary=(
+            f"aliased {done.words}; moved {done.moved} fact{'s' if done.moved != 1 else ''}"
+            f"{' (subject and object swapped)' if done.inverse else ''}"
+        ),
+        before={"predicate": done.undo["state"], "facts": done.moved},
+        after={"target": done.target, "inverse": done.inverse, "warnings": done.warnings},
+        undo=done.undo,
+    )
+
+
+def _alias_apply(
+    *,
+    access: ContextAccess,
+    context: Context,
+    name: str,
+    target: str,
+    inverse: bool,
+    force: bool,
+    preview: bool,
+) -> AliasDone | AliasPlan:
+    """drift_alias's work under the registry lock (``context``, locked), without its
+    audit event."""
     observed = _observed(access, name)
     goal = predicate_get(context=context, name=target)
     if goal.pk == observed.pk:
@@ -180,18 +244,12 @@ def drift_alias(
     ConflictRecord.objects.bulk_create(conflicts)
     observed.delete()
     predicate_alias_attach(context, goal, state["name"], inverse=inverse)
-    return audit_record(
-        context=context,
-        actor=access.user,
-        action="drift_alias",
-        target_type="predicate",
-        target_id=state["name"],
-        summary=(
-            f"aliased {state['name']} → {'inverse of ' if inverse else ''}{goal.name}; "
-            f"moved {len(moved)} facts{' (subject and object swapped)' if inverse else ''}"
-        ),
-        before={"predicate": state, "facts": len(moved)},
-        after={"target": goal.name, "inverse": inverse, "warnings": plan.warnings},
+    return AliasDone(
+        name=state["name"],
+        target=goal.name,
+        inverse=inverse,
+        moved=len(moved),
+        warnings=plan.warnings,
         undo={
             "op": "drift_alias_revert",
             "state": state,
@@ -202,6 +260,66 @@ def drift_alias(
             "conflicts_created": [c.pk for c in conflicts],
         },
     )
+
+
+@dataclass(frozen=True)
+class AliasRequest:
+    name: str
+    target: str
+    inverse: bool = False
+
+
+@transaction.atomic
+def drift_alias_bulk(
+    *, access: ContextAccess, requests: list[AliasRequest], force: bool = False
+) -> tuple[AuditEvent | None, dict[str, str]]:
+    """Alias several drift items as ONE action: one audit event whose undo reverts them
+    all (and whose undo's undo makes them again). An item the alias rules refuse is left
+    out and answered in the second value (name → why); the others still go ahead. None
+    when nothing was aliased."""
+    access.require_role(Role.CURATOR)
+    context = registry_lock(access.context)
+    made: list[AliasDone] = []
+    refused: dict[str, str] = {}
+    for request in requests:
+        try:
+            with transaction.atomic():  # a refused item leaves nothing behind
+                done = _alias_apply(
+                    access=access,
+                    context=context,
+                    name=request.name,
+                    target=request.target,
+                    inverse=request.inverse,
+                    force=force,
+                    preview=False,
+                )
+        except (Conflict, ValidationFailed, NotFound) as exc:
+            refused[request.name] = exc.message
+            continue
+        assert isinstance(done, AliasDone)
+        made.append(done)
+    if not made:
+        return None, refused
+    moved = sum(d.moved for d in made)
+    event = audit_record(
+        context=context,
+        actor=access.user,
+        action="drift_alias_bulk",
+        target_type="predicate",
+        target_id=", ".join(d.name for d in made)[:200],
+        summary=(
+            f"aliased {len(made)} drift item{'s' if len(made) != 1 else ''} "
+            f"({'; '.join(d.words for d in made)}); moved {moved} fact{'s' if moved != 1 else ''}"
+        ),
+        before={"predicates": [d.undo["state"] for d in made]},
+        after={"aliases": [_request_of(d) for d in made]},
+        undo={"op": "drift_alias_bulk_revert", "items": [d.undo for d in made]},
+    )
+    return event, refused
+
+
+def _request_of(done: AliasDone) -> dict[str, Any]:
+    return {"name": done.name, "target": done.target, "inverse": done.inverse}
 
 
 def _swap_ends(fact: Fact) -> None:
@@ -428,9 +546,72 @@ def drift_resolve(
     raise ValidationFailed(f"unknown action {action!r}", code="invalid_action")
 
 
-def drift_alias_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
-    """Undo ``drift_alias``: the observed predicate comes back with its facts."""
+def drift_alias_revert(*, access: ContextAccess, undo: dict[str, Any]) -> AuditEvent:
+    """Undo ``drift_alias``: the observed predicate comes back with its facts. The undo
+    is itself an audited action, whose undo makes the alias again."""
     context = registry_lock(access.context)
+    _alias_revert(access, context, undo)
+    request = {"name": undo["state"]["name"], "target": undo["target"], "inverse": undo["inverse"]}
+    return audit_record(
+        context=context,
+        actor=access.user,
+        action="drift_alias_undo",
+        target_type="predicate",
+        target_id=request["name"],
+        summary=f"undid the alias {_words(request)}; its facts are back on {request['name']}",
+        before=request,
+        undo={"op": "drift_alias_redo", **request},
+    )
+
+
+def drift_alias_bulk_revert(*, access: ContextAccess, undo: dict[str, Any]) -> AuditEvent:
+    """Undo ``drift_alias_bulk``: every alias it made, last first, as one audited action
+    whose undo makes them all again."""
+    context = registry_lock(access.context)
+    for item in reversed(undo["items"]):
+        _alias_revert(access, context, item)
+    requests = [
+        {"name": i["state"]["name"], "target": i["target"], "inverse": i["inverse"]}
+        for i in undo["items"]
+    ]
+    return audit_record(
+        context=context,
+        actor=access.user,
+        action="drift_alias_bulk_undo",
+        target_type="predicate",
+        target_id=", ".join(r["name"] for r in requests)[:200],
+        summary=(
+            f"undid {len(requests)} alias{'es' if len(requests) != 1 else ''} "
+            f"({'; '.join(_words(r) for r in requests)})"
+        ),
+        before={"aliases": requests},
+        undo={"op": "drift_alias_bulk_redo", "items": requests},
+    )
+
+
+def drift_alias_redo(*, access: ContextAccess, undo: dict[str, Any]) -> None:
+    """Undo the undo of an alias: make it again (it records its own, undoable, event).
+    The curator went ahead once, so a single-valued target does not stop it now."""
+    drift_alias(
+        access=access, name=undo["name"], target=undo["target"], inverse=undo["inverse"], force=True
+    )
+
+
+def drift_alias_bulk_redo(*, access: ContextAccess, undo: dict[str, Any]) -> None:
+    """Undo the undo of a bulk alias: all of them again, or none (409 naming why)."""
+    requests = [AliasRequest(i["name"], i["target"], i["inverse"]) for i in undo["items"]]
+    _, refused = drift_alias_bulk(access=access, requests=requests, force=True)
+    if refused:
+        name, why = next(iter(refused.items()))
+        raise Conflict(f"cannot alias {name!r} again: {why}", code="undo_blocked")
+
+
+def _words(request: dict[str, Any]) -> str:
+    inverse = "inverse of " if request["inverse"] else ""
+    return f"{request['name']} → {inverse}{request['target']}"
+
+
+def _alias_revert(access: ContextAccess, context: Context, undo: dict[str, Any]) -> None:
     state = dict(undo["state"])
     goal = predicate_get(context=context, name=undo["target"])
     if Predicate.objects.filter(context=context, name=state["name"]).exists():
@@ -466,13 +647,32 @@ def drift_alias_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
         ) from None
 
 
-def drift_reject_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
+def drift_reject_redo(*, access: ContextAccess, undo: dict[str, Any]) -> None:
+    """Undo the undo of a rejection: reject again (its own, undoable, event)."""
+    drift_reject(access=access, name=undo["name"])
+
+
+def drift_reject_revert(*, access: ContextAccess, undo: dict[str, Any]) -> AuditEvent:
+    """Undo ``drift_reject``: observed again, its facts current again; an audited action
+    whose undo rejects it again."""
     context = registry_lock(access.context)
     predicate = Predicate.objects.select_for_update().get(context=context, name=undo["name"])
     if predicate.status != PredicateStatus.REJECTED:
         raise Conflict(f"{predicate.name!r} is {predicate.status} now", code="undo_blocked")
     predicate.status = PredicateStatus.OBSERVED
     predicate.save(update_fields=["status", "updated_at"])
-    Fact.objects.filter(pk__in=undo["fact_ids"], status=FactStatus.RETRACTED).update(
+    restored = Fact.objects.filter(pk__in=undo["fact_ids"], status=FactStatus.RETRACTED).update(
         status=FactStatus.CURRENT, status_changed_at=None
+    )
+    return audit_record(
+        context=context,
+        actor=access.user,
+        action="drift_reject_undo",
+        target_type="predicate",
+        target_id=predicate.name,
+        summary=(
+            f"undid the rejection of {predicate.name}; "
+            f"{restored} fact{'s' if restored != 1 else ''} current again"
+        ),
+        undo={"op": "drift_reject_redo", "name": predicate.name},
     )

@@ -13,6 +13,8 @@ from memory.access import ContextAccess
 from memory.entity_names import (
     entity_clean_name,
     entity_normalize_key,
+    entity_type_coerced,
+    entity_type_coerced_warning,
     entity_type_normalize,
     identifier_normalize,
 )
@@ -207,6 +209,8 @@ def entity_upsert(
     clean_ids = _clean_identifiers(identifiers or [])
     attrs = dict(attributes or {})
     warnings: list[str] = []
+    if entity_type_coerced(type, type_):
+        warnings.append(entity_type_coerced_warning(clean_name, type or ""))
 
     existing, matched_by = _find_existing(
         access=access, scope=scope, type_=type_, key=key, identifiers=clean_ids

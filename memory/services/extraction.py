@@ -16,12 +16,15 @@ from typing import Any
 from memory.entity_names import (
     entity_clean_name,
     entity_normalize_key,
+    entity_type_coerced,
+    entity_type_coerced_warning,
     entity_type_normalize,
     identifier_normalize,
 )
 from memory.errors import ValidationFailed
 from memory.llm.schemas import EntityItem, Extraction
-from memory.models import EntityType, FactKind
+from memory.models import FactKind
+from memory.predicate_names import predicate_check_text
 
 Ref = tuple[str, str | None]  # (normalized key, type or None when only named)
 
@@ -91,6 +94,7 @@ def extraction_normalize(
         except ValidationFailed as exc:
             unresolved.append(_unresolved("entities", position, entity.model_dump(), exc))
     facts: list[FactDraft] = []
+    refused: list[str] = []  # items refused for hostile predicate text, in words
     sections: list[tuple[str, str, list[Any]]] = [
         ("relations", FactKind.RELATION, list(extraction.relations)),
         ("attributes", FactKind.ATTRIBUTE, list(extraction.attributes)),
@@ -103,8 +107,15 @@ def extraction_normalize(
                 facts.append(_draft(book, section, position, kind, item, raw, default_confidence))
             except ValidationFailed as exc:
                 unresolved.append(_unresolved(section, position, raw, exc))
+                if exc.code == "invalid_predicate":
+                    refused.append(
+                        f"{section}[{position}]: {exc.message}; nothing of it was written"
+                    )
     return NormalizedExtraction(
-        mentions=book.all(), facts=facts, unresolved=unresolved, warnings=book.warnings()
+        mentions=book.all(),
+        facts=facts,
+        unresolved=unresolved,
+        warnings=book.warnings() + refused,
     )
 
 
@@ -117,21 +128,31 @@ def _draft(
     raw: dict[str, Any],
     default_confidence: float,
 ) -> FactDraft:
+    predicate: str = (
+        item.predicate
+        if kind == FactKind.RELATION
+        else item.key
+        if kind == FactKind.ATTRIBUTE
+        else item.verb
+    )
+    # Before any mention is made: an item refused for its predicate must not leave its
+    # entities behind, created for a fact that was never written.
+    predicate_check_text(predicate)
     subject = book.refer(item.subject, item.subject_type)
     object_: Mention | None = None
     value: Any = None
     if kind == FactKind.RELATION:
         object_ = book.refer(item.object, item.object_type)
-        predicate, when = item.predicate, item.valid_from
+        when = item.valid_from
     elif kind == FactKind.ATTRIBUTE:
         value = item.value.strip() if isinstance(item.value, str) else item.value
         if value == "":
             raise ValidationFailed("an attribute needs a value", code="missing_value")
-        predicate, when = item.key, item.valid_from
+        when = item.valid_from
     else:
         if item.object is not None:
             object_ = book.refer(item.object, item.object_type)
-        predicate, when = item.verb, item.at
+        when = item.at
     confidence = item.confidence if item.confidence is not None else default_confidence
     return FactDraft(
         section=section,
@@ -179,15 +200,12 @@ class _MentionBook:
         """``given`` on the closed set; an unknown type becomes ``other``, remembered so
         the run can say so (a silent coercion hid a model's mistake)."""
         type_ = entity_type_normalize(given, allow_reserved=False)
-        if type_ == EntityType.OTHER and (given or "").strip().casefold() not in ("", "other"):
+        if entity_type_coerced(given, type_):
             self._coerced[(name, given.strip()[:40] if given else "")] = None
         return type_
 
     def warnings(self) -> list[str]:
-        return [
-            f"entity {name!r}: type {given!r} is not a type a memory may use; stored as other"
-            for name, given in self._coerced
-        ]
+        return [entity_type_coerced_warning(name, given) for name, given in self._coerced]
 
     def _keyed(self, name: str) -> tuple[str, str]:
         """The cleaned name and its normalized key (raises ValidationFailed)."""

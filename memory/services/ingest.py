@@ -246,7 +246,7 @@ def triples_parse(triples: Any) -> TriplesInput:
         return TriplesInput.model_validate(triples)
     except ValidationError as exc:
         errors = [
-            {"at": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            {"at": _triples_path(err["loc"]), "message": _triples_problem(err)}
             for err in exc.errors()[:20]
         ]
         raise ValidationFailed(
@@ -255,6 +255,20 @@ def triples_parse(triples: Any) -> TriplesInput:
             code="invalid_triples",
             details=errors,
         ) from None
+
+
+def _triples_path(loc: tuple[int | str, ...]) -> str:
+    """A JSON path as a caller writes it: ``relations[0].confidance``."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path or "triples"
+
+
+def _triples_problem(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    return str(err["msg"])
 
 
 def run_enqueue(*, run: Run) -> None:

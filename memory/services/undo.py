@@ -77,8 +77,20 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "predicate_alias_add": _predicate_alias_add,
     "entity_restore": _entity_restore,
     "context_restore": _context_restore,
-    "drift_alias_revert": lambda access, undo: drift.drift_alias_revert(access=access, undo=undo),
-    "drift_reject_revert": lambda access, undo: drift.drift_reject_revert(access=access, undo=undo),
+    "drift_alias_revert": lambda access, undo: _discard(
+        drift.drift_alias_revert(access=access, undo=undo)
+    ),
+    "drift_alias_redo": lambda access, undo: drift.drift_alias_redo(access=access, undo=undo),
+    "drift_alias_bulk_revert": lambda access, undo: _discard(
+        drift.drift_alias_bulk_revert(access=access, undo=undo)
+    ),
+    "drift_alias_bulk_redo": lambda access, undo: drift.drift_alias_bulk_redo(
+        access=access, undo=undo
+    ),
+    "drift_reject_revert": lambda access, undo: _discard(
+        drift.drift_reject_revert(access=access, undo=undo)
+    ),
+    "drift_reject_redo": lambda access, undo: drift.drift_reject_redo(access=access, undo=undo),
     "conflict_reopen": lambda access, undo: conflicts.conflict_reopen(access=access, undo=undo),
     "merge_undo": lambda access, undo: _discard(
         merges.merge_undo(access=access, merge_id=undo["merge_id"])

@@ -299,3 +299,45 @@ def test_an_inverse_alias_checks_a_single_valued_target_in_the_stored_direction(
         ("Alex", "Maria Chen"),
         ("Sam", "Maria Chen"),
     ]
+
+
+def test_undoing_an_alias_is_an_audited_action_that_can_be_undone(
+    api: APIClient, base: str
+) -> None:
+    _relation(api, base, ACME, "has_employee", ALEX)
+    aliased = _resolve(api, base, "has_employee", target="works_at", inverse=True).json()
+
+    undo = api.post(f"{base}/audit/{aliased['id']}/undo")
+
+    assert undo.status_code == 200, undo.content
+    assert Predicate.objects.get(name="has_employee").status == "observed"
+    undone = api.get(f"{base}/audit", {"action": "drift_alias_undo"}).json()["results"]
+    assert [e["summary"] for e in undone] == [
+        "undid the alias has_employee → inverse of works_at; its facts are back on has_employee"
+    ]
+    redo = api.post(f"{base}/audit/{undone[0]['id']}/undo")
+    assert redo.status_code == 200, redo.content
+    assert not Predicate.objects.filter(name="has_employee").exists()
+    stored = Fact.objects.get()
+    assert (stored.subject.name, stored.predicate.name, stored.object.name) == (
+        "Alex",
+        "works_at",
+        "Acme",
+    )
+    again = api.get(f"{base}/audit", {"action": "drift_alias"}).json()["results"]
+    assert len(again) == 2 and again[0]["undone_at"] is None  # the redo, undoable in turn
+    assert api.post(f"{base}/audit/{again[0]['id']}/undo").status_code == 200
+
+
+def test_undoing_a_rejection_is_audited_and_undoable(api: APIClient, base: str) -> None:
+    _attribute(api, base, "Sam", "favourite_colour", "green")
+    rejected = api.post(
+        f"{base}/drift/favourite_colour/resolve", {"action": "reject"}, format="json"
+    ).json()
+
+    assert api.post(f"{base}/audit/{rejected['id']}/undo").status_code == 200
+    assert Fact.objects.get().status == "current"
+    [undone] = api.get(f"{base}/audit", {"action": "drift_reject_undo"}).json()["results"]
+    assert api.post(f"{base}/audit/{undone['id']}/undo").status_code == 200
+    assert Predicate.objects.get(name="favourite_colour").status == "rejected"
+    assert Fact.objects.get().status == "retracted"

@@ -28,6 +28,24 @@ def test_post_creates_then_matches(api: APIClient, base: str) -> None:
     assert matched.json()["matched_by"] == "key"
 
 
+def test_an_unknown_type_is_stored_as_other_with_the_runs_warning(
+    api: APIClient, base: str
+) -> None:
+    created = api.post(
+        f"{base}/entities", {"name": "Merlin", "type": "wizard", "scope": "org/acme"}, format="json"
+    )
+
+    assert created.status_code == 201, created.content
+    assert created.json()["type"] == "other"
+    assert created.json()["warnings"] == [
+        "entity 'Merlin': type 'wizard' is not a type a memory may use; stored as other"
+    ]
+    plain = api.post(
+        f"{base}/entities", {"name": "Morgana", "type": "other", "scope": "org/acme"}, format="json"
+    )
+    assert plain.json()["warnings"] == []
+
+
 def test_list_filters_and_paginates(api: APIClient, base: str) -> None:
     for i in range(3):
         api.post(

@@ -10,7 +10,9 @@ from django.test import Client
 
 from memory.access import ContextAccess
 from memory.models import AuditEvent, Fact, Predicate, PredicateAlias, Role
+from memory.selectors.overview import drift_series
 from memory.services.facts import fact_write
+from memory.services.undo import audit_undo
 from tests.curation.conftest import Memory, page, person
 
 pytestmark = pytest.mark.django_db
@@ -239,8 +241,19 @@ def test_bulk_alias_and_reject(
     assert aliased.status_code == rejected.status_code == 302
     assert _status("works_for") is None and _status("employed_at") is None
     assert _status("likes_food") == "rejected"
-    assert AuditEvent.objects.filter(action="drift_alias").count() == 2
+    [bulk] = AuditEvent.objects.filter(action__startswith="drift_alias")
+    assert bulk.action == "drift_alias_bulk"  # one action, one undo
+    assert drift_series(access=access, days=1)[-1].resolved == 3  # two aliases, one reject
     assert "Aliased 2 drift items" in page(curator.get(f"{base}/drift/"))
+
+    # Its one undo brings both back, as one audited action that can itself be undone.
+    audit_undo(access=access, event_id=bulk.pk)
+    assert _status("works_for") == _status("employed_at") == "observed"
+    undone = AuditEvent.objects.get(action="drift_alias_bulk_undo")
+    assert "undid 2 aliases" in undone.summary
+    audit_undo(access=access, event_id=undone.pk)
+    assert _status("works_for") is None and _status("employed_at") is None
+    assert AuditEvent.objects.filter(action="drift_alias_bulk").count() == 2
 
 
 def test_bulk_reports_each_failure_and_keeps_the_others(

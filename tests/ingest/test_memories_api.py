@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from django_tasks_db.models import DBTaskResult
 from rest_framework.test import APIClient
 
-from memory.models import Context, Fact, Role, Run, RunOutcome
+from memory.models import Context, Entity, Fact, Role, Run, RunOutcome
 from tests.api.conftest import assert_error
 from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import extraction
@@ -125,7 +126,7 @@ def test_bad_input_is_refused_and_writes_nothing(api: APIClient, base: str) -> N
     )
     assert_error(wrong, 400, "invalid_triples")
     assert wrong.json()["error"]["details"] == [
-        {"at": "relations.0.predicate", "message": "Field required"}
+        {"at": "relations[0].predicate", "message": "Field required"}
     ]
     typo = _post(api, base, scope="s", infer="triples", triples={"relation": []})
     assert_error(typo, 400, "invalid_triples")
@@ -153,6 +154,63 @@ def test_a_hostile_predicate_is_reported_not_written(api: APIClient, base: str) 
     [unresolved] = body["result"]["unresolved"]
     assert unresolved["code"] == "invalid_predicate"
     assert Fact.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("triples", "path"),
+    [
+        (
+            {"relations": [{"subject": "Alex", "predicate": "works_at", "object": "Acme",
+                            "confidance": 0.1}]},
+            "relations[0].confidance",
+        ),
+        ({"entities": [{"name": "Alex", "typ": "person"}]}, "entities[0].typ"),
+        (
+            {"entities": [{"name": "Alex", "identifiers": [{"kind": "email",
+                                                            "value": "a@x.io", "note": 1}]}]},
+            "entities[0].identifiers[0].note",
+        ),
+        (
+            {"attributes": [{"subject": "Alex", "key": "title", "value": "x", "when": "2020"}]},
+            "attributes[0].when",
+        ),
+        ({"actions": [{"subject": "Alex", "verb": "met", "objet": "Sam"}]}, "actions[0].objet"),
+    ],
+    ids=["relation", "entity", "identifier", "attribute", "action"],
+)  # fmt: skip
+def test_an_unknown_key_at_any_level_of_triples_is_a_400_naming_its_path(
+    api: APIClient, base: str, triples: dict[str, Any], path: str
+) -> None:
+    response = _post(api, base, scope="s", infer="triples", triples=triples, wait=True)
+
+    assert_error(response, 400, "invalid_triples")
+    assert response.json()["error"]["details"] == [{"at": path, "message": "unknown field"}]
+    assert path in response.json()["error"]["message"]
+    assert Run.objects.count() == 0 and Entity.objects.count() == 0
+
+
+def test_a_relation_refused_for_its_predicate_leaves_no_entities_and_warns(
+    api: APIClient, base: str
+) -> None:
+    triples = {
+        "relations": [
+            {"subject": "Mallory", "predicate": "KNOWS]->() DETACH DELETE n //", "object": "Eve"},
+            {"subject": "Alex", "predicate": "works_at", "object": "Acme"},
+        ]
+    }
+    body = _post(api, base, scope="s", infer="triples", triples=triples, wait=True).json()
+
+    assert body["run"]["outcome"] == "succeeded_with_warnings"
+    assert body["run"]["summary"]["unresolved"] == 1
+    assert body["run"]["summary"]["warnings"] == 1
+    [unresolved] = body["result"]["unresolved"]
+    assert (unresolved["section"], unresolved["position"], unresolved["code"]) == (
+        "relations",
+        0,
+        "invalid_predicate",
+    )
+    assert sorted(Entity.objects.values_list("name", flat=True)) == ["Acme", "Alex"]
+    assert Fact.objects.count() == 1
 
 
 def test_runs_list_in_six_queries(
