@@ -154,9 +154,7 @@ class EntityParamField(serializers.CharField):
         if len(text) > MAX_REF_CHARS:
             raise serializers.ValidationError(f"at most {MAX_REF_CHARS} characters")
         if text.isascii() and text.isdigit():
-            if int(text) < 1:
-                raise serializers.ValidationError("an entity id is at least 1")
-            return int(text)
+            return int(text)  # no such id (0 included) answers 404 entity_not_found
         return text
 
 
