@@ -37,7 +37,8 @@ def fact_shape(fact: Fact, *, score: float | None = None) -> dict[str, Any]:
             else None
         ),
         "value": value,
-        "status": fact.status,
+        # With `as_of`, the status the fact had then (fact_list annotates it).
+        "status": getattr(fact, "status_then", None) or fact.status,
         "confidence": fact.confidence,
         "importance": fact.importance,
         "valid_from": _iso(fact.valid_from),

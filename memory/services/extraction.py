@@ -9,6 +9,7 @@ its reason, and the rest goes on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -83,9 +84,18 @@ class NormalizedExtraction:
     warnings: list[str] = field(default_factory=list)
 
 
+REFUSED_FOR_PREDICATE = ("invalid_predicate", "rejected_predicate")
+
+
 def extraction_normalize(
-    extraction: Extraction, *, default_confidence: float
+    extraction: Extraction,
+    *,
+    default_confidence: float,
+    predicate_check: Callable[[str], None] = predicate_check_text,
 ) -> NormalizedExtraction:
+    """Mentions and fact drafts of ``extraction``. ``predicate_check`` raises
+    ValidationFailed for a predicate no write would take (by default: hostile text); such
+    an item is refused before any of its entities is mentioned."""
     book = _MentionBook()
     unresolved: list[Unresolved] = []
     for position, entity in enumerate(extraction.entities):
@@ -104,10 +114,15 @@ def extraction_normalize(
         for position, item in enumerate(items):
             raw = item.model_dump()
             try:
-                facts.append(_draft(book, section, position, kind, item, raw, default_confidence))
+                facts.append(
+                    _draft(
+                        book, section, position, kind, item, raw, default_confidence,
+                        predicate_check,
+                    )
+                )  # fmt: skip
             except ValidationFailed as exc:
                 unresolved.append(_unresolved(section, position, raw, exc))
-                if exc.code == "invalid_predicate":
+                if exc.code in REFUSED_FOR_PREDICATE:
                     refused.append(
                         f"{section}[{position}]: {exc.message}; nothing of it was written"
                     )
@@ -127,6 +142,7 @@ def _draft(
     item: Any,
     raw: dict[str, Any],
     default_confidence: float,
+    predicate_check: Callable[[str], None],
 ) -> FactDraft:
     predicate: str = (
         item.predicate
@@ -137,7 +153,7 @@ def _draft(
     )
     # Before any mention is made: an item refused for its predicate must not leave its
     # entities behind, created for a fact that was never written.
-    predicate_check_text(predicate)
+    predicate_check(predicate)
     subject = book.refer(item.subject, item.subject_type)
     object_: Mention | None = None
     value: Any = None

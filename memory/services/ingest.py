@@ -66,6 +66,7 @@ from memory.services.ingest_write import (
     ingest_turn_summary,
     ingest_write,
 )
+from memory.services.predicate_resolution import predicate_refusal_check
 from memory.services.resolution import resolution_plan
 from memory.services.turns import (
     TurnFields,
@@ -476,7 +477,11 @@ def memory_ingest(
         confidence = LLM_DEFAULT_CONFIDENCE
     else:
         extraction, confidence = triples_parse(triples), TRIPLES_DEFAULT_CONFIDENCE
-    normalized = extraction_normalize(extraction, default_confidence=confidence)
+    normalized = extraction_normalize(
+        extraction,
+        default_confidence=confidence,
+        predicate_check=predicate_refusal_check(context=access.context),
+    )
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
     ingest_record_calls(run, plan)

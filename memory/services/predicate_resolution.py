@@ -8,6 +8,7 @@ constraint.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -128,11 +129,7 @@ def _resolve_form(
     if result.registered and known is not None:
         return ResolvedPredicate(known, result.canonical, result.via, True, result.inverse)
     if known is not None and known.status == PredicateStatus.REJECTED:
-        raise ValidationFailed(
-            f"predicate {result.canonical!r} was rejected by a curator in this context",
-            code="rejected_predicate",
-            details={"canonical": result.canonical},
-        )
+        raise _rejected(result.canonical)
     if context.predicate_mode == PredicateMode.STRICT:
         raise UnknownPredicate(
             f"unknown predicate {raw[:80]!r} (as {result.canonical!r}): context "
@@ -144,6 +141,30 @@ def _resolve_form(
         return ResolvedPredicate(known, known.name, "none", False)
     predicate = predicate_observe(context=context, name=result.canonical)
     return ResolvedPredicate(predicate, result.canonical, "none", False)
+
+
+def _rejected(canonical: str) -> ValidationFailed:
+    return ValidationFailed(
+        f"predicate {canonical!r} was rejected by a curator in this context",
+        code="rejected_predicate",
+        details={"canonical": canonical},
+    )
+
+
+def predicate_refusal_check(*, context: Context) -> Callable[[str], None]:
+    """A check, from one registry load, that raises for a predicate form every write
+    refuses whatever its entities are — hostile text (``invalid_predicate``) or a
+    predicate curators rejected (``rejected_predicate``) — with the write's own error,
+    so an ingest can refuse such an item before it resolves (and creates) its entities."""
+    index = registry_index_load(context=context)
+
+    def check(raw: str) -> None:
+        result = predicate_canonicalize(context=context, name=raw, index=index)
+        known = result.predicate
+        if not result.registered and known is not None and known.status == PredicateStatus.REJECTED:
+            raise _rejected(result.canonical)
+
+    return check
 
 
 @transaction.atomic

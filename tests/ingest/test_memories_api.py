@@ -213,6 +213,23 @@ def test_a_relation_refused_for_its_predicate_leaves_no_entities_and_warns(
     assert Fact.objects.count() == 1
 
 
+def test_a_relation_on_a_rejected_predicate_leaves_no_entities_and_warns(
+    api: APIClient, base: str
+) -> None:
+    drift = {"relations": [{"subject": "Alex", "predicate": "hangs_with", "object": "Sam"}]}
+    _post(api, base, scope="s", infer="triples", triples=drift, wait=True)
+    rejected = api.post(f"{base}/drift/hangs_with/resolve", {"action": "reject"}, format="json")
+    assert rejected.status_code == 200, rejected.content
+
+    again = {"relations": [{"subject": "Mallory", "predicate": "hangs_with", "object": "Eve"}]}
+    body = _post(api, base, scope="s", infer="triples", triples=again, wait=True).json()
+
+    assert body["run"]["outcome"] == "succeeded_with_warnings"
+    assert body["run"]["summary"]["warnings"] == 1
+    assert [u["code"] for u in body["result"]["unresolved"]] == ["rejected_predicate"]
+    assert not Entity.objects.filter(name__in=["Mallory", "Eve"]).exists()
+
+
 def test_runs_list_in_six_queries(
     api: APIClient, base: str, django_assert_num_queries: Any
 ) -> None:
