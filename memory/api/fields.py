@@ -220,12 +220,25 @@ def _inline_refs(schema: Any, definitions: dict[str, Any]) -> Any:
     return schema
 
 
+def _text_patterns(schema: Any) -> Any:
+    """Say of each text what the item shapes refuse (memory/llm/schemas.py): NUL
+    characters, and — a required text is stripped first — one of only whitespace."""
+    if isinstance(schema, dict):
+        out = {k: _text_patterns(v) for k, v in schema.items()}
+        if out.get("type") == "string" and "pattern" not in out:
+            out["pattern"] = NON_BLANK_TEXT_PATTERN if out.get("minLength") else TEXT_PATTERN
+        return out
+    if isinstance(schema, list):
+        return [_text_patterns(item) for item in schema]
+    return schema
+
+
 def triples_schema() -> dict[str, Any]:
     """The ``triples`` body as the ingest service validates it (memory/llm/schemas.py)."""
     from memory.llm.schemas import TriplesInput
 
     schema = TriplesInput.model_json_schema()
-    inlined: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
+    inlined: dict[str, Any] = _text_patterns(_inline_refs(schema, schema.get("$defs", {})))
     inlined.pop("title", None)
     inlined["description"] = (
         "The graph to write as given (with `infer: triples` or `preview`): entities, "
