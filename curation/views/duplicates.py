@@ -25,6 +25,7 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Role
+from memory.queueing import DUPLICATES_SCAN_TASK, task_enqueue_on_commit
 from memory.selectors.duplicates import (
     DuplicateCluster,
     duplicate_cluster_page,
@@ -35,7 +36,6 @@ from memory.selectors.entity_pages import entity_fact_counts
 from memory.services.duplicates import duplicates_dismiss_recorded
 from memory.services.merge_plan import MergePlan
 from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
-from memory.tasks import duplicates_scan_enqueue
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25
@@ -226,7 +226,7 @@ def duplicates_scan_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     """Queue a scan of the whole context (minutes at 100k entities: never in a request)."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     count = entities_visible(access=access).filter(merged_into__isnull=True).count()
-    duplicates_scan_enqueue(access.context.pk)
+    task_enqueue_on_commit(DUPLICATES_SCAN_TASK, access.context.pk)
     messages.success(
         request,
         f"Scanning {count:,} entities in the background; new candidates appear here when "

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Predicate, PredicateStatus
+from memory.models.predicate import EDITABLE_FIELDS
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_list
 from memory.selectors.usage import predicate_usage
-from memory.services.predicate_fields import EDITABLE_FIELDS
 
 REGISTRY_FORMAT = "memory-desk-registry"
 REGISTRY_VERSION = 1

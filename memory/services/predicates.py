@@ -24,12 +24,12 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
+from memory.models.predicate import EDITABLE_FIELDS
 from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
 from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import predicate_alias_owner, registry_index_load
 from memory.services.audit import audit_record
 from memory.services.predicate_fields import (
-    EDITABLE_FIELDS,
     predicate_aliases_clean,
     predicate_fields_clean,
     predicate_flags_check,
