@@ -6,6 +6,8 @@ from typing import Any
 
 from django import template
 
+from memory.wording import with_article
+
 register = template.Library()
 
 
@@ -238,3 +240,9 @@ def signed(value: float) -> str:
     """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
     number = float(value)
     return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"
+
+
+@register.filter(name="with_article")
+def with_article_filter(word: Any) -> str:
+    """``"admin"|with_article`` → "an admin"."""
+    return with_article(str(word))

@@ -12,7 +12,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
-from django.db.models import OuterRef
+from django.db.models import Count, OuterRef
 
 from memory.access import ContextAccess, system_access
 from memory.drift_ranking import (
@@ -209,3 +209,19 @@ def _embed(texts: list[str]) -> list[Vector]:
             while len(_vector_cache) > VECTOR_CACHE_SIZE:
                 _vector_cache.popitem(last=False)
     return [found[text] for text in texts]
+
+
+def drift_current_fact_counts(*, access: ContextAccess, names: list[str]) -> dict[str, int]:
+    """How many current facts each observed predicate of ``names`` holds in the context:
+    what rejecting it retracts (every scope's, not only those the caller can read)."""
+    rows = (
+        Fact.objects.filter(
+            context=access.context,
+            predicate__name__in=names,
+            predicate__status=PredicateStatus.OBSERVED,
+            status=FactStatus.CURRENT,
+        )
+        .values_list("predicate__name")
+        .annotate(count=Count("pk"))
+    )
+    return {name: count for name, count in rows}

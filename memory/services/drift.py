@@ -38,6 +38,7 @@ from memory.services.predicates import (
     predicate_register,
     registry_lock,
 )
+from memory.wording import counted, with_article
 
 DriftAction = Literal["alias", "promote", "reject"]
 
@@ -188,7 +189,8 @@ def drift_alias(
         target_id=state["name"],
         summary=(
             f"aliased {state['name']} → {'inverse of ' if inverse else ''}{goal.name}; "
-            f"moved {len(moved)} facts{' (subject and object swapped)' if inverse else ''}"
+            f"moved {counted(len(moved), 'fact')}"
+            f"{' (subject and object swapped)' if inverse else ''}"
         ),
         before={"predicate": state, "facts": len(moved)},
         after={"target": goal.name, "inverse": inverse, "warnings": plan.warnings},
@@ -283,7 +285,7 @@ def _check_kinds(observed: Predicate, goal: Predicate, moved: list[Fact], *, inv
         )
     if inverse and goal.kind != PredicateKind.RELATION:
         raise ValidationFailed(
-            f"{goal.name!r} is a {goal.kind}: only a relation can be read backwards",
+            f"{goal.name!r} is {with_article(goal.kind)}: only a relation can be read backwards",
             code="inverse_not_relation",
         )
     if inverse and any(f.object_id is None for f in moved):
@@ -317,12 +319,12 @@ def _type_warnings(goal: Predicate, moved: list[Fact]) -> list[str]:
         if f.object is not None and goal.object_types and f.object.type not in goal.object_types
     )
     warnings = [
-        f"{n} fact{'s' if n != 1 else ''} would have a {kind} subject; {goal.name} expects "
+        f"{counted(n, 'fact')} would have {with_article(kind)} subject; {goal.name} expects "
         f"{', '.join(goal.subject_types)}"
         for kind, n in sorted(subject_misfits.items())
     ]
     warnings += [
-        f"{n} fact{'s' if n != 1 else ''} would have a {kind} object; {goal.name} expects "
+        f"{counted(n, 'fact')} would have {with_article(kind)} object; {goal.name} expects "
         f"{', '.join(goal.object_types)}"
         for kind, n in sorted(object_misfits.items())
     ]
@@ -390,7 +392,7 @@ def drift_reject(*, access: ContextAccess, name: str) -> AuditEvent:
         action="drift_reject",
         target_type="predicate",
         target_id=observed.name,
-        summary=f"rejected {observed.name}; retracted {len(facts)} facts",
+        summary=f"rejected {observed.name}; retracted {counted(len(facts), 'fact')}",
         before={"status": "observed", "facts": len(facts)},
         after={"status": "rejected"},
         undo={
