@@ -246,3 +246,9 @@ def signed(value: float) -> str:
 def with_article_filter(word: Any) -> str:
     """``"admin"|with_article`` → "an admin"."""
     return with_article(str(word))
+
+
+@register.filter
+def any_inverse(aliases: Any) -> bool:
+    """Whether any of these predicate aliases reads its predicate backwards."""
+    return any(getattr(alias, "inverse", False) for alias in aliases)
