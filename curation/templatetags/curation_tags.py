@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import template
@@ -252,3 +253,12 @@ def with_article_filter(word: Any) -> str:
 def any_inverse(aliases: Any) -> bool:
     """Whether any of these predicate aliases reads its predicate backwards."""
     return any(getattr(alias, "inverse", False) for alias in aliases)
+
+
+@register.filter
+def iso_datetime(value: Any) -> datetime | None:
+    """An ISO 8601 string (as search results carry times) as a datetime; None if not one."""
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
