@@ -262,3 +262,38 @@ def iso_datetime(value: Any) -> datetime | None:
         return datetime.fromisoformat(str(value)) if value else None
     except ValueError:
         return None
+
+
+# How each finder of a duplicate pair reads to a curator (the chips on a cluster).
+DUPLICATE_METHOD_WORDS = {
+    "key": "same name once case, punctuation and legal suffixes are set aside",
+    "alias": "one's name is the other's alias",
+    "fingerprint": "same words, another order",
+    "ngram": "similar spelling",
+    "edit_distance": "a letter or two apart",
+    "phonetic": "names sound alike",
+    "word_sound": "a word sounds alike",
+    "consonants": "same consonants",
+    "identifier": "a shared identifier (e-mail, domain…)",
+    "date": "a shared date",
+    "code": "a shared code or number",
+    "embedding": "close in meaning",
+    "attributes": "attributes agree",
+}
+# The agreement levels whose label is shorthand.
+DUPLICATE_LEVEL_WORDS = {
+    "same consonants, only they": "same consonants, and no other name has them",
+    "alike or same sounds": "alike, or sounding the same",
+}
+
+
+@register.filter
+def method_words(method: str) -> str:
+    """A duplicate finder's name in plain words ("phonetic" → "names sound alike")."""
+    return DUPLICATE_METHOD_WORDS.get(str(method), str(method).replace("_", " "))
+
+
+@register.filter
+def level_words(level: str) -> str:
+    """An agreement level of a duplicate explanation in plain words."""
+    return DUPLICATE_LEVEL_WORDS.get(str(level), str(level))
