@@ -51,7 +51,7 @@ def queued_embedding_tasks() -> int:
     from django_tasks_db.models import DBTaskResult
 
     return DBTaskResult.objects.filter(
-        task_path="memory.search.tasks.embeddings_drain_task", status="READY"
+        task_path="memory.tasks.embeddings_drain_task", status="READY"
     ).count()
 
 

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from memory.entity_names import MAX_NAME_LENGTH
@@ -475,6 +476,52 @@ class DocumentFilterForm(forms.Form):
     def filters(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {"title": data.get("q") or None, "scope": data.get("scope") or None}
+
+
+class DocumentAddForm(forms.Form):
+    """A document typed or pasted in, or a UTF-8 text file (``.txt``, ``.md``)."""
+
+    title = forms.CharField(max_length=500, help_text="Shown in lists and search results.")
+    scope = forms.CharField(
+        max_length=300,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. org/acme"}),
+        help_text="Who may read it: readers of this scope.",
+    )
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6, "placeholder": "Paste the text here…"}),
+        help_text="Or choose a file below.",
+    )
+    file = forms.FileField(
+        required=False,
+        label="Text file",
+        widget=forms.ClearableFileInput(attrs={"accept": ".txt,.md,text/plain,text/markdown"}),
+        help_text="UTF-8 text or Markdown.",
+    )
+    source = forms.CharField(
+        max_length=300,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. a URL or a file path"}),
+        help_text="Where it came from (optional).",
+    )
+
+    def clean_scope(self) -> str:
+        return _scope(self.cleaned_data["scope"])
+
+    def clean_file(self) -> str:
+        upload = self.cleaned_data.get("file")
+        return _read_text(upload, settings.MEMORY_MAX_TEXT_BYTES) if upload else ""
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        typed, uploaded = (data.get("text") or "").strip(), data.get("file") or ""
+        if typed and uploaded:
+            raise ValidationError("Paste the text or choose a file, not both.")
+        if not typed and not uploaded:
+            raise ValidationError("Paste the document's text or choose a text file.")
+        data["content"] = uploaded or data["text"]
+        return data
 
 
 class TokenCreateForm(forms.Form):

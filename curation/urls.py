@@ -76,6 +76,7 @@ context_patterns = [
     path("entities/<int:entity_id>/edit", entities.entity_edit, name="entity-edit"),
     path("entities/<int:entity_id>/delete", entities.entity_delete_view, name="entity-delete"),
     path("documents/", documents.documents, name="documents"),
+    path("documents/add", documents.document_add, name="document-add"),
     path("documents/<int:document_id>/", documents.document_detail, name="document"),
     path(
         "documents/<int:document_id>/delete",

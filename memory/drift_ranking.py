@@ -35,6 +35,7 @@ import numpy.typing as npt
 import Stemmer
 
 from memory.predicate_names import fuzzy_typo_match
+from memory.wording import with_article
 
 Vector = npt.NDArray[np.float64]
 Embed = Callable[[list[str]], list[Vector]]
@@ -293,7 +294,9 @@ class Ranker:
         kind_match = kind is None or kind == candidate.kind
         if not kind_match:
             score *= KIND_MISMATCH_FACTOR
-            reasons.append(f"its facts are {kind}s, {candidate.name} is a {candidate.kind}")
+            reasons.append(
+                f"its facts are {kind}s, {candidate.name} is {with_article(candidate.kind)}"
+            )
         forward_fit, backward_fit = _type_fits(examples, candidate)
         if examples and candidate.kind == "relation" and forward_fit == backward_fit == 0:
             score -= TYPE_MISFIT_PENALTY

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -175,18 +176,20 @@ class _WarmUp:
         self.state = "idle"
         self._started = threading.Lock()
 
-    def start(self) -> threading.Thread | None:
+    def start(self, then: Callable[[], None] | None) -> threading.Thread | None:
         if not self._started.acquire(blocking=False):
             return None  # already started in this process
         if settings.MEMORY_EMBED_MODEL.startswith("openai:"):
             self.state = "ready"  # nothing to load: the endpoint is asked per request
             return None
         self.state = "loading"
-        thread = threading.Thread(target=self._load, name="embedder-warm-up", daemon=True)
+        thread = threading.Thread(
+            target=self._load, args=(then,), name="embedder-warm-up", daemon=True
+        )
         thread.start()
         return thread
 
-    def _load(self) -> None:
+    def _load(self, then: Callable[[], None] | None) -> None:
         try:
             embed_texts(["warm up"])
         except Exception:
@@ -194,39 +197,21 @@ class _WarmUp:
             self.state = "failed"
             return
         logger.info("the embedding model is loaded")
-        _warm_drift_suggestions()
+        if then is not None:
+            then()
         self.state = "ready"
-
-
-WARM_CONTEXTS = 20
-
-
-def _warm_drift_suggestions() -> None:
-    """Embed each context's registry and drift names now (cached per process): the first
-    drift page otherwise spends seconds embedding a hundred predicate descriptions."""
-    from django.db import connection
-
-    from memory.access import system_access
-    from memory.models import Context
-    from memory.selectors.drift import drift_list
-
-    try:
-        for context in Context.objects.order_by("-pk")[:WARM_CONTEXTS]:
-            drift_list(access=system_access(context), with_examples=False)
-    except Exception:  # a warm-up is an optimisation: the page computes what is missing
-        logger.warning("could not pre-compute drift suggestions", exc_info=True)
-    finally:
-        connection.close()  # this thread's own connection
 
 
 _warm_up = _WarmUp()
 
 
-def embedder_warm_up() -> threading.Thread | None:
+def embedder_warm_up(then: Callable[[], None] | None = None) -> threading.Thread | None:
     """Load the local model in a background thread now (a server's start), so the first
-    page or search that needs it does not wait ~10 s. Returns the thread (None when it
+    page or search that needs it does not wait ~10 s; ``then`` runs in that thread once
+    the model is loaded (a server passes the drift page's warm-up,
+    ``memory.selectors.drift.drift_suggestions_warm``). Returns the thread (None when it
     was already started or there is nothing to load)."""
-    return _warm_up.start()
+    return _warm_up.start(then)
 
 
 def embedder_loading() -> bool:

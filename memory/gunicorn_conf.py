@@ -51,6 +51,7 @@ def post_worker_init(worker: Any) -> None:
     dashboard says the model is loading until it is ready. A failure is logged, not
     fatal: everything but vector search still works."""
     from memory.embeddings import embedder_warm_up
+    from memory.selectors.drift import drift_suggestions_warm
 
-    embedder_warm_up()
+    embedder_warm_up(then=drift_suggestions_warm)
     worker.log.info("worker %s ready (the embedding model loads in the background)", worker.pid)

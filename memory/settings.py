@@ -183,6 +183,25 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's groups, in this order (memory.api.schema tags each operation by the
+    # resource its path names).
+    "TAGS": [
+        {"name": "memories", "description": "Write memories: LLM extraction, triples or turns."},
+        {"name": "search", "description": "Search, and the prompt-ready memory block."},
+        {"name": "facts", "description": "Facts: read, write, retract."},
+        {"name": "entities", "description": "Entities: upsert, seed, edit, merge."},
+        {"name": "documents", "description": "Documents and their chunks."},
+        {"name": "keywords", "description": "Keyphrases of documents."},
+        {"name": "predicates", "description": "The predicate registry."},
+        {"name": "drift", "description": "Observed predicates not yet in the registry."},
+        {"name": "duplicates", "description": "Duplicate entity candidates."},
+        {"name": "conflicts", "description": "Contested single values."},
+        {"name": "runs", "description": "Ingest runs: reports, retry, retract."},
+        {"name": "vocabulary", "description": "What the extraction prompt shows."},
+        {"name": "audit", "description": "Curation history and undo."},
+        {"name": "contexts", "description": "Contexts, their settings and checks."},
+        {"name": "health", "description": "Liveness of each part."},
+    ],
     "ENUM_NAME_OVERRIDES": {
         "EntityTypeEnum": "memory.models.entity.EntityType",
         "RunOutcomeEnum": "memory.models.run.RunOutcome",

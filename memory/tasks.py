@@ -1,56 +1,35 @@
-"""Background work on the django-tasks database queue (``manage.py db_worker``)."""
+"""Background work on the django-tasks database queue (``manage.py db_worker``).
+
+Each task is a thin wrapper that hands its work to a service. Services queue these tasks
+by their dotted path through ``memory.queueing`` and never import this module, so the
+imports run one way: tasks → services (docs/decisions/0065).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from typing import Any
 
-from django.db import transaction
 from django_tasks import task
 
-from memory.search.tasks import embeddings_drain_enqueue
+from memory.locks import DUPLICATE_SCAN_LOCK, executor_lock
+from memory.queueing import (
+    EMBEDDINGS_DRAIN_TASK,
+    WorkerLost,  # noqa: F401  (task results failed earlier name it here)
+    embeddings_watchdog_ensure,
+    task_enqueue,
+)
+from memory.selectors.contexts import context_by_id
+from memory.services.duplicates import duplicates_scan
+from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
+from memory.services.ingest import run_execute, runs_recover_stale
+from memory.services.vectors import embedding_backlog, embeddings_drain
 
 logger = logging.getLogger(__name__)
 
-# Set inside ``entity_embeddings_collect``: the ids enqueue calls would have queued.
-_collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collecting", default=None)
-
-
-class WorkerLost(Exception):
-    """Recorded on a task result whose worker died while running it (SIGKILL, a lost
-    machine): django-tasks-db leaves such a result ``RUNNING`` for ever. Raised by no
-    code: the executor's recovery records it (``services/executor.py``); it lives here so
-    that the recorded exception path names the task module."""
-
-
-def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
-    """Have these entities embedded once the current transaction commits (by the
-    worker's drain, ``memory.search.tasks``; never for a rollback).
-
-    Inside ``entity_embeddings_collect`` the ids are collected for the caller instead.
-    """
-    ids = list(dict.fromkeys(entity_ids))
-    collecting = _collecting.get()
-    if collecting is not None:
-        collecting.extend(ids)
-    elif ids:
-        embeddings_drain_enqueue()
-
-
-@contextmanager
-def entity_embeddings_collect() -> Iterator[list[int]]:
-    """Collect the entity ids that services would queue for embedding, one task each,
-    into the yielded list: a bulk writer (the entity import) embeds them itself, in
-    batches. Ids of rows rolled back meanwhile may be in the list; computing skips them.
-    """
-    ids: list[int] = []
-    token = _collecting.set(ids)
-    try:
-        yield ids
-    finally:
-        _collecting.reset(token)
+# A drain yields the worker after this long (queued ingest runs go next) and queues its
+# own continuation.
+DRAIN_SECONDS = 30.0
 
 
 @task()
@@ -59,9 +38,6 @@ def ingest_run_task(run_id: int) -> str:
 
     Runs left ``running`` by a worker that died are failed first, so they can be retried.
     """
-    # Imported here: the ingest services import this module (for the embedding task).
-    from memory.services.ingest import run_execute, runs_recover_stale
-
     runs_recover_stale()
     return str(run_execute(run_id=run_id).outcome)
 
@@ -76,9 +52,6 @@ def import_job_task(job_id: int) -> str:
 
     Jobs left ``running`` by a worker that died are failed first, so they can be retried.
     """
-    # Imported here: the import job services enqueue this task.
-    from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
-
     import_jobs_recover_stale()
     return import_job_execute(job_id=job_id)
 
@@ -88,10 +61,6 @@ def duplicates_scan_task(context_id: int) -> dict[str, object]:
     """Scan a context for duplicate entities (``duplicates_scan``) off the request path:
     at 100k entities the embedding neighbours alone take minutes. One scan per context
     at a time; a second request while one runs is answered by that one."""
-    from memory.locks import DUPLICATE_SCAN_LOCK, executor_lock
-    from memory.selectors.contexts import context_by_id
-    from memory.services.duplicates import duplicates_scan
-
     with executor_lock(DUPLICATE_SCAN_LOCK, context_id) as held:
         if not held:
             return {"skipped": "a scan of this context is already running"}
@@ -104,5 +73,20 @@ def duplicates_scan_task(context_id: int) -> dict[str, object]:
             "new": report.new, "seconds": report.seconds}  # fmt: skip
 
 
-def duplicates_scan_enqueue(context_id: int) -> None:
-    transaction.on_commit(lambda: duplicates_scan_task.enqueue(context_id))
+@task()
+def embeddings_drain_task() -> dict[str, Any]:
+    """Embed the rows still without a vector (``memory.services.vectors.embeddings_drain``)
+    for up to ``DRAIN_SECONDS``, then queue the rest as a continuation."""
+    if not any(embedding_backlog().values()):
+        return {"written": 0}
+    embeddings_watchdog_ensure()
+    report = embeddings_drain(seconds=DRAIN_SECONDS)
+    if not report.finished and not report.skipped:
+        task_enqueue(EMBEDDINGS_DRAIN_TASK)
+    return {
+        "written": report.written,
+        "model_calls": report.model_calls,
+        "seconds": round(report.seconds, 3),
+        "finished": report.finished,
+        "skipped": report.skipped,
+    }

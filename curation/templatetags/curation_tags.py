@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import template
+
+from memory.wording import with_article
 
 register = template.Library()
 
@@ -238,3 +241,59 @@ def signed(value: float) -> str:
     """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
     number = float(value)
     return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"
+
+
+@register.filter(name="with_article")
+def with_article_filter(word: Any) -> str:
+    """``"admin"|with_article`` → "an admin"."""
+    return with_article(str(word))
+
+
+@register.filter
+def any_inverse(aliases: Any) -> bool:
+    """Whether any of these predicate aliases reads its predicate backwards."""
+    return any(getattr(alias, "inverse", False) for alias in aliases)
+
+
+@register.filter
+def iso_datetime(value: Any) -> datetime | None:
+    """An ISO 8601 string (as search results carry times) as a datetime; None if not one."""
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+# How each finder of a duplicate pair reads to a curator (the chips on a cluster).
+DUPLICATE_METHOD_WORDS = {
+    "key": "same name once case, punctuation and legal suffixes are set aside",
+    "alias": "one's name is the other's alias",
+    "fingerprint": "same words, another order",
+    "ngram": "similar spelling",
+    "edit_distance": "a letter or two apart",
+    "phonetic": "names sound alike",
+    "word_sound": "a word sounds alike",
+    "consonants": "same consonants",
+    "identifier": "a shared identifier (e-mail, domain…)",
+    "date": "a shared date",
+    "code": "a shared code or number",
+    "embedding": "close in meaning",
+    "attributes": "attributes agree",
+}
+# The agreement levels whose label is shorthand.
+DUPLICATE_LEVEL_WORDS = {
+    "same consonants, only they": "same consonants, and no other name has them",
+    "alike or same sounds": "alike, or sounding the same",
+}
+
+
+@register.filter
+def method_words(method: str) -> str:
+    """A duplicate finder's name in plain words ("phonetic" → "names sound alike")."""
+    return DUPLICATE_METHOD_WORDS.get(str(method), str(method).replace("_", " "))
+
+
+@register.filter
+def level_words(level: str) -> str:
+    """An agreement level of a duplicate explanation in plain words."""
+    return DUPLICATE_LEVEL_WORDS.get(str(level), str(level))

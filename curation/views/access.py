@@ -20,6 +20,7 @@ from memory.embeddings import embedder_loading
 from memory.errors import DomainError, NotFound
 from memory.models import Role
 from memory.selectors.contexts import context_list
+from memory.wording import with_article
 
 P = ParamSpec("P")
 
@@ -44,7 +45,8 @@ def _get_context_for_user(
         raise Http404(f"context {ctx[:100]!r} not found") from None
     if role is not None and not access.has_role(role):
         raise PermissionDenied(
-            f"this needs the {role} role in {access.context.slug}; you are a {access.role}"
+            f"this needs the {role} role in {access.context.slug}; you are "
+            f"{with_article(str(access.role))}"
         )
     return access
 

@@ -1,5 +1,5 @@
-"""Documents: the list (filter by title and scope), a document's page with its chunks
-and keywords, and a curator's delete."""
+"""Documents: the list (filter by title and scope) with a form to add one, a document's
+page with its chunks and keywords, and a curator's delete."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import DocumentFilterForm
+from curation.forms import DocumentAddForm, DocumentFilterForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
     dashboard_view,
     render_screen,
 )
+from memory.access import ContextAccess
+from memory.errors import ValidationFailed
 from memory.models import Document, Role
 from memory.selectors.documents import (
     document_chunks,
@@ -26,18 +28,27 @@ from memory.selectors.documents import (
     document_keywords,
     document_list,
 )
-from memory.services.documents import document_delete
+from memory.services.documents import document_create, document_delete
+from memory.wording import counted
 
 PAGE_SIZE = 50
 CHUNKS_PER_PAGE = 30
 KEYWORDS_SHOWN = 40
 
 
-@require_safe
-@dashboard_view
-def documents(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
-    """Queries: count; one page of documents with their chunk counts."""
-    access = _get_context_for_user(request, ctx)
+def _can_add(access: ContextAccess) -> bool:
+    """Adding needs a write grant on the document's scope: offer the form to a member
+    with any write grant (the service checks the scope chosen)."""
+    return any(grant.access == "write" for grant in access.grants.items)
+
+
+def _list_page(
+    request: HtmxHttpRequest,
+    access: ContextAccess,
+    *,
+    add_form: DocumentAddForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     form = DocumentFilterForm(request.GET)
     valid = form.is_valid()
     found: Sequence[Document] | QuerySet[Document] = (
@@ -50,11 +61,55 @@ def documents(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         request,
         "curation/documents.html",
         access,
-        {"form": form, "page": page, "query": query.urlencode()},
+        {
+            "form": form,
+            "page": page,
+            "query": query.urlencode(),
+            "can_add": _can_add(access),
+            "add_form": add_form or DocumentAddForm(),
+            "add_open": add_form is not None,
+        },
         section="documents",
         partial="results",
-        status=200 if valid else 400,
+        status=status if valid else 400,
     )
+
+
+@require_safe
+@dashboard_view
+def documents(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Queries: count; one page of documents with their chunk counts."""
+    return _list_page(request, _get_context_for_user(request, ctx))
+
+
+@require_POST
+@dashboard_view
+def document_add(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """Store a pasted or uploaded document through the documents service (a write grant
+    on its scope); its chunk and keyword vectors follow from the task worker."""
+    access = _get_context_for_user(request, ctx)
+    form = DocumentAddForm(request.POST, request.FILES)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            document = document_create(
+                access=access,
+                title=data["title"],
+                text=data["content"],
+                scope=data["scope"],
+                source=data["source"],
+            )
+        except ValidationFailed as exc:
+            form.add_error(None, exc.message)
+        else:
+            chunks = counted(document.chunks.count(), "chunk")
+            messages.success(
+                request,
+                f"Added {document.title}: {chunks}, "
+                "searchable by its words now and by meaning once its vectors are computed.",
+            )
+            return redirect("document", access.context.slug, document.pk)
+    return _list_page(request, access, add_form=form, status=400)
 
 
 @require_safe

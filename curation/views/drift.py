@@ -29,6 +29,7 @@ from memory.errors import Conflict, NotFound, ServiceUnavailable, ValidationFail
 from memory.models import AuditEvent, FactKind, Role
 from memory.selectors.drift import (
     DriftItem,
+    drift_current_fact_counts,
     drift_examples_attach,
     drift_list,
     drift_suggestions_attach,
@@ -53,6 +54,8 @@ class DriftRow:
     # (drift_definition): forty definition forms were most of the page's time.
     promote_form: PredicateDefinitionForm | None = None
     error: str = ""
+    # Its current facts in every scope: what a reject retracts, said before it happens.
+    current_facts: int = 0
 
     @property
     def name(self) -> str:
@@ -119,10 +122,17 @@ def _page(
             drift_suggestions_attach(access=access, items=shown)
         except ServiceUnavailable as exc:  # the list and every action work without them
             suggestions_problem = exc.message
+    # What a reject would retract, for those who may reject (one query for the page).
+    current = (
+        drift_current_fact_counts(access=access, names=[item.predicate.name for item in shown])
+        if access.has_role(Role.CURATOR)
+        else {}
+    )
     rows = []
     for item in shown:
-        form = promote[1] if promote is not None and promote[0] == item.predicate.name else None
-        rows.append(DriftRow(item, form, errors.get(item.predicate.name, "")))
+        name = item.predicate.name
+        form = promote[1] if promote is not None and promote[0] == name else None
+        rows.append(DriftRow(item, form, errors.get(name, ""), current.get(name, 0)))
     context: dict[str, Any] = {
         "rows": rows,
         "page": page,
@@ -138,9 +148,18 @@ def _page(
         "bulk_errors": bulk_errors or [],
         "suggestions_problem": suggestions_problem,
     }
-    return render_screen(
+    response = render_screen(
         request, TEMPLATE, access, context, section="drift", partial="rows", status=status
     )
+    if _from_card(request):  # an item's own form asked: the whole list answers
+        response["HX-Retarget"] = "#drift-rows"
+        response["HX-Reswap"] = "outerHTML"
+    return response
+
+
+def _from_card(request: HtmxHttpRequest) -> bool:
+    """Whether an item's own form sent this through htmx (it targets the item's card)."""
+    return bool(request.htmx) and request.POST.get("in_card") == "1"
 
 
 def _page_number(request: HtmxHttpRequest, items: list[DriftItem], focus: str | None) -> int:
@@ -152,8 +171,18 @@ def _page_number(request: HtmxHttpRequest, items: list[DriftItem], focus: str | 
     return names.index(focus) // PAGE_SIZE + 1 if focus in names else 1
 
 
-def _done(request: HtmxHttpRequest, access: ContextAccess, event: AuditEvent) -> HttpResponse:
+def _done(
+    request: HtmxHttpRequest, access: ContextAccess, event: AuditEvent, *, name: str
+) -> HttpResponse:
+    """The outcome with its Undo: in place of the item's card when the card's own form
+    asked (htmx), else on the list (or the page, without htmx)."""
     messages.success(request, event.summary.capitalize() + ".", extra_tags=f"undo:{event.pk}")
+    if _from_card(request):
+        open_items = len(drift_list(access=access, with_suggestions=False, with_examples=False))
+        context = {"name": name, "total": open_items}
+        return render_screen(
+            request, TEMPLATE, access, context, section="drift", partial="resolved"
+        )
     if request.htmx:
         return _page(request, access)
     return redirect("drift", access.context.slug)
@@ -189,7 +218,7 @@ def drift_resolve_view(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRes
             return _page(request, access, errors={name: exc.message}, status=409)
         messages.error(request, exc.message)
         return _page(request, access, status=409)
-    return _done(request, access, event)
+    return _done(request, access, event, name=name)
 
 
 @require_safe
@@ -227,7 +256,7 @@ def drift_promote(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse
     except Conflict as exc:
         messages.error(request, exc.message)
         return _page(request, access, status=409)
-    return _done(request, access, event)
+    return _done(request, access, event, name=name)
 
 
 @dataclass

@@ -24,7 +24,8 @@ from curation.views.access import (
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import Role
+from memory.models import Entity, Role
+from memory.queueing import DUPLICATES_SCAN_TASK, task_enqueue_on_commit
 from memory.selectors.duplicates import (
     DuplicateCluster,
     duplicate_cluster_page,
@@ -35,7 +36,6 @@ from memory.selectors.entity_pages import entity_fact_counts
 from memory.services.duplicates import duplicates_dismiss_recorded
 from memory.services.merge_plan import MergePlan
 from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
-from memory.tasks import duplicates_scan_enqueue
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25
@@ -63,9 +63,32 @@ class Posted:
     plan: MergePlan | None = None
 
 
-def _row(cluster: DuplicateCluster, posted: Posted | None) -> ClusterRow:
+SURVIVOR_RULE = (
+    "a seeded (canonical) entity first, then the one with the most facts, then the most "
+    "aliases, then the longest name, then the oldest"
+)
+
+
+def survivor_suggested(members: list[Entity], fact_counts: dict[int, int]) -> Entity:
+    """The member pre-selected as survivor, by ``SURVIVOR_RULE``: the one the memory
+    knows most about keeps its identity; between equals, the fuller name."""
+    return min(
+        members,
+        key=lambda e: (
+            not e.seeded,
+            -fact_counts.get(e.pk, 0),
+            -len(e.aliases),
+            -len(e.name),
+            e.pk,
+        ),
+    )
+
+
+def _row(
+    cluster: DuplicateCluster, posted: Posted | None, fact_counts: dict[int, int]
+) -> ClusterRow:
     key = cluster_key(m.pk for m in cluster.members)
-    survivor = cluster.members[0]
+    survivor = survivor_suggested(cluster.members, fact_counts)
     row = ClusterRow(cluster, key, survivor.pk, survivor.name)
     if posted is not None and posted.key == key:
         row.survivor_id = posted.survivor_id or row.survivor_id
@@ -90,11 +113,11 @@ def _page(
     page = Paginator(range(total), PAGE_SIZE).get_page(number)
     if page.number != number:  # past the end: the last page instead
         clusters, total = _clusters(access, page.number)
-    rows = [_row(c, posted) for c in clusters]
-    shown = {row.key for row in rows}
     counts = entity_fact_counts(
-        access=access, entity_ids=[m.pk for row in rows for m in row.cluster.members]
+        access=access, entity_ids=[m.pk for c in clusters for m in c.members]
     )
+    rows = [_row(c, posted, counts) for c in clusters]
+    shown = {row.key for row in rows}
     context = {
         "rows": rows,
         "page": page,
@@ -102,6 +125,7 @@ def _page(
         # Actions come back to the page they were sent from.
         "here": f"?page={page.number}" if page.number > 1 else "",
         "fact_counts": counts,
+        "survivor_rule": SURVIVOR_RULE,
         # A problem with a cluster that is no longer listed is shown above the list.
         "problem": posted.error if posted and posted.error and posted.key not in shown else "",
         # While a scan is queued or running the list polls itself (``?poll=1``).
@@ -226,7 +250,7 @@ def duplicates_scan_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     """Queue a scan of the whole context (minutes at 100k entities: never in a request)."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     count = entities_visible(access=access).filter(merged_into__isnull=True).count()
-    duplicates_scan_enqueue(access.context.pk)
+    task_enqueue_on_commit(DUPLICATES_SCAN_TASK, access.context.pk)
     messages.success(
         request,
         f"Scanning {count:,} entities in the background; new candidates appear here when "

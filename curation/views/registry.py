@@ -36,7 +36,7 @@ from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
 from memory.selectors.predicates import predicate_get
 from memory.selectors.registry import (
-    predicate_alias_names,
+    predicate_aliases,
     predicate_fact_count,
     predicate_facts,
     predicate_last_update,
@@ -150,7 +150,7 @@ def _detail_page(
     initial = PredicateDefinitionForm.initial_for(predicate)
     context = {
         "predicate": predicate,
-        "aliases": predicate_alias_names(predicate=predicate),
+        "aliases": predicate_aliases(predicate=predicate),
         "facts": predicate_facts(access=access, predicate=predicate),
         "fact_count": predicate_fact_count(access=access, predicate=predicate),
         "edit_form": edit_form or PredicateDefinitionForm(initial=initial),

@@ -1,5 +1,6 @@
-"""Search: active search as you type over chunks, facts or entities, with a mode switch,
-a scope filter and each result's explanation (BM25, vector, fused, graph boost)."""
+"""Search: active search as you type over chunks, conversation turns, facts or entities,
+with a mode switch, a scope filter (and a thread filter for turns) and each result's
+explanation (BM25, vector, fused, graph boost; for turns the window boost)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from curation.views.access import (
 from curation.views.documents import CHUNKS_PER_PAGE
 from memory.errors import DomainError, ValidationFailed
 from memory.scopes import MAX_SCOPE_LENGTH
+from memory.search.turn_fusion import WINDOW_WEIGHTS
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
 
 TEMPLATE = "curation/search.html"
@@ -58,6 +60,7 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     mode = request.GET.get("mode", "hybrid")
     target = request.GET.get("target", "chunks")
     scope = request.GET.get("scope", "").strip()
+    thread = request.GET.get("thread", "").strip()
     response: SearchResponse | None = None
     error, status = "", 200
     if q or mode not in MODES or target not in TARGETS:
@@ -70,6 +73,7 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
                 scopes=_scopes(scope),
                 target=target,
                 vector_floor=settings.MEMORY_SEARCH_VECTOR_FLOOR or None,
+                thread=thread if thread and target == "turns" else None,
             )
         except DomainError as exc:  # a bad query (400) or the embedder down (503)
             error, status = exc.message, exc.status
@@ -79,12 +83,16 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         "mode": mode,
         "target": target,
         "scope": scope,
+        "thread": thread,
         "modes": MODES,
         "targets": list(TARGETS),
         "response": response,
         "error": error,
         "max_query": MAX_QUERY_CHARS,
         "vector_floor": settings.MEMORY_SEARCH_VECTOR_FLOOR,
+        "window_weights": ", ".join(
+            f"{distance} away ×{weight:g}" for distance, weight in enumerate(WINDOW_WEIGHTS, 1)
+        ),
     }
     return render_screen(
         request, TEMPLATE, access, context, section="search", partial="results", status=status

@@ -92,6 +92,8 @@ def json_error_view(status_code: int, code: str, message: str) -> Any:
     def view(request: Any, exception: Exception | None = None) -> Any:
         if isinstance(exception, RequestDataTooBig) and request.path.startswith("/api/"):
             return body_too_large()
+        if request.path.startswith("/api/") and status_code == 404:
+            return _not_found(request.path, message)
         if request.path.startswith("/api/"):
             return JsonResponse(error_body(code, message), status=status_code)
         if status_code == 500:
@@ -99,6 +101,29 @@ def json_error_view(status_code: int, code: str, message: str) -> Any:
         return fallback(request, exception)
 
     return view
+
+
+def _not_found(path: str, message: str) -> JsonResponse:
+    """404 under /api/. A path with a trailing slash gets the hint that API paths have
+    none (and the path without it, when that is one)."""
+    from django.urls import Resolver404, resolve
+
+    if not path.endswith("/") or path.rstrip("/") == "/api":
+        return JsonResponse(error_body("not_found", message), status=404)
+    bare = path.rstrip("/")
+    try:
+        resolve(bare)
+    except Resolver404:
+        details: dict[str, Any] = {}
+    else:
+        details = {"path": bare}
+    hint = f"; try {bare}" if details else ""
+    return JsonResponse(
+        error_body(
+            "not_found", f"{message}: API paths have no trailing slash{hint}", details or None
+        ),
+        status=404,
+    )
 
 
 def body_too_large() -> JsonResponse:

@@ -9,6 +9,12 @@ Request fields document exactly what they accept (``memory.api.fields``): text h
 characters and, when required, a character that is not whitespace; patterns, exclusive
 minimums and distinct lists are stated.
 
+Grouping: each operation is tagged with the resource its path names (``…/facts/{id}`` →
+``facts``; see ``RESOURCE_TAGS``) and has a one-line summary: the view's own
+``extend_schema(summary=…)``, else ``SUMMARIES`` below, else the first line of the view
+method's (or single-method view's) docstring. ``SPECTACULAR_SETTINGS["TAGS"]`` orders and
+describes the groups Swagger UI shows.
+
 Errors: every operation documents the error answers the shared machinery can give it, in
 the one error shape (``memory.api.errors``): authentication and permission refusals,
 unknown contexts and records, invalid input, refused writes, throttling. A view adds the
@@ -48,7 +54,98 @@ _ERRORS = {
 }
 
 
+API_PREFIX = "/api/v1/"
+
+# Path segments that belong to another resource's group.
+RESOURCE_TAGS = {"merges": "entities", "fsck": "contexts", "context": "search"}
+
+# One line per operation, keyed by method and path below API_PREFIX.
+SUMMARIES = {
+    "GET contexts": "List the contexts you belong to",
+    "POST contexts": "Create a context with the standard registry",
+    "GET contexts/{ctx}": "Show a context: settings, your role and grants",
+    "PATCH contexts/{ctx}": "Change a context's settings",
+    "POST contexts/{ctx}/fsck": "Check a context for duplicates, orphans and drift",
+    "GET contexts/{ctx}/audit": "List audit events, newest first",
+    "POST contexts/{ctx}/audit/{event_id}/undo": "Undo an audited curation action",
+    "GET contexts/{ctx}/conflicts": "List open conflicts between single values",
+    "POST contexts/{ctx}/conflicts/{conflict_id}/resolve": "Resolve a conflict: keep one value",
+    "POST contexts/{ctx}/context": "Build a prompt-ready memory block for a query or entity",
+    "GET contexts/{ctx}/documents": "List documents",
+    "POST contexts/{ctx}/documents": "Store a document: chunks, postings and keywords",
+    "GET contexts/{ctx}/documents/{document_id}": "Show a document with its chunks",
+    "DELETE contexts/{ctx}/documents/{document_id}": "Delete a document and its chunks",
+    "GET contexts/{ctx}/documents/{document_id}/keywords": "List a document's keywords",
+    "GET contexts/{ctx}/drift": "List observed predicates with suggestions",
+    "POST contexts/{ctx}/drift/{name}/resolve": "Resolve a drift item: alias, promote or reject",
+    "GET contexts/{ctx}/duplicates": "List duplicate candidates, clustered",
+    "POST contexts/{ctx}/duplicates/dismiss": "Dismiss duplicate candidates as different",
+    "GET contexts/{ctx}/entities": "List or find entities",
+    "POST contexts/{ctx}/entities": "Create or match an entity (upsert)",
+    "GET contexts/{ctx}/entities/{entity_id}": "Show an entity with its best current facts",
+    "PATCH contexts/{ctx}/entities/{entity_id}": "Rename an entity or change its aliases",
+    "DELETE contexts/{ctx}/entities/{entity_id}": "Delete an entity",
+    "GET contexts/{ctx}/entities/{entity_id}/history": "List every fact about an entity",
+    "POST contexts/{ctx}/entities/bulk": "Seed entities from CSV or JSON lines",
+    "POST contexts/{ctx}/entities/merge": "Merge entities into a survivor (or preview)",
+    "POST contexts/{ctx}/merges/{merge_id}/undo": "Undo a merge",
+    "GET contexts/{ctx}/facts": "List or filter facts",
+    "POST contexts/{ctx}/facts": "Write one fact",
+    "GET contexts/{ctx}/facts/{fact_id}": "Show a fact",
+    "DELETE contexts/{ctx}/facts/{fact_id}": "Retract a fact (kept in history)",
+    "GET contexts/{ctx}/keywords": "List keywords of visible documents",
+    "GET contexts/{ctx}/keywords/{text}": "Show a keyword and its documents",
+    "GET contexts/{ctx}/keywords/search": "Find keywords near a query by meaning",
+    "POST contexts/{ctx}/memories": "Write a memory (LLM extraction, triples or a turn)",
+    "GET contexts/{ctx}/predicates": "List the predicate registry",
+    "POST contexts/{ctx}/predicates": "Register a predicate",
+    "GET contexts/{ctx}/predicates/{name}": "Show a registered predicate",
+    "PATCH contexts/{ctx}/predicates/{name}": "Edit a registered predicate (admin)",
+    "DELETE contexts/{ctx}/predicates/{name}": "Unregister a predicate",
+    "POST contexts/{ctx}/predicates/{name}/aliases": "Add aliases to a predicate",
+    "GET contexts/{ctx}/predicates/canonicalize": "Say which predicate a name is stored under",
+    "GET contexts/{ctx}/predicates/export": "Export the registry as a file",
+    "POST contexts/{ctx}/predicates/import": "Import a registry file",
+    "GET contexts/{ctx}/runs": "List ingest runs",
+    "GET contexts/{ctx}/runs/{run_id}": "Show an ingest run with its report",
+    "POST contexts/{ctx}/runs/{run_id}/retract": "Retract what a run wrote (or preview)",
+    "POST contexts/{ctx}/runs/{run_id}/retry": "Retry a failed run",
+    "POST contexts/{ctx}/search": "Search chunks, turns, facts or entities",
+    "GET contexts/{ctx}/vocabulary": "Show the vocabulary the extraction prompt would use",
+    "GET health": "Check that each part of the service is up",
+}
+
+
+def resource_tag(path: str) -> str:
+    """The resource an API path names: ``/api/v1/contexts/{ctx}/facts/{id}`` → ``facts``,
+    ``/api/v1/contexts/{ctx}`` → ``contexts``, ``/api/v1/health`` → ``health``."""
+    parts = [p for p in path.removeprefix(API_PREFIX).split("/") if p]
+    if len(parts) >= 3 and parts[0] == "contexts":
+        segment = parts[2]
+    else:
+        segment = parts[0] if parts else "api"
+    return RESOURCE_TAGS.get(segment, segment)
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0].strip()
+
+
 class MemoryAutoSchema(AutoSchema):
+    def get_tags(self) -> list[str]:
+        return [resource_tag(self.path)]
+
+    def get_summary(self) -> str | None:
+        key = f"{self.method} {self.path.removeprefix(API_PREFIX)}"
+        if key in SUMMARIES:
+            return SUMMARIES[key]
+        handler = getattr(self.view, self.method.lower(), None)
+        methods = [m for m in ("get", "post", "put", "patch", "delete") if hasattr(self.view, m)]
+        own = _first_line(getattr(handler, "__doc__", None))
+        if not own and len(methods) == 1:
+            own = _first_line(type(self.view).__doc__)
+        return own.rstrip(".") or None
+
     def get_serializer_name(
         self, serializer: Any, direction: Literal["request", "response"]
     ) -> str:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # its shape only: the vocabulary is built by the caller
-    from memory.selectors.vocabulary import Vocabulary
+from typing import Protocol
 
 REUSE = "reuse one when the meaning matches; mint a new one only when none fits"
 
@@ -29,6 +27,33 @@ OUTPUT_FORMAT = """\
                  "value": "<text, number or true/false>", "confidence": 0.9}],
  "actions": [{"subject": "<entity name>", "verb": "<snake_case verb>",
               "object": "<entity name or null>", "at": "YYYY-MM-DD or null", "confidence": 0.9}]}"""
+
+
+class VocabularyEntry(Protocol):
+    """An entity the prompt lists: its name and type."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+
+class Vocabulary(Protocol):
+    """What the prompt reads of the vocabulary the caller gathered
+    (``memory.selectors.vocabulary.Vocabulary`` has this shape)."""
+
+    @property
+    def entities(self) -> Sequence[VocabularyEntry]: ...
+
+    @property
+    def relation_labels(self) -> Sequence[str]: ...
+
+    @property
+    def attribute_keys(self) -> Sequence[str]: ...
+
+    @property
+    def action_verbs(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,25 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+# The fields a registry edit may change (services/predicate_fields.py validates them) and
+# the registry export writes.
+EDITABLE_FIELDS = (
+    "description",
+    "example",
+    "category",
+    "kind",
+    "subject_types",
+    "object_types",
+    "inverse",
+    "default_importance",
+    "ranking_weight",
+    "single_valued",
+    "is_aggregate",
+    "lifecycle",
+    "default_validity_days",
+    "exclude_from_prompt",
+)
+
 
 class PredicateKind(models.TextChoices):
     RELATION = "relation"

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from memory.models import Context, Entity, Fact
+from memory.queueing import embeddings_drain_enqueue
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
-from memory.search.tasks import embeddings_drain_enqueue
 from memory.search.texts import entity_text, fact_text_of
 
 REBUILD_BATCH = 2000

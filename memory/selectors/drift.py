@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -10,9 +11,10 @@ from datetime import datetime
 import numpy as np
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import OuterRef
+from django.db import connection
+from django.db.models import Count, OuterRef
 
-from memory.access import ContextAccess
+from memory.access import ContextAccess, system_access
 from memory.drift_ranking import (
     CandidatePredicate,
     ObservedExample,
@@ -38,6 +40,25 @@ class DriftItem:
     last_seen: datetime | None
     examples: list[Fact] = field(default_factory=list)
     suggestions: list[Suggestion] = field(default_factory=list)
+
+
+logger = logging.getLogger(__name__)
+
+# Contexts whose drift suggestions a server computes as soon as its model is loaded.
+WARM_CONTEXTS = 20
+
+
+def drift_suggestions_warm() -> None:
+    """Embed each recent context's registry and drift names now (cached per process): the
+    first drift page otherwise spends seconds embedding a hundred predicate descriptions.
+    Run by a server's embedder warm-up thread, once the model is loaded."""
+    try:
+        for context in Context.objects.order_by("-pk")[:WARM_CONTEXTS]:
+            drift_list(access=system_access(context), with_examples=False)
+    except Exception:  # a warm-up is an optimisation: the page computes what is missing
+        logger.warning("could not pre-compute drift suggestions", exc_info=True)
+    finally:
+        connection.close()  # this thread's own connection
 
 
 def drift_list(
@@ -188,3 +209,19 @@ def _embed(texts: list[str]) -> list[Vector]:
             while len(_vector_cache) > VECTOR_CACHE_SIZE:
                 _vector_cache.popitem(last=False)
     return [found[text] for text in texts]
+
+
+def drift_current_fact_counts(*, access: ContextAccess, names: list[str]) -> dict[str, int]:
+    """How many current facts each observed predicate of ``names`` holds in the context:
+    what rejecting it retracts (every scope's, not only those the caller can read)."""
+    rows = (
+        Fact.objects.filter(
+            context=access.context,
+            predicate__name__in=names,
+            predicate__status=PredicateStatus.OBSERVED,
+            status=FactStatus.CURRENT,
+        )
+        .values_list("predicate__name")
+        .annotate(count=Count("pk"))
+    )
+    return {name: count for name, count in rows}

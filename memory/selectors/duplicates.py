@@ -12,6 +12,7 @@ import numpy.typing as npt
 from memory.access import ContextAccess
 from memory.models import Entity
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.queueing import DUPLICATES_SCAN_TASK
 
 
 @dataclass
@@ -153,10 +154,8 @@ def duplicates_scan_pending(context_id: int) -> bool:
     from django_tasks import TaskResultStatus
     from django_tasks_db.models import DBTaskResult
 
-    from memory.tasks import duplicates_scan_task
-
     return DBTaskResult.objects.filter(
-        task_path=duplicates_scan_task.module_path,
+        task_path=DUPLICATES_SCAN_TASK,
         status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
         args_kwargs__args=[context_id],
     ).exists()

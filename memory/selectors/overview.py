@@ -68,9 +68,10 @@ class VocabularyHealth:
 
     @property
     def variants_per_concept(self) -> float | None:
-        """(aliases + open drift) per registered predicate: how many other forms each
-        concept attracts on average."""
-        return (self.aliases + self.observed) / self.registered if self.registered else None
+        """Open drift forms per registered predicate: the other spellings no curator has
+        resolved yet. Resolving drift lowers it (an alias is a resolved spelling: counted
+        in ``aliases``, not here)."""
+        return self.observed / self.registered if self.registered else None
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Predicate, PredicateStatus
+from memory.models.predicate import EDITABLE_FIELDS, PredicateAlias
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_list
 from memory.selectors.usage import predicate_usage
-from memory.services.predicate_fields import EDITABLE_FIELDS
 
 REGISTRY_FORMAT = "memory-desk-registry"
 REGISTRY_VERSION = 1
@@ -100,6 +100,11 @@ def predicate_facts(*, access: ContextAccess, predicate: Predicate, limit: int =
 
 def predicate_alias_names(*, predicate: Predicate) -> list[str]:
     return list(predicate.alias_set.order_by("alias").values_list("alias", flat=True))
+
+
+def predicate_aliases(*, predicate: Predicate) -> list[PredicateAlias]:
+    """The predicate's aliases by name; ``inverse`` marks one that reads it backwards."""
+    return list(predicate.alias_set.order_by("alias"))
 
 
 def predicate_fact_count(*, access: ContextAccess, predicate: Predicate) -> int:

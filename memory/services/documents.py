@@ -21,13 +21,13 @@ from memory.access import ContextAccess
 from memory.embeddings import embedder_unavailable
 from memory.errors import ValidationFailed
 from memory.models import Chunk, Document, Keyword, KeywordLink
+from memory.queueing import embeddings_drain_enqueue
 from memory.scopes import scope_validate
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.chunking import chunk_text
 from memory.search.keywords import keyphrase_words, keyphrases_extract
 from memory.search.models import Target
-from memory.search.tasks import embeddings_drain_enqueue
 from memory.search.texts import chunk_index_text
 from memory.services.audit import audit_record
 from memory.services.vectors import vectors_compute

@@ -47,6 +47,7 @@ from memory.services.predicates import (
     predicate_register,
     registry_lock,
 )
+from memory.wording import counted, with_article
 
 DriftAction = Literal["alias", "promote", "reject"]
 
@@ -401,7 +402,7 @@ def _check_kinds(observed: Predicate, goal: Predicate, moved: list[Fact], *, inv
         )
     if inverse and goal.kind != PredicateKind.RELATION:
         raise ValidationFailed(
-            f"{goal.name!r} is a {goal.kind}: only a relation can be read backwards",
+            f"{goal.name!r} is {with_article(goal.kind)}: only a relation can be read backwards",
             code="inverse_not_relation",
         )
     if inverse and any(f.object_id is None for f in moved):
@@ -435,12 +436,12 @@ def _type_warnings(goal: Predicate, moved: list[Fact]) -> list[str]:
         if f.object is not None and goal.object_types and f.object.type not in goal.object_types
     )
     warnings = [
-        f"{n} fact{'s' if n != 1 else ''} would have a {kind} subject; {goal.name} expects "
+        f"{counted(n, 'fact')} would have {with_article(kind)} subject; {goal.name} expects "
         f"{', '.join(goal.subject_types)}"
         for kind, n in sorted(subject_misfits.items())
     ]
     warnings += [
-        f"{n} fact{'s' if n != 1 else ''} would have a {kind} object; {goal.name} expects "
+        f"{counted(n, 'fact')} would have {with_article(kind)} object; {goal.name} expects "
         f"{', '.join(goal.object_types)}"
         for kind, n in sorted(object_misfits.items())
     ]
@@ -508,7 +509,7 @@ def drift_reject(*, access: ContextAccess, name: str) -> AuditEvent:
         action="drift_reject",
         target_type="predicate",
         target_id=observed.name,
-        summary=f"rejected {observed.name}; retracted {len(facts)} facts",
+        summary=f"rejected {observed.name}; retracted {counted(len(facts), 'fact')}",
         before={"status": "observed", "facts": len(facts)},
         after={"status": "rejected"},
         undo={

@@ -20,11 +20,11 @@ from memory.entity_names import (
 )
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, Role
+from memory.queueing import entity_embeddings_enqueue
 from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
-from memory.tasks import entity_embeddings_enqueue
 from memory.wording import counted
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]

@@ -27,14 +27,14 @@ from django.utils import timezone
 from memory.access import ContextAccess
 from memory.errors import DomainError, ValidationFailed
 from memory.models import Entity, Role
+from memory.queueing import (
+    entity_embeddings_collect,
+    entity_embeddings_enqueue,
+)
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check_batch
 from memory.services.entities import IdentifierInput, entity_upsert
 from memory.services.vectors import vectors_compute
-from memory.tasks import (
-    entity_embeddings_collect,
-    entity_embeddings_enqueue,
-)
 
 logger = logging.getLogger(__name__)
 

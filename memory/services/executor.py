@@ -25,11 +25,10 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 from django_tasks import TaskResultStatus
-from django_tasks.base import Task
 
 from memory.errors import Conflict
 from memory.locks import executor_lock
-from memory.tasks import WorkerLost
+from memory.queueing import WorkerLost
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class Lifecycle:
     pending: str
     running: str
     failed: str
-    task: Callable[[], Any]  # the record's task (resolved late: tasks import services)
+    task_path: str  # the record's task (memory.queueing's name for it)
     noun: str  # "run", "import": for the retry refusal
     not_failed_code: str
     claim_fields: Callable[[], dict[str, Any]] = dict  # more fields set on claiming
@@ -96,7 +95,9 @@ def executor_recover_stale(
                 **lifecycle.lost_fields,
             )
             if failed:  # and its task result, instead of "running" for ever
-                _task_results_fail_lost(task=lifecycle.task(), args=[row["pk"]], reason=error)
+                _task_results_fail_lost(
+                    task_path=lifecycle.task_path, args=[row["pk"]], reason=error
+                )
             recovered += failed
     return recovered
 
@@ -117,15 +118,15 @@ def executor_retry_check(
         )
 
 
-def _task_results_fail_lost(*, task: Task[Any, Any], args: list[Any], reason: str) -> int:
-    """Mark failed the ``RUNNING`` results of ``task`` called with ``args`` — for a caller
-    that has just proved their executor dead (its advisory lock was free) — through the
-    library's own ``set_failed``: status, finish time, exception path and text. Returns
-    how many."""
+def _task_results_fail_lost(*, task_path: str, args: list[Any], reason: str) -> int:
+    """Mark failed the ``RUNNING`` results of the task at ``task_path`` called with
+    ``args`` — for a caller that has just proved their executor dead (its advisory lock
+    was free) — through the library's own ``set_failed``: status, finish time, exception
+    path and text. Returns how many."""
     from django_tasks_db.models import DBTaskResult
 
     lost = DBTaskResult.objects.filter(
-        task_path=task.module_path,
+        task_path=task_path,
         status=TaskResultStatus.RUNNING,
         args_kwargs__args=args,
     )

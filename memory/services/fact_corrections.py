@@ -22,6 +22,7 @@ from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, Fact, FactKind, FactStatus, SourceKind
 from memory.services.audit import audit_record
 from memory.services.facts import fact_write
+from memory.wording import with_article
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def fact_correct(
         )
     if old.kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and object is not None:
         raise ValidationFailed(
-            f"fact {old.pk} is an {old.kind}: correct it with a new value", code="missing_value"
+            f"fact {old.pk} is {with_article(old.kind)}: correct it with a new value",
+            code="missing_value",
         )
     before = _state(old)
     now = timezone.now()

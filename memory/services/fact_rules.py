@@ -29,6 +29,7 @@ from typing import Any
 from memory.errors import ValidationFailed
 from memory.models import FactKind, FactStatus
 from memory.models.predicate import PredicateKind
+from memory.wording import with_article
 
 SUPERSEDE_CONFIDENCE_FLOOR = 0.7
 MAX_VALUE_CHARS = 64 * 1024
@@ -177,10 +178,10 @@ def fact_check_shape(kind: str, *, has_object: bool, has_value: bool) -> None:
     if kind == FactKind.RELATION and not has_object:
         raise ValidationFailed("a relation fact needs an object entity", code="missing_object")
     if kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and not has_value:
-        raise ValidationFailed(f"an {kind} fact needs a value", code="missing_value")
+        raise ValidationFailed(f"{with_article(kind)} fact needs a value", code="missing_value")
     if kind in (FactKind.ATTRIBUTE, FactKind.NARRATIVE) and has_object:
         raise ValidationFailed(
-            f"an {kind} fact has a value, not an object", code="unexpected_object"
+            f"{with_article(kind)} fact has a value, not an object", code="unexpected_object"
         )
 
 

@@ -14,6 +14,7 @@ from memory.access import ContextAccess, context_access_resolve
 from memory.errors import DomainError
 from memory.locks import IMPORT_JOB_LOCK
 from memory.models import Context, ImportJob, ImportJobStatus, Role
+from memory.queueing import IMPORT_JOB_TASK, task_enqueue
 from memory.services.entity_import import ImportFormat, entities_import
 from memory.services.executor import (
     Lifecycle,
@@ -21,7 +22,6 @@ from memory.services.executor import (
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.tasks import import_job_task
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ IMPORT_JOB_LIFECYCLE = Lifecycle(
     pending=ImportJobStatus.PENDING,
     running=ImportJobStatus.RUNNING,
     failed=ImportJobStatus.FAILED,
-    task=lambda: import_job_task,
+    task_path=IMPORT_JOB_TASK,
     noun="import",
     not_failed_code="import_not_failed",
 )
@@ -66,7 +66,7 @@ def import_job_create(
 
 
 def _enqueue(job_id: int) -> None:
-    result = import_job_task.enqueue(job_id)
+    result = task_enqueue(IMPORT_JOB_TASK, job_id)
     ImportJob.objects.filter(pk=job_id).update(task_id=str(result.id)[:64])
 
 

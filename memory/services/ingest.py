@@ -42,6 +42,7 @@ from memory.models import (
     Run,
     RunOutcome,
 )
+from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.search.indexing import search_index_batch
 from memory.selectors.vocabulary import scopes_visible_from
@@ -102,12 +103,6 @@ _RUN_STATE_FIELDS = [
 ]
 
 
-def _ingest_run_task() -> Any:
-    from memory.tasks import ingest_run_task
-
-    return ingest_run_task
-
-
 RUN_LIFECYCLE = Lifecycle(
     model=Run,
     lock_namespace=RUN_LOCK,
@@ -115,7 +110,7 @@ RUN_LIFECYCLE = Lifecycle(
     pending=RunOutcome.PENDING,
     running=RunOutcome.RUNNING,
     failed=RunOutcome.FAILED,
-    task=_ingest_run_task,
+    task_path=INGEST_RUN_TASK,
     noun="run",
     not_failed_code="run_not_failed",
     claim_fields=lambda: {"attempts": F("attempts") + 1},
@@ -274,10 +269,7 @@ def _triples_problem(err: Any) -> str:
 
 def run_enqueue(*, run: Run) -> None:
     """Queue the run for the worker (``manage.py db_worker``) once the caller commits."""
-    from memory.tasks import ingest_run_task
-
-    run_id = run.pk
-    transaction.on_commit(lambda: ingest_run_task.enqueue(run_id))
+    task_enqueue_on_commit(INGEST_RUN_TASK, run.pk)
 
 
 def run_execute(*, run_id: int) -> Run:

@@ -22,6 +22,7 @@ from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus
 from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
+from memory.queueing import entity_embeddings_enqueue
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
 from memory.services.fact_batch import fact_fold_identical
@@ -30,7 +31,6 @@ from memory.services.fact_rules import (
     superseded_fields,
 )
 from memory.services.merge_plan import MergePlan, merge_load, merge_lock_ordered, merge_plan
-from memory.tasks import entity_embeddings_enqueue
 
 ENTITY_FIELDS = ("name", "type", "normalized_key", "aliases", "alias_keys", "attributes",
                  "merged_into_id", "seeded")  # fmt: skip

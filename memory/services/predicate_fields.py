@@ -12,25 +12,9 @@ from typing import Any, NoReturn
 
 from memory.errors import ValidationFailed
 from memory.models import ENTITY_TYPES, Predicate, PredicateKind
-from memory.models.predicate import Lifecycle
+from memory.models.predicate import EDITABLE_FIELDS, Lifecycle
 from memory.predicate_names import predicate_check_text, predicate_normalize
 
-EDITABLE_FIELDS = (
-    "description",
-    "example",
-    "category",
-    "kind",
-    "subject_types",
-    "object_types",
-    "inverse",
-    "default_importance",
-    "ranking_weight",
-    "single_valued",
-    "is_aggregate",
-    "lifecycle",
-    "default_validity_days",
-    "exclude_from_prompt",
-)
 _CATEGORY_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")
 _MAX_TEXT = 2000
 

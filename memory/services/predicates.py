@@ -24,16 +24,17 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
+from memory.models.predicate import EDITABLE_FIELDS
 from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
 from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import predicate_alias_owner, registry_index_load
 from memory.services.audit import audit_record
 from memory.services.predicate_fields import (
-    EDITABLE_FIELDS,
     predicate_aliases_clean,
     predicate_fields_clean,
     predicate_flags_check,
 )
+from memory.wording import with_article
 
 # --- the standard library -------------------------------------------------------------
 
@@ -140,7 +141,7 @@ def predicate_register(
         summary=(
             f"registered predicate {canonical}"
             if before is None
-            else f"promoted {before['status']} predicate {canonical} to registered"
+            else f"registered predicate {canonical} (it was {before['status']})"
         ),
         before=before,
         after=after,
@@ -287,7 +288,8 @@ def predicate_alias_attach(
         )
     if inverse and predicate.kind != PredicateKind.RELATION:
         raise ValidationFailed(
-            f"{predicate.name!r} is a {predicate.kind}: only a relation can be read backwards",
+            f"{predicate.name!r} is {with_article(predicate.kind)}: only a relation can be read "
+            "backwards",
             code="inverse_not_relation",
         )
     return PredicateAlias.objects.create(

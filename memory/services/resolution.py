@@ -37,12 +37,12 @@ from memory.llm.prompt import judge_prompt_render
 from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.pg import instances_insert
+from memory.queueing import entity_embeddings_enqueue
 from memory.search.indexing import entities_index
 from memory.search.texts import entity_embedding_text
 from memory.services.duplicates import duplicates_check
 from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
 from memory.services.extraction import Mention, Ref
-from memory.tasks import entity_embeddings_enqueue
 
 logger = logging.getLogger(__name__)
 

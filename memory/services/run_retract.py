@@ -31,10 +31,10 @@ from memory.models import Conflict as ConflictRecord
 from memory.models.fact import ConflictStatus
 from memory.models.merge import Merge
 from memory.models.run import FINISHED_WRITING, RunOutcome
+from memory.queueing import entity_embeddings_enqueue
 from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
-from memory.tasks import entity_embeddings_enqueue
 
 SHOWN_FACTS = 200  # the preview lists this many facts by name; counts cover them all
 _FACT_STATE = ("id", "status", "status_changed_at", "valid_until")

@@ -18,10 +18,10 @@ from django.utils.dateparse import parse_datetime
 from memory.errors import ValidationFailed
 from memory.models import Context, Run, Turn
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
+from memory.queueing import embeddings_drain_enqueue
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
-from memory.search.tasks import embeddings_drain_enqueue
 from memory.search.texts import turn_index_text
 
 

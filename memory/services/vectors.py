@@ -9,7 +9,7 @@ One pipeline for chunks, turns, facts, entities and keywords:
   batches of ``EMBED_BATCH`` texts, makes one model call per batch and writes each
   target's vectors with one statement. A worker killed halfway leaves the rest without a
   vector, so the next drain — queued by the next write, or by the watchdog drain every
-  running drain schedules (``memory.search.tasks``) — simply carries on;
+  running drain schedules (``memory.queueing``) — simply carries on;
 - ``embedding_backlog`` counts the rows still waiting, per target;
 - ``vectors_refill`` is ``manage.py reembed``.
 """

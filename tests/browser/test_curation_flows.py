@@ -73,13 +73,19 @@ def test_alias_a_drift_item_see_its_facts_move_and_undo_it(
     item = page.locator("#drift-works_for")
     expect(item).to_be_visible(timeout=SLOW)
     expect(item).to_contain_text("2 facts")
+    expect(item).to_contain_text("retracts its 2 current facts")  # said before a reject
     expect(item.locator("select[name=target]")).to_have_value("works_at")  # top suggestion
     screenshot(page, "drift")
     item.locator("button[value=alias]").click()
 
-    expect(page.locator("#flash")).to_contain_text("moved 2 facts")
-    expect(page.locator("#drift-works_for")).to_have_count(0)
-    assert page.url.endswith("/c/acme/drift/")  # htmx swapped the list in place
+    # The outcome and its Undo take the card's place, where the curator acted.
+    resolved = page.locator("#drift-works_for.resolved")
+    expect(resolved).to_contain_text("moved 2 facts")
+    expect(resolved.locator("button:has-text('Undo')")).to_be_visible()
+    expect(page.locator("#flash")).not_to_contain_text("moved 2 facts")
+    expect(page.locator("#drift-works_for select")).to_have_count(0)
+    assert page.url.endswith("/c/acme/drift/")  # htmx swapped the card in place
+    screenshot(page, "drift-resolved-at-the-card")
 
     page.click("nav.tabs >> text=Registry")
     page.click("#p-works_at >> a:has-text('works_at')")
@@ -197,8 +203,8 @@ def test_promote_a_drift_item_with_the_form_it_loads_when_opened(
     screenshot(page, "drift-promote")
     item.locator("button:has-text('Register likes_food')").click()
 
-    expect(page.locator("#flash")).to_contain_text("likes_food")
-    expect(page.locator("#drift-likes_food")).to_have_count(0)
+    expect(page.locator("#drift-likes_food.resolved")).to_contain_text("likes_food")
+    expect(page.locator("#drift-likes_food details.promote")).to_have_count(0)
     promoted = Predicate.objects.get(context=acme, name="likes_food")
     assert (promoted.status, promoted.category) == ("registered", "preferences")
 

@@ -4,6 +4,7 @@ with a hub of 50 neighbours, documents, a run, a token and audit events to show.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,11 +13,12 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import Page
 
 from memory.access import system_access
-from memory.models import Role, Run, RunOutcome
+from memory.models import ContextMembership, ImportJob, Role, Run, RunOutcome
 from memory.services.contexts import context_create
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
 from memory.services.facts import fact_write
+from memory.services.import_jobs import import_job_create, import_job_execute
 from memory.services.tokens import token_issue
 from tests.browser.conftest import log_in, screenshot
 
@@ -78,18 +80,32 @@ def desk(transactional_db: None) -> dict[str, Any]:
         timings={"total_ms": 112.0},
         result={},
     )
+    job = import_job_create(
+        access=access,
+        filename="people-from-the-crm-export-2025-06-02.csv",
+        content="name,type,scope,aliases,identifiers\n"
+        "Maria Chen,person,org/acme,M. Chen;Maria,email:maria.chen@acme.example\n"
+        ",person,org/acme,,\n"
+        "Priya Patel,person,not a scope!,,\n"
+        "Acme Corporation International Holdings,organisation,org/acme,Acme;ACME,"
+        "domain:acme-corporation-international.example\n",
+    )
     admin = get_user_model().objects.create_user(username="desk-admin", password="x")
+    ContextMembership.objects.create(user=admin, context=context, role=Role.ADMIN)
+    ImportJob.objects.filter(pk=job.pk).update(created_by=admin)  # the uploader
+    import_job_execute(job_id=job.pk)
     token_issue(user=admin, context=context, grants=["read:*"], name="agent")
-    return {"context": context, "hub": hub, "document": document}
+    return {"context": context, "hub": hub, "document": document, "job": job}
 
 
 def _pages(desk: dict[str, Any]) -> list[str]:
     base = f"/c/{desk['context'].slug}/"
-    hub, document = desk["hub"].pk, desk["document"].pk
+    hub, document, job = desk["hub"].pk, desk["document"].pk, desk["job"].pk
     run = Run.objects.get(context=desk["context"]).pk
     paths = [
         "", "drift/", "duplicates/", "conflicts/", "registry/", "registry/works_with/",
-        "entities/", f"entities/{hub}/", "entities/seed/", "documents/",
+        "entities/", f"entities/{hub}/", "entities/seed/", f"entities/seed/jobs/{job}/",
+        "documents/",
         f"documents/{document}/", "search/?q=expense+reports&mode=bm25",
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
         "tokens/",
@@ -117,11 +133,17 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
         fit = page.evaluate(OVERFLOW)
         if fit["over"] > 0:
             problems.append(f"{path} at {width}px is {fit['over']}px too wide: {fit['culprits']}")
-        if "/entities/" in path and path.rstrip("/").split("/")[-1].isdigit():
+        if re.search(r"/entities/\d+/$", path):
             texts = page.evaluate(TEXT_OVERLAPS)
             assert texts["count"] >= 50, "the picture draws the 50 neighbours' labels"
             if texts["hits"]:
                 problems.append(f"{path} at {width}px: texts overlap: {texts['hits']}")
+            picture = page.locator("svg.graph").bounding_box()
+            assert picture is not None
+            if picture["x"] + picture["width"] > width + 1:  # whole, not cut at the edge
+                problems.append(f"{path} at {width}px: the picture is cut at the edge")
             screenshot(page, f"every-page-hub-{width}")
+        if "/seed/jobs/" in path:
+            screenshot(page, f"every-page-seed-job-{width}")
     assert not problems, "\n".join(problems)
     assert not errors, "\n".join(errors)

@@ -98,7 +98,7 @@ def test_an_inverse_alias_swaps_the_ends_and_its_undo_swaps_them_back(
     screenshot(page, "trust-inverse-suggested")
     item.locator("button[value=alias]").click()
 
-    flash = page.locator("#flash")
+    flash = page.locator("#drift-has_employee.resolved")  # the outcome, at the card
     expect(flash).to_contain_text("Aliased has_employee → inverse of works_at")
     expect(flash).to_contain_text("subject and object swapped")
     dana = Entity.objects.get(context=drifted, name="Dana Cruz")

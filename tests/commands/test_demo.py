@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import re
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from django.utils import timezone
 
 from memory.access import system_access
 from memory.entity_names import entity_normalize_key
@@ -14,17 +17,28 @@ from memory.models import (
     Conflict,
     Context,
     ContextMembership,
+    Document,
     Entity,
     Fact,
     FactStatus,
     PredicateStatus,
     Role,
+    Run,
+    RunOutcome,
+    Turn,
 )
 from memory.selectors.duplicates import duplicate_cluster_page
+from memory.selectors.search import search
 
 # migrate runs inside the command; a transactional test keeps it away from the test's
 # own transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _credentials_in_tmp(settings: Any, tmp_path: Path) -> None:
+    """The demo keeps its logins under MEMORY_VAR_DIR: not the developer's own var/."""
+    settings.VAR_DIR = tmp_path
 
 
 def _demo(*args: str) -> str:
@@ -76,27 +90,90 @@ def test_demo_loads_drift_duplicates_history_and_a_conflict() -> None:
     assert "http://127.0.0.1:8000/api/docs/" in out
 
 
-def test_demo_twice_does_not_duplicate_and_resets_the_login() -> None:
+def _admin_password(out: str) -> str:
+    return re.search(r"^Admin +admin / (\S+)", out, re.MULTILINE)[1]  # type: ignore[index]
+
+
+def _live_demo_tokens(context: Context) -> list[ApiToken]:
+    return list(ApiToken.objects.filter(context=context, name="demo", revoked_at__isnull=True))
+
+
+def test_demo_restarted_twice_keeps_its_logins_and_one_token() -> None:
     first = _demo()
     context = Context.objects.get(slug="demo")
     before = _counts(context)
 
     second = _demo()
+    third = _demo()
 
     assert _counts(context) == before
     assert Context.objects.filter(slug="demo").count() == 1
-    old_password, new_password = _password(first), _password(second)
-    assert old_password != new_password
-    assert authenticate(username="curator", password=old_password) is None
-    curator = authenticate(username="curator", password=new_password)
+    assert _password(first) == _password(second) == _password(third)
+    assert _admin_password(first) == _admin_password(third)
+    assert _token(first) == _token(second) == _token(third)
+    curator = authenticate(username="curator", password=_password(third))
     assert curator is not None and not curator.is_superuser
     membership = ContextMembership.objects.get(user=curator, context=context)
     assert membership.role == Role.CURATOR  # the curator login is a curator, not an admin
-    admin_password = re.search(r"^Admin +admin / (\S+)", second, re.MULTILINE)[1]  # type: ignore[index]
-    admin = authenticate(username="admin", password=admin_password)
+    admin = authenticate(username="admin", password=_admin_password(third))
     assert ContextMembership.objects.get(user=admin, context=context).role == Role.ADMIN
-    token = ApiToken.objects.get(digest=ApiToken.digest_of(_token(second)))
+    [token] = _live_demo_tokens(context)  # one token, not one per start
+    assert token.digest == ApiToken.digest_of(_token(third))
     assert (token.user, token.context, token.grants) == (curator, context, ["read:*", "write:*"])
+    assert "stay the same across restarts" in third
+
+
+def test_the_credentials_are_kept_for_the_owner_only(settings: Any) -> None:
+    _demo()
+    path = Path(settings.VAR_DIR) / "demo-credentials.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_password_changed_since_is_kept_and_a_revoked_token_replaced() -> None:
+    first = _demo()
+    context = Context.objects.get(slug="demo")
+    curator = get_user_model().objects.get(username="curator")
+    curator.set_password("chosen-by-the-curator")
+    curator.save()
+    ApiToken.objects.filter(context=context).update(revoked_at=timezone.now())
+
+    second = _demo()
+
+    assert "curator / (changed since: kept; --reset sets a new one)" in second
+    assert authenticate(username="curator", password="chosen-by-the-curator") is not None
+    assert _admin_password(second) == _admin_password(first)
+    assert _token(second) != _token(first)
+    [token] = _live_demo_tokens(context)
+    assert token.digest == ApiToken.digest_of(_token(second))
+
+
+def test_demo_reset_issues_new_logins_and_revokes_nothing_it_keeps() -> None:
+    first = _demo()
+
+    second = _demo("--reset")
+
+    assert _password(second) != _password(first)
+    assert authenticate(username="curator", password=_password(first)) is None
+    assert authenticate(username="curator", password=_password(second)) is not None
+    context = Context.objects.get(slug="demo")
+    [token] = _live_demo_tokens(context)
+    assert token.digest == ApiToken.digest_of(_token(second))
+
+
+def test_demo_ships_runs_turns_and_documents() -> None:
+    _demo()
+    context = Context.objects.get(slug="demo")
+    runs = Run.objects.filter(context=context)
+    assert runs.count() == 3
+    assert set(runs.values_list("outcome", flat=True)) == {RunOutcome.SUCCEEDED}
+    turns = Turn.objects.filter(context=context).order_by("said_at")
+    assert [t.speaker for t in turns] == ["Alex Rivera", "Maria Chen"]
+    assert {t.thread for t in turns} == {"phoenix-standup"}
+    assert Fact.objects.filter(context=context, predicate__name="leads").count() == 1
+    titles = set(Document.objects.filter(context=context).values_list("title", flat=True))
+    assert "Project Phoenix kickoff notes" in titles and len(titles) == 3
+    found = search(access=system_access(context), query="Phoenix migration plan", mode="bm25", k=5)
+    assert found.results, "a first search finds the demo's documents"
 
 
 def test_demo_reset_reloads_from_scratch() -> None:

@@ -230,6 +230,6 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     covered = {resolve("/c/x/" + p.format(**ids)).url_name for p in paths}
     covered |= {"seed-job", "seed-job-report", "seed-job-retry"}  # test_seeding: need a job
     covered |= {"drift-definition"}  # test_drift: a curator's form, not a page
-    covered |= {"document", "document-delete"}  # test_documents: need a document
+    covered |= {"document", "document-delete", "document-add"}  # test_documents
     covered |= {"token-revoke"}  # test_tokens: needs a token
     assert {p.name for p in context_patterns} == covered

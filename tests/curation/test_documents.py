@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from memory.access import ContextAccess
@@ -131,3 +132,81 @@ def test_a_curator_without_a_write_grant_may_not_delete(
 def test_deleting_a_missing_document_is_a_404(curator: Client, base: str) -> None:
     assert curator.post(f"{base}/documents/999999/delete").status_code == 404
     assert curator.get(f"{base}/documents/999999/delete").status_code == 405
+
+
+def test_a_member_with_a_write_grant_adds_a_pasted_document(viewer: Client, base: str) -> None:
+    html = page(viewer.get(f"{base}/documents/"))
+    assert "Add a document" in html and f'action="{base}/documents/add"' in html
+
+    response = viewer.post(
+        f"{base}/documents/add",
+        {"title": "Travel policy", "scope": "org/acme", "text": HANDBOOK, "source": "wiki"},
+    )
+
+    document = Document.objects.get(title="Travel policy")
+    assert (
+        response.status_code == 302 and response["Location"] == f"{base}/documents/{document.pk}/"
+    )
+    assert (document.scope, document.source) == ("org/acme", "wiki")
+    assert Chunk.objects.filter(document=document).count() == 1
+    shown = page(viewer.get(response["Location"]))
+    assert "Added Travel policy: 1 chunk," in shown  # said where it happened, in words
+
+
+def test_a_text_file_is_added_as_a_document(viewer: Client, base: str) -> None:
+    upload = SimpleUploadedFile("notes.md", b"# Notes\n\nShipping takes two days.")
+
+    response = viewer.post(
+        f"{base}/documents/add", {"title": "Notes", "scope": "org/acme", "file": upload}
+    )
+
+    assert response.status_code == 302
+    assert "Shipping takes two days." in Document.objects.get(title="Notes").text
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"title": "Empty", "scope": "org/acme"}, "Paste the document&#x27;s text or choose"),
+        ({"title": "Bad scope", "scope": "ORG ACME", "text": "words"}, "Scope"),
+        ({"title": "", "scope": "org/acme", "text": "words"}, "This field is required."),
+    ],
+)
+def test_bad_input_re_shows_the_form_with_the_reason_and_writes_nothing(
+    viewer: Client, base: str, fields: dict[str, str], message: str
+) -> None:
+    response = viewer.post(f"{base}/documents/add", fields)
+
+    assert response.status_code == 400
+    html = page(response)
+    assert message in html and '<details class="card add-document" open>' in html
+    assert not Document.objects.exists()
+
+
+def test_a_file_that_is_not_text_is_refused(viewer: Client, base: str) -> None:
+    upload = SimpleUploadedFile("photo.md", b"\xff\xd8\xff\xe0 not utf-8")
+
+    response = viewer.post(
+        f"{base}/documents/add", {"title": "Photo", "scope": "org/acme", "file": upload}
+    )
+
+    assert response.status_code == 400
+    assert "not UTF-8 text" in page(response)
+    assert not Document.objects.exists()
+
+
+def test_adding_needs_a_write_grant_on_the_scope(
+    client_for: Callable[..., Client], base: str
+) -> None:
+    reader = client_for(Role.CURATOR, grants=["read:*"])
+    assert "Add a document" not in page(reader.get(f"{base}/documents/"))
+    writer = client_for(Role.VIEWER, grants=["read:*", "write:org/acme/hr/*"])
+
+    refused = reader.post(f"{base}/documents/add", {"title": "T", "scope": "org/acme", "text": "x"})
+    elsewhere = writer.post(
+        f"{base}/documents/add", {"title": "T", "scope": "org/acme", "text": "x"}
+    )
+
+    assert (refused.status_code, elsewhere.status_code) == (403, 403)
+    assert not Document.objects.exists()
+    assert writer.get(f"{base}/documents/add").status_code == 405

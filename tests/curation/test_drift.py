@@ -439,3 +439,61 @@ def test_a_page_whose_items_shifted_embeds_nothing_it_has_seen(
         s.name
         for s in next(i for i in items if i.predicate.name == shifted[0].predicate.name).suggestions
     ]
+
+
+def test_reject_says_what_it_retracts_before_it_happens(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    html = page(curator.get(f"{base}/drift/"))
+
+    assert "Reject refuses later writes using <code>works_for</code> and retracts its 2 " in html
+    assert "current facts (kept in history; Undo brings them back)." in html
+    assert 'hx-confirm="Reject the selected items?' in html  # the bulk reject asks first
+
+
+def test_an_action_from_a_card_answers_its_outcome_and_undo_in_place_of_the_card(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/resolve",
+        {"action": "reject", "in_card": "1"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="drift-works_for",
+    )
+
+    html = page(response)
+    event = AuditEvent.objects.get(action="drift_reject")
+    assert response.status_code == 200 and "HX-Retarget" not in response
+    assert html.lstrip().startswith('<li class="card drift-item resolved" id="drift-works_for"')
+    assert "Rejected works_for; retracted 2 facts." in html
+    assert f'action="{base}/audit/{event.pk}/undo"' in html  # Undo, at the card
+    assert '<span id="drift-total" hx-swap-oob="true" class="muted">0 open items</span>' in html
+    assert 'id="flash"' not in html  # not at the top of the page
+
+
+def test_a_refused_action_from_a_card_re_shows_the_list_with_the_reason(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    response = curator.post(
+        f"{base}/drift/works_for/resolve",
+        {"action": "alias", "target": "no_such_predicate", "in_card": "1"},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert response.status_code == 400
+    assert response["HX-Retarget"] == "#drift-rows"
+    assert 'id="drift-works_for"' in page(response) and "field-error" in page(response)
+
+
+def test_counts_and_articles_read_as_english(
+    access: ContextAccess, curator: Client, base: str
+) -> None:
+    alex = person(access, "Alex")
+    fact_write(access=access, subject=alex, predicate="favourite_colour", value="green")
+
+    response = curator.post(f"{base}/drift/favourite_colour/resolve", {"action": "reject"})
+
+    assert AuditEvent.objects.get(action="drift_reject").summary == (
+        "rejected favourite_colour; retracted 1 fact"
+    )
+    assert "Rejected favourite_colour; retracted 1 fact." in page(curator.get(response["Location"]))

@@ -73,7 +73,9 @@ def test_clusters_are_listed_with_their_methods(viewer: Client, base: str, pair:
     html = page(viewer.get(f"{base}/duplicates/"))
 
     assert "Alex Smith" in html and "Alexander Smith" in html
-    assert "edit distance" in html and "phonetic" in html
+    # The finders in plain words, not their code names.
+    assert "a letter or two apart" in html and "names sound alike" in html
+    assert ">phonetic<" not in html and ">edit distance<" not in html
     assert "/duplicates/merge" not in html  # a viewer has no merge buttons
     assert 'aria-current="page">Duplicates' in html
 
@@ -422,3 +424,27 @@ def test_members_paired_with_one_another_form_one_cluster(
 
     assert len(rows) == 1 and {m.pk for m in rows[0].cluster.members} == {a.pk, b.pk, c.pk}
     assert [p.score for p in rows[0].cluster.pairs] == [0.9, 0.8, 0.7]
+
+
+def test_the_survivor_is_pre_selected_by_the_rule_the_page_states(
+    access: ContextAccess, curator: Client, base: str, pair: Pair
+) -> None:
+    response = curator.get(f"{base}/duplicates/")
+    html = page(response)
+    [row] = response.context["rows"]
+    rule = "a seeded (canonical) entity first, then the one with the most facts, then the most"
+    assert rule in html
+    # One fact each, no aliases: the longer name.
+    assert (row.survivor_id, row.name) == (pair.alexander.pk, "Alexander Smith")
+    assert (
+        f'value="{pair.alexander.pk}" id="survivor-{row.key}-{pair.alexander.pk}" checked' in html
+    )
+
+    fact_write(access=access, subject=pair.alex, predicate="lives_in", value="Paris")
+    [row] = curator.get(f"{base}/duplicates/").context["rows"]
+    assert row.survivor_id == pair.alex.pk  # more facts outweigh the longer name
+
+    pair.alexander.seeded = True
+    pair.alexander.save(update_fields=["seeded"])
+    [row] = curator.get(f"{base}/duplicates/").context["rows"]
+    assert row.survivor_id == pair.alexander.pk  # a seeded entity first of all

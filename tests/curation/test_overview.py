@@ -25,7 +25,7 @@ def test_counts_and_vocabulary_health(viewer: Client, base: str, memory: Memory)
     # 4 current facts: 2 on works_for (drift), knows and current_title on registered ones
     assert (health.facts_on_registered, health.facts) == (2, 4)
     assert health.registered_share == pytest.approx(0.5)
-    assert health.variants_per_concept == pytest.approx((health.aliases + 1) / 44)
+    assert health.variants_per_concept == pytest.approx(1 / 44)  # the open drift form
     html = page(response)
     assert "50%" in html and "Vocabulary health" in html
 
@@ -116,3 +116,15 @@ def test_overview_shows_the_embedding_backlog_until_it_is_drained(
 
     html = page(viewer.get(f"{base}/"))
     assert 'id="embedding-backlog">0<' in html
+
+
+def test_resolving_drift_lowers_the_unresolved_variants(
+    curator: Client, base: str, memory: Memory
+) -> None:
+    before = curator.get(f"{base}/").context["health"].variants_per_concept
+
+    curator.post(f"{base}/drift/works_for/resolve", {"action": "alias", "target": "works_at"})
+
+    after = curator.get(f"{base}/").context["health"]
+    assert before > 0 and after.variants_per_concept == 0
+    assert "Unresolved variants per concept" in page(curator.get(f"{base}/"))

@@ -432,3 +432,38 @@ def test_unregistering_a_predicate_offers_undo(admin: Client, base: str, memory:
     html = page(admin.post(f"{base}/registry/knows/unregister", follow=True))
     event = AuditEvent.objects.filter(action__contains="unregister").latest("pk")
     assert f"/audit/{event.pk}/undo" in html
+
+
+def _inverse_alias(access: ContextAccess) -> PredicateAlias:
+    works_at = Predicate.objects.get(context=access.context, name="works_at")
+    PredicateAlias.objects.filter(context=access.context, alias="has_staff").delete()
+    return PredicateAlias.objects.create(
+        context=access.context, predicate=works_at, alias="has_staff", inverse=True
+    )
+
+
+def test_the_registry_and_the_predicate_page_mark_inverse_aliases(
+    access: ContextAccess, viewer: Client, base: str
+) -> None:
+    _inverse_alias(access)
+
+    registry = page(viewer.get(f"{base}/registry/"))
+    detail = page(viewer.get(f"{base}/registry/works_at/"))
+
+    assert '<code>has_staff</code> <span class="inverse-mark"' in registry
+    assert '<code>has_staff</code> <span class="inverse-mark"' in detail
+    assert "read backwards" in detail and "subject and object swapped" in detail
+
+
+def test_a_curator_is_told_that_editing_a_predicate_needs_an_admin(
+    curator: Client, admin: Client, base: str
+) -> None:
+    as_curator = page(curator.get(f"{base}/registry/works_at/"))
+    as_admin = page(admin.get(f"{base}/registry/works_at/"))
+
+    assert "needs the <strong>admin</strong> role in this context; you are a curator" in as_curator
+    assert "you may add and remove its aliases" in as_curator
+    assert 'id="predicate-edit"' not in as_curator
+    assert 'id="predicate-edit-needs-admin"' not in as_admin and 'id="predicate-edit"' in as_admin
+    listing = page(curator.get(f"{base}/registry/"))
+    assert "need the <strong>admin</strong> role; you are a curator and may add" in listing

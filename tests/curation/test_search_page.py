@@ -9,6 +9,9 @@ from django.test import Client
 
 from memory.access import ContextAccess
 from memory.services.documents import document_create, documents_embed
+from memory.services.ingest import run_create
+from memory.services.turns import turn_fields_clean
+from memory.services.vectors import embeddings_drain
 from tests.curation.conftest import Memory, page
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +164,55 @@ def test_vector_only_hits_below_the_floor_are_hidden_and_counted(
     assert next(r.meta["document_title"] for r in related.context["response"].results) == "Harbour"
     assert len(unfloored.context["response"].results) == 3
     assert "weaker" not in page(unfloored)
+
+
+@pytest.fixture
+def conversation(access: ContextAccess) -> None:
+    """Three turns of one stand-up, a minute apart, and one of another thread."""
+    lines = [
+        ("Alex", "standup", 1, "Morning. The crane contract is signed."),
+        ("Maria", "standup", 2, "Great, then the harbour pilot starts on Monday."),
+        ("Alex", "standup", 3, "I will book the inspectors for it."),
+        ("Sam", "lunch", 4, "Pizza or salad today?"),
+    ]
+    for number, (speaker, thread, minute, text) in enumerate(lines):
+        run_create(
+            access=access,
+            text=text,
+            scope="org/acme",
+            infer="none",
+            turn=turn_fields_clean(
+                speaker=speaker,
+                said_at=f"2025-06-02T09:{minute:02d}:00+00:00",
+                thread=thread,
+                ref=f"d{number}",
+            ),
+        )
+    embeddings_drain()
+
+
+def test_a_turn_card_shows_speaker_time_thread_and_the_window_boost(
+    viewer: Client, base: str, conversation: None
+) -> None:
+    response = viewer.get(f"{base}/search/?q=harbour+pilot&target=turns&mode=hybrid")
+
+    html = page(response)
+    results = response.context["response"].results
+    assert results[0].text.startswith("Great, then the harbour pilot")
+    assert '<strong class="turn-speaker">Maria</strong>' in html
+    assert '<time datetime="2025-06-02T09:02:00+00:00">2 Jun 2025 09:02</time>' in html
+    assert "thread <a href=" in html and ">standup</a>" in html and "<code>d1</code>" in html
+    boosted = [r for r in results if r.explain.window_boost]
+    assert boosted, [(r.text, r.explain) for r in results]  # neighbours lend a turn score
+    assert f"+{boosted[0].explain.window_boost:.4f} from the neighbouring turns" in html
+    assert "1 away ×0.5, 2 away ×0.3 of their fused score" in html
+    assert "conversation turns" in html  # the page intro names turns
+
+
+def test_turns_narrow_to_one_thread(viewer: Client, base: str, conversation: None) -> None:
+    both = viewer.get(f"{base}/search/?q=pizza+harbour&target=turns&mode=bm25")
+    one = viewer.get(f"{base}/search/?q=pizza+harbour&target=turns&mode=bm25&thread=lunch")
+
+    assert {r.meta["thread"] for r in both.context["response"].results} == {"standup", "lunch"}
+    assert {r.meta["thread"] for r in one.context["response"].results} == {"lunch"}
+    assert 'id="search-thread" value="lunch"' in page(one)

@@ -335,7 +335,7 @@ def test_a_job_left_running_by_a_dead_worker_is_failed_with_its_reason(
     lost = DBTaskResult.objects.get(pk=job_task.pk).task_result
     assert lost.status == TaskResultStatus.FAILED and lost.finished_at is not None
     [error] = lost.errors
-    assert error.exception_class_path == "memory.tasks.WorkerLost"
+    assert error.exception_class_path == "memory.queueing.WorkerLost"
     assert "(host-a:4242) stopped after 2 of 3 rows" in error.traceback
     assert DBTaskResult.objects.get(pk=alive_task.pk).status == TaskResultStatus.RUNNING
 

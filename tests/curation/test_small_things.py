@@ -43,7 +43,7 @@ def test_variants_per_concept_is_explained(viewer: Client, base: str) -> None:
     html = page(viewer.get(f"{base}/"))
 
     assert 'id="variants-explained"' in html
-    assert "aliases plus the unresolved drift forms" in html
+    assert "Aliasing, promoting or rejecting a drift item lowers it" in html
 
 
 def test_the_home_page_gives_the_api_path_without_a_trailing_slash(

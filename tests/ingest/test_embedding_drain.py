@@ -16,13 +16,13 @@ from django_tasks_db.models import DBTaskResult
 from memory.access import ContextAccess, system_access
 from memory.embeddings import EmbeddingUnavailable
 from memory.models import Context
-from memory.search.tasks import embeddings_drain_task
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
 from memory.services.facts import fact_write
 from memory.services.ingest import run_create
 from memory.services.turns import turn_fields_clean
 from memory.services.vectors import EMBED_BATCH, embedding_backlog, embeddings_drain
+from memory.tasks import embeddings_drain_task
 from tests.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.django_db

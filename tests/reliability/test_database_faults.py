@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_write_stores_nothing_and_the_retry_works(
     result = DBTaskResult.objects.get(pk=task.pk).task_result
     assert result.status == TaskResultStatus.FAILED and result.finished_at is not None
     [error] = result.errors
-    assert error.exception_class_path == "memory.tasks.WorkerLost"
+    assert error.exception_class_path == "memory.queueing.WorkerLost"
     assert dead.error in error.traceback
 
     fake_llm.reply_json(ANSWER)

@@ -1,13 +1,20 @@
 """``manage.py demo``: a ready-to-explore Memory Desk on 127.0.0.1 in one command.
 
 Migrates, creates the ``demo`` context, loads a small memory through the same services
-the API uses — with vocabulary drift, near-duplicate entities, a supersession chain and a
-low-confidence conflict for curators to find — creates a ``curator`` login and an API
-token, prints how to reach them, and serves (with a task worker for embeddings).
+the API uses — with vocabulary drift, near-duplicate entities, a supersession chain, a
+low-confidence conflict for curators to find, a few ingest runs (conversation turns
+included) and documents — creates a ``curator`` and an ``admin`` login and an API token,
+prints how to reach them, and serves (with a task worker for embeddings).
+
+The logins and the token survive a restart: they are kept in ``var/demo-credentials.json``
+(readable by the owner only; passwords and tokens are stored hashed in the database, so
+this file is the only place their clear text lives) and printed again; ``--reset``
+reloads the memory and issues new ones. A login whose password was changed since keeps it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -15,6 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -22,20 +30,36 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from memory.access import ContextAccess, system_access
 from memory.embeddings import embedder_warm_up
-from memory.models import Context, ContextMembership, Entity, Fact, Role, SourceKind
+from memory.models import (
+    ApiToken,
+    Context,
+    ContextMembership,
+    Entity,
+    Fact,
+    Role,
+    Run,
+    SourceKind,
+)
+from memory.selectors.drift import drift_suggestions_warm
 from memory.services.contexts import context_create
+from memory.services.documents import document_create
 from memory.services.entities import IdentifierInput, entity_upsert
 from memory.services.facts import fact_write
+from memory.services.ingest import run_create, run_execute
 from memory.services.tokens import token_issue
+from memory.services.turns import turn_fields_clean
 
 DEMO_SLUG = "demo"
 DEMO_USER = "curator"
 # The registry, seeding and tokens are an admin's (SPEC §7): a second login shows them.
 DEMO_ADMIN = "admin"
 ACME, ALEX, GLOBEX = "org/acme", "org/acme/user/alex", "org/globex"
+DEMO_TOKEN_LABEL = "demo"  # noqa: S105  (the name the token is listed under)
+CREDENTIALS_FILE = "demo-credentials.json"
 
 
 @dataclass(frozen=True)
@@ -143,16 +167,98 @@ DEMO_FACTS: tuple[DemoFact, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    """A memory written as an agent would (``POST memories``), executed at once."""
+
+    scope: str
+    infer: str  # "triples" or "none" (a conversation turn kept for search)
+    text: str = ""
+    triples: dict[str, Any] | None = None
+    source: str = ""
+    speaker: str = ""
+    said_at: str | None = None
+    thread: str = ""
+
+
+def _triples(**lists: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: lists.get(key, []) for key in ("entities", "relations", "attributes", "actions")}
+
+
+DEMO_RUNS: tuple[DemoRun, ...] = (
+    DemoRun(
+        ACME,
+        "triples",
+        source="crm-sync",
+        triples=_triples(
+            entities=[
+                {"name": "Priya Patel", "type": "person"},
+                {"name": "Data Platform Team", "type": "team"},
+            ],
+            relations=[
+                {"subject": "Priya Patel", "predicate": "leads", "object": "Data Platform Team"}
+            ],
+            attributes=[{"subject": "Priya Patel", "key": "office", "value": "Berlin HQ"}],
+        ),
+    ),
+    DemoRun(
+        ACME,
+        "none",
+        text="I'll have the Phoenix migration plan ready before the Q3 offsite.",
+        speaker="Alex Rivera",
+        said_at="2025-06-02T09:15:00+00:00",
+        thread="phoenix-standup",
+    ),
+    DemoRun(
+        ACME,
+        "none",
+        text="Good. Hannah from Globex asked to see the plan too; send it to her on Friday.",
+        speaker="Maria Chen",
+        said_at="2025-06-02T09:16:30+00:00",
+        thread="phoenix-standup",
+    ),
+)
+
+DEMO_DOCUMENTS: tuple[tuple[str, str, str], ...] = (
+    (
+        "Remote Work Policy",
+        ACME,
+        "Acme Corp staff may work remotely up to three days a week. Teams agree on two "
+        "shared office days in Berlin. Equipment for a home office is reimbursed up to 500 "
+        "euros a year; security rules for laptops apply at home as in the office.",
+    ),
+    (
+        "Project Phoenix kickoff notes",
+        ACME,
+        "Project Phoenix moves the Data Platform Team's services to Kubernetes. Alex Rivera "
+        "owns the migration plan, Maria Chen sponsors the project, and Priya Patel's team "
+        "migrates the data pipelines first. The plan is reviewed at the Q3 planning offsite.",
+    ),
+    (
+        "Globex partnership memo",
+        GLOBEX,
+        "Globex Corporation and Acme discussed a data-sharing partnership. Hannah Ortiz leads "
+        "it for Globex; Project Hammock would be the first shared project, starting with a "
+        "pilot in Cypress Creek.",
+    ),
+)
+
+
 class Command(BaseCommand):
     help = (
-        "Migrate, load a demo memory (drift, duplicates, history, a conflict), create a "
-        "'curator' login and an API token, and serve on 127.0.0.1."
+        "Migrate, load a demo memory (drift, duplicates, history, a conflict, runs and "
+        "documents), create 'curator' and 'admin' logins and an API token (kept across "
+        "restarts), and serve on 127.0.0.1."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-serve", action="store_true", help="set up, then exit")
         parser.add_argument("--addrport", default="127.0.0.1:8000", help="where to serve")
-        parser.add_argument("--reset", action="store_true", help="delete and reload the demo")
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="delete and reload the demo; new passwords and a new token",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stderr.write("Preparing the database…")
@@ -169,10 +275,22 @@ class Command(BaseCommand):
         if Entity.objects.filter(context=context).exists():
             self.stderr.write("The demo memory is already loaded (--reset reloads it).")
         else:
-            entities, facts = demo_load(access=system_access(context))
-            self.stderr.write(f"Loaded {entities} entities and {facts} facts into '{DEMO_SLUG}'.")
-        password, token = _login(context, DEMO_USER, Role.CURATOR, with_token=True)
-        admin_password, _ = _login(context, DEMO_ADMIN, Role.ADMIN, with_token=False)
+            access = system_access(context)
+            entities, facts = demo_load(access=access)
+            runs = demo_runs_load(access=access)
+            documents = demo_documents_load(access=access)
+            self.stderr.write(
+                f"Loaded {entities} entities, {facts} facts, {runs} runs and {documents} "
+                f"documents into '{DEMO_SLUG}'."
+            )
+        kept = {} if options["reset"] else _credentials_read()
+        password = _login(context, DEMO_USER, Role.CURATOR, kept=kept.get(DEMO_USER))
+        admin_password = _login(context, DEMO_ADMIN, Role.ADMIN, kept=kept.get(DEMO_ADMIN))
+        token = _token(context, DEMO_USER, kept=kept.get("token"))
+        _credentials_write(
+            {DEMO_USER: password, DEMO_ADMIN: admin_password, "token": token},
+        )
+        unchanged = "(changed since: kept; --reset sets a new one)"
         base = f"http://{options['addrport']}"
         self.stdout.write(
             "\n".join(
@@ -183,13 +301,17 @@ class Command(BaseCommand):
                     f"Health      {base}/api/v1/health",
                     f"MCP         {base}/mcp   (streamable HTTP; header as below)",
                     "",
-                    f"Login       {DEMO_USER} / {password}   (shown once; rerun to reset)",
-                    f"Admin       {DEMO_ADMIN} / {admin_password}   (registry, seeding, tokens)",
+                    f"Login       {DEMO_USER} / {password or unchanged}",
+                    f"Admin       {DEMO_ADMIN} / {admin_password or unchanged}   "
+                    "(registry, seeding, tokens)",
                     f"API token   {token}",
                     f'Try         curl -H "Authorization: Token {token}" '
                     f"{base}/api/v1/contexts/{DEMO_SLUG}/predicates",
                     f"MCP client  claude mcp add --transport http memory-desk {base}/mcp "
                     f'--header "Authorization: Token {token}"',
+                    "",
+                    "The logins and the token stay the same across restarts "
+                    "(manage.py demo --reset issues new ones).",
                     "",
                 ]
             )
@@ -201,7 +323,7 @@ class Command(BaseCommand):
 def _serve(addrport: str) -> None:
     """runserver, with a task worker beside it to compute the demo's embeddings. The
     embedding model starts loading now, so no first page waits for it."""
-    embedder_warm_up()
+    embedder_warm_up(then=drift_suggestions_warm)
     worker = subprocess.Popen(
         [sys.executable, "-m", "django", "db_worker"],
         cwd=settings.BASE_DIR,
@@ -260,20 +382,85 @@ def _date(iso: str | None) -> datetime | None:
     return datetime.fromisoformat(iso).replace(tzinfo=UTC) if iso else None
 
 
+def demo_runs_load(*, access: ContextAccess) -> int:
+    """Write ``DEMO_RUNS`` as ingest runs and execute them here (the Runs page and turn
+    search have something to show); each run commits on its own, as in a worker."""
+    for spec in DEMO_RUNS:
+        run = run_create(
+            access=access,
+            text=spec.text,
+            scope=spec.scope,
+            infer=spec.infer,
+            triples=spec.triples,
+            source=spec.source or "manage.py demo",
+            turn=turn_fields_clean(speaker=spec.speaker, said_at=spec.said_at, thread=spec.thread),
+        )
+        run_execute(run_id=run.pk)
+    return Run.objects.filter(context=access.context).count()
+
+
+def demo_documents_load(*, access: ContextAccess) -> int:
+    """Store ``DEMO_DOCUMENTS`` (their vectors follow from the task worker)."""
+    for title, scope, text in DEMO_DOCUMENTS:
+        document_create(access=access, title=title, text=text, scope=scope, source="demo")
+    return len(DEMO_DOCUMENTS)
+
+
+def _credentials_path() -> Path:
+    return Path(settings.VAR_DIR) / CREDENTIALS_FILE
+
+
+def _credentials_read() -> dict[str, str]:
+    """The clear-text logins and token an earlier start printed ({} when none)."""
+    try:
+        data = json.loads(_credentials_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def _credentials_write(credentials: dict[str, str | None]) -> None:
+    """Keep what this start printed for the next one, readable by the owner only."""
+    path = _credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = {k: v for k, v in credentials.items() if v}
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        json.dump(kept, file)
+    path.chmod(0o600)
+
+
 @transaction.atomic
-def _login(
-    context: Context, username: str, role: Role, *, with_token: bool
-) -> tuple[str, str | None]:
-    """(Re)set a demo login's password and role, and issue it a token when asked;
-    neither is stored in clear."""
+def _login(context: Context, username: str, role: Role, *, kept: str | None) -> str | None:
+    """Make sure a demo login exists with ``role`` in the context. Its password: ``kept``
+    when it still signs in; a new one for a new login, or when there is nothing to keep
+    (``--reset``, a lost file). None when the login's password was changed since the
+    file was written: it is the owner's now and stays."""
     user = get_user_model().objects.filter(username=username).first()
+    created = user is None
     if user is None:
         user = get_user_model().objects.create_user(username=username)
+    ContextMembership.objects.update_or_create(user=user, context=context, defaults={"role": role})
+    if kept and user.check_password(kept):
+        return kept
+    if kept and not created:
+        return None
     password = secrets.token_urlsafe(12)
     user.set_password(password)
     user.save(update_fields=["password"])
-    ContextMembership.objects.update_or_create(user=user, context=context, defaults={"role": role})
-    if not with_token:
-        return password, None
-    token = token_issue(user=user, context=context, grants=["read,write:*"], name="demo")
-    return password, token.raw
+    return password
+
+
+@transaction.atomic
+def _token(context: Context, username: str, *, kept: str | None) -> str:
+    """The demo's one full-access token: ``kept`` while it still authenticates; otherwise
+    a new one, and every other demo token of the login in this context is revoked."""
+    user = get_user_model().objects.get(username=username)
+    tokens = ApiToken.objects.filter(
+        user=user, context=context, name=DEMO_TOKEN_LABEL, revoked_at__isnull=True
+    )
+    if kept and tokens.filter(digest=ApiToken.digest_of(kept)).exists():
+        return kept
+    tokens.update(revoked_at=timezone.now())
+    issued = token_issue(user=user, context=context, grants=["read,write:*"], name=DEMO_TOKEN_LABEL)
+    return issued.raw

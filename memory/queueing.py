@@ -1,0 +1,133 @@
+"""How services queue background work, without importing the task modules.
+
+The tasks (``memory/tasks.py``) call services; services queue tasks. So that the import
+graph keeps one direction (tasks → services → this module), a service names a task by
+its dotted path and this module looks it up when the work is queued
+(docs/decisions/0065). Every path below is checked to resolve to a task by the tests.
+
+Writers do not queue per-row embedding work. After a commit that left rows without a
+vector, ``embeddings_drain_enqueue`` queues one drain (unless one is already waiting), and
+the drain (``memory.services.vectors.embeddings_drain``) embeds every waiting row of every
+context in large batches. While it works, a watchdog drain waits ``WATCHDOG_SECONDS`` in
+the queue: if the worker is killed mid-drain, the restarted worker runs the watchdog and
+carries on — no ``manage.py reembed`` needed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from django_tasks import TaskResult
+from django_tasks.base import Task
+
+INGEST_RUN_TASK = "memory.tasks.ingest_run_task"
+IMPORT_JOB_TASK = "memory.tasks.import_job_task"
+DUPLICATES_SCAN_TASK = "memory.tasks.duplicates_scan_task"
+EMBEDDINGS_DRAIN_TASK = "memory.tasks.embeddings_drain_task"
+TASK_PATHS = (INGEST_RUN_TASK, IMPORT_JOB_TASK, DUPLICATES_SCAN_TASK, EMBEDDINGS_DRAIN_TASK)
+
+WATCHDOG_SECONDS = 120
+
+# Set inside ``entity_embeddings_collect``: the ids enqueue calls would have queued.
+_collecting: ContextVar[list[int] | None] = ContextVar("entity_embeddings_collecting", default=None)
+
+
+class WorkerLost(Exception):
+    """Recorded on a task result whose worker died while running it (SIGKILL, a lost
+    machine): django-tasks-db leaves such a result ``RUNNING`` for ever. Raised by no
+    code: the executor's recovery records it (``services/executor.py``)."""
+
+
+def queued_task(path: str) -> Task[Any, Any]:
+    """The task object at ``path`` (one of the ``*_TASK`` names above)."""
+    task: Task[Any, Any] = import_string(path)
+    return task
+
+
+def task_enqueue(path: str, *args: Any) -> TaskResult[Any]:
+    """Queue the task at ``path`` now (the caller is past its commit)."""
+    return queued_task(path).enqueue(*args)
+
+
+def task_enqueue_on_commit(path: str, *args: Any) -> None:
+    """Queue the task at ``path`` once the current transaction commits (never for a
+    rollback)."""
+    transaction.on_commit(lambda: task_enqueue(path, *args))
+
+
+# --- the embedding drain -------------------------------------------------------------------
+
+
+def _db_queue() -> bool:
+    backend = str(settings.TASKS["default"]["BACKEND"])
+    return backend.startswith("django_tasks_db.")
+
+
+def _drains_waiting(*, later: bool) -> bool:
+    """Whether a drain is queued to run now (or, with ``later``, a watchdog after now)."""
+    from django_tasks_db.models import DBTaskResult, get_date_max
+
+    queued = DBTaskResult.objects.filter(task_path=EMBEDDINGS_DRAIN_TASK)
+    if later:  # "no run_after" is stored as the largest date
+        return (
+            queued.filter(status="READY", run_after__gt=timezone.now())
+            .exclude(run_after=get_date_max())
+            .exists()
+        )
+    return queued.ready().exists()
+
+
+def embeddings_watchdog_ensure() -> None:
+    """Make sure a drain waits ``WATCHDOG_SECONDS`` in the queue (called by a drain that
+    starts with work to do)."""
+    if _db_queue() and _drains_waiting(later=True):
+        return
+    run_after = timezone.now() + dt.timedelta(seconds=WATCHDOG_SECONDS)
+    queued_task(EMBEDDINGS_DRAIN_TASK).using(run_after=run_after).enqueue()
+
+
+def _drain_enqueue_now() -> None:
+    if _db_queue() and _drains_waiting(later=False):
+        return
+    task_enqueue(EMBEDDINGS_DRAIN_TASK)
+
+
+def embeddings_drain_enqueue() -> None:
+    """Queue a drain once the current transaction commits (nothing for a rollback)."""
+    transaction.on_commit(_drain_enqueue_now)
+
+
+def entity_embeddings_enqueue(entity_ids: list[int]) -> None:
+    """Have these entities embedded once the current transaction commits (by the
+    worker's drain; never for a rollback).
+
+    Inside ``entity_embeddings_collect`` the ids are collected for the caller instead.
+    """
+    ids = list(dict.fromkeys(entity_ids))
+    collecting = _collecting.get()
+    if collecting is not None:
+        collecting.extend(ids)
+    elif ids:
+        embeddings_drain_enqueue()
+
+
+@contextmanager
+def entity_embeddings_collect() -> Iterator[list[int]]:
+    """Collect the entity ids that services would queue for embedding into the yielded
+    list: a bulk writer (the entity import) embeds them itself, in batches. Ids of rows
+    rolled back meanwhile may be in the list; computing skips them.
+    """
+    ids: list[int] = []
+    token = _collecting.set(ids)
+    try:
+        yield ids
+    finally:
+        _collecting.reset(token)
