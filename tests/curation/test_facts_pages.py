@@ -132,7 +132,7 @@ def test_a_conversation_lists_its_turns_with_their_facts_and_retracts_one_turn(
             speaker="Kim",
             thread="t/1",
             said_at=datetime(2024, 5, 1, 10, i, tzinfo=UTC),
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     fact = fact_write(access=access, subject=alex, predicate="current_title", value="CTO").fact
