@@ -24,7 +24,7 @@ from curation.views.access import (
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
 from memory.models import FactStatus, Role
-from memory.selectors.entity_card import entity_find
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import FactsPage, fact_detail, fact_get, facts_page
 from memory.services.fact_corrections import fact_correct
 from memory.services.fact_curation import fact_edit, fact_restore, facts_retract
@@ -165,7 +165,11 @@ def fact_correct_view(request: HtmxHttpRequest, ctx: str, fact_id: int) -> HttpR
         data = form.cleaned_data
         try:
             named = data["object"]
-            target = entity_find(access=access, ref=named).entity if named else None
+            target = (
+                resolve_entity_name(access=access, ref=named, prefer_scope=fact.scope).entity
+                if named
+                else None
+            )
             correction = fact_correct(
                 access=access,
                 fact=fact,

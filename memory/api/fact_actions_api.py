@@ -26,7 +26,7 @@ from memory.selectors.conversations import (
     conversation_get,
     thread_list,
 )
-from memory.selectors.entity_card import entity_find
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import fact_get
 from memory.services.fact_corrections import fact_correct
 from memory.services.fact_curation import FactEdit, fact_edit, fact_restore, facts_retract
@@ -98,7 +98,11 @@ class FactCorrectApi(APIView):
         v = data.validated_data
         with transaction.atomic():
             fact = fact_get(access=access, fact_id=fact_id)
-            target = entity_find(access=access, ref=v["object"]).entity if "object" in v else None
+            target = (
+                resolve_entity_name(access=access, ref=v["object"], prefer_scope=fact.scope).entity
+                if "object" in v
+                else None
+            )
             correction = fact_correct(
                 access=access,
                 fact=fact,
