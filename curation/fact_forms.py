@@ -46,10 +46,8 @@ class FactFilterForm(forms.Form):
     )
     since = forms.DateField(required=False, label="Recorded since", widget=DATE)
     sort = forms.ChoiceField(
-        choices=[("newest", "Newest first"), ("oldest", "Oldest first"),
-                 ("confidence", "Least confident first")],
-        required=False,
-    )  # fmt: skip
+        choices=[("newest", "Newest first"), ("oldest", "Oldest first")], required=False
+    )
 
     def filters(self) -> FactFilters:
         d = self.cleaned_data

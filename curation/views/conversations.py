@@ -67,8 +67,14 @@ def conversation(request: HtmxHttpRequest, ctx: str, thread: str) -> HttpRespons
     after_id = int(after) if after.isdigit() and len(after) < 19 else None
     found = conversation_get(access=access, thread=thread, after=after_id)
     here = reverse("conversation", args=[access.context.slug, thread])
+    slug = access.context.slug
     context = {
         "conversation": found,
+        # Row links are "<prefix><id>/": one reverse() per kind, not one per row.
+        "entities_url": reverse("entities", args=[slug]),
+        "facts_url": reverse("facts", args=[slug]),
+        "runs_url": reverse("runs", args=[slug]),
+        "turns_url": reverse("overview", args=[slug]) + "turns/",
         "here": request.get_full_path(),
         "next_url": f"{here}?after={found.next_after}" if found.next_after else None,
         "first_url": here if after else None,

@@ -54,8 +54,13 @@ def facts(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         )
     query = request.GET.copy()
     query.pop("after", None)
-    here = reverse("facts", args=[access.context.slug])
+    slug = access.context.slug
+    here = reverse("facts", args=[slug])
     context = {
+        # Row links are "<prefix><id>/": one reverse() per kind, not one per row.
+        "entities_url": reverse("entities", args=[slug]),
+        "facts_url": here,
+        "runs_url": reverse("runs", args=[slug]),
         "form": form,
         "page": page,
         "query": query.urlencode(),

@@ -27,8 +27,10 @@ from memory.selectors.entities import entity_list
 from memory.selectors.facts import facts_visible
 from memory.selectors.predicates import predicate_canonicalize
 
-Sort = Literal["newest", "oldest", "confidence"]
-SORTS: tuple[Sort, ...] = ("newest", "oldest", "confidence")
+# Only orders an index walks (``fact_recent``): a confidence order over a million facts
+# would sort them all, and "confidence below" finds the doubtful ones instead.
+Sort = Literal["newest", "oldest"]
+SORTS: tuple[Sort, ...] = ("newest", "oldest")
 PAGE_SIZE = 50
 # A name filter reads through at most this many matching entities (best name matches).
 NAME_MATCHES = 200
@@ -123,16 +125,13 @@ def _cursor_encode(values: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(values).encode()).decode().rstrip("=")
 
 
-def _cursor_decode(cursor: str, sort: Sort) -> tuple[Any, int]:
+def _cursor_decode(cursor: str) -> tuple[datetime, int]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        key, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if sort == "confidence":
-            key = float(key)
-        else:
-            key = parse_datetime(key)
-            if key is None:
-                raise ValueError(cursor)
+        raw, pk = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        key = parse_datetime(raw)
+        if key is None:
+            raise ValueError(cursor)
         return key, int(pk)
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
         raise ValidationFailed(
@@ -150,31 +149,27 @@ def facts_page(
     limit: int = PAGE_SIZE,
 ) -> FactsPage:
     """One page of facts after ``cursor`` (the last row of the page before): the keyset
-    ``(recorded_at, id)`` — or ``(confidence, id)`` — walks the index ``fact_recent``
-    instead of counting off every row before the page."""
+    ``(recorded_at, id)`` walks the index ``fact_recent`` instead of counting off every
+    row before the page."""
     facts, notes = facts_filtered(access=access, filters=filters)
     if cursor:
-        key, pk = _cursor_decode(cursor, sort)
+        key, pk = _cursor_decode(cursor)
         if sort == "newest":
             facts = facts.filter(Q(recorded_at__lt=key) | Q(recorded_at=key, pk__lt=pk))
-        elif sort == "oldest":
-            facts = facts.filter(Q(recorded_at__gt=key) | Q(recorded_at=key, pk__gt=pk))
         else:
-            facts = facts.filter(Q(confidence__gt=key) | Q(confidence=key, pk__gt=pk))
-    order = {
-        "newest": ("-recorded_at", "-id"),
-        "oldest": ("recorded_at", "id"),
-        "confidence": ("confidence", "id"),
-    }[sort]
+            facts = facts.filter(Q(recorded_at__gt=key) | Q(recorded_at=key, pk__gt=pk))
+    order = ("-recorded_at", "-id") if sort == "newest" else ("recorded_at", "id")
+    # The list shows names, not the entities' vectors: their columns stay unread.
     rows = list(
-        facts.select_related("subject", "object", "predicate").order_by(*order)[: limit + 1]
+        facts.select_related("subject", "object", "predicate")
+        .defer("subject__embedding", "object__embedding")
+        .order_by(*order)[: limit + 1]
     )
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
         last = rows[-1]
-        key = last.confidence if sort == "confidence" else last.recorded_at.isoformat()
-        next_cursor = _cursor_encode([key, last.pk])
+        next_cursor = _cursor_encode([last.recorded_at.isoformat(), last.pk])
     return FactsPage(facts=rows, next_cursor=next_cursor, notes=notes)
 
 

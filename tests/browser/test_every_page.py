@@ -102,7 +102,7 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "entities/", f"entities/{hub}/", "entities/seed/", "documents/",
         f"documents/{document}/", "search/?q=expense+reports&mode=bm25",
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
-        "tokens/", "facts/", "facts/?predicate=knows&sort=confidence", f"facts/{fact}/",
+        "tokens/", "facts/", "facts/?predicate=knows&sort=oldest", f"facts/{fact}/",
         "conversations/", "conversations/weekly%20sync/2024-05/",
     ]  # fmt: skip
     return ["/", *(base + path for path in paths)]
