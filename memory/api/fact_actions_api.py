@@ -261,6 +261,7 @@ class ThreadListApi(APIView):
         next_offset = serializers.IntegerField(allow_null=True)
 
     @extend_schema(
+        operation_id="api_v1_contexts_threads_list",
         parameters=[Params],
         responses=OutputSerializer,
         description=f"Conversations (turns written with a thread), the most recently "
@@ -300,6 +301,7 @@ class ThreadDetailApi(APIView):
         next_after = serializers.IntegerField(allow_null=True)
 
     @extend_schema(
+        operation_id="api_v1_contexts_thread_retrieve",
         parameters=[
             Params,
             OpenApiParameter("thread", str, OpenApiParameter.PATH, description="the thread"),
