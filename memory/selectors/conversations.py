@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
 
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Count, Max, Min, Q, QuerySet
@@ -13,7 +12,7 @@ from django.db.models.functions import Coalesce, TruncDate
 
 from memory.access import ContextAccess
 from memory.errors import NotFound
-from memory.models import Fact, Turn
+from memory.models import Fact, FactStatus, Turn
 from memory.selectors.facts import facts_visible
 
 THREADS_PAGE = 50
@@ -166,15 +165,13 @@ def turn_get(*, access: ContextAccess, turn_id: int) -> Turn:
     return turn
 
 
-def turn_fact_ids(*, access: ContextAccess, turn: Turn, retractable_only: bool = True) -> list[int]:
-    """The visible facts a turn produced (those not already retracted, by default)."""
-    facts = facts_visible(access=access).filter(turn=turn)
-    if retractable_only:
-        facts = facts.exclude(status="retracted")
+def turn_fact_ids(*, access: ContextAccess, turn: Turn) -> list[int]:
+    """The visible facts a turn produced that are not retracted yet."""
+    facts = facts_visible(access=access).filter(turn=turn).exclude(status=FactStatus.RETRACTED)
     return list(facts.order_by("pk").values_list("pk", flat=True))
 
 
 def turn_facts(*, access: ContextAccess, turn: Turn) -> list[Fact]:
-    ids = turn_fact_ids(access=access, turn=turn)
-    rows: Any = facts_visible(access=access).filter(pk__in=ids)
-    return list(rows.select_related("subject", "object", "predicate").order_by("pk"))
+    """The visible facts a turn produced that a retraction of the turn would take back."""
+    facts = facts_visible(access=access).filter(turn=turn).exclude(status=FactStatus.RETRACTED)
+    return list(facts.select_related("subject", "object", "predicate").order_by("pk"))
