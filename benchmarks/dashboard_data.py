@@ -397,14 +397,14 @@ def _turns(cursor: Any, context_id: int, n: int) -> None:
     cursor.execute(
         """
         WITH t AS (
-            SELECT id, run_id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS n
+            SELECT id, run_id, row_number() OVER (ORDER BY id) - 1 AS k
             FROM memory_turn WHERE context_id = %(ctx)s
         )
         UPDATE memory_fact f SET turn_id = t.id, run_id = t.run_id, source_kind = 'run'
         FROM t
-        WHERE f.context_id = %(ctx)s AND f.id %% 10 = 0 AND t.k = (f.id / 10) %% t.n
+        WHERE f.context_id = %(ctx)s AND f.id %% 10 = 0 AND t.k = (f.id / 10) %% %(turns)s
         """,
-        {"ctx": context_id},
+        {"ctx": context_id, "turns": turns},
     )
 
 
