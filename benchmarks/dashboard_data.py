@@ -58,12 +58,13 @@ def generate(*, context_id: int, entities: int, facts: int, documents: int) -> d
             ("entities_s", lambda: _entities(cursor, context_id, entities)),
             ("facts_s", lambda: _facts(cursor, context_id, entities, facts, predicates)),
             ("curation_s", lambda: _curation(cursor, context_id, entities)),
+            ("turns_s", lambda: _turns(cursor, context_id, entities)),
         ):
             started = time.perf_counter()
             step()
             timings[name] = round(time.perf_counter() - started, 1)
         for table in ("entity", "fact", "conflict", "duplicatecandidate", "run", "auditevent",
-                      "predicateusage", "entityidentifier"):  # fmt: skip
+                      "predicateusage", "entityidentifier", "turn"):  # fmt: skip
             cursor.execute(f"VACUUM ANALYZE memory_{table}")
     started = time.perf_counter()
     _documents(context_id, documents)
@@ -361,6 +362,49 @@ def _curation(cursor: Any, context_id: int, n: int) -> None:
         FROM generate_series(1, 20) AS i
         """,
         [context_id, report],
+    )
+
+
+LONG_THREAD = "bench-long-conversation"
+LONG_TURNS = 500
+THREAD_TURNS = 20
+
+
+def _turns(cursor: Any, context_id: int, n: int) -> None:
+    """Conversations: threads of 20 turns (one turn per two entities), one thread of 500
+    turns, each turn run by a run; every 10th fact came from a turn (and its run)."""
+    turns = max(n // 2, 1_000)
+    cursor.execute(
+        """
+        INSERT INTO memory_turn (context_id, scope, run_id, text, speaker, said_at, thread,
+            ref, created_at, embedding_model)
+        SELECT %(ctx)s, 'bench/org', r.id,
+               'Turn ' || i || ': met Alice Moreau about the Atlas project roadmap.',
+               (ARRAY['Alice', 'Bruno', 'Chen', 'Dana'])[1 + i %% 4],
+               now() - make_interval(mins => %(turns)s - i),
+               CASE WHEN i < %(long)s THEN %(long_name)s
+                    ELSE 'thread-' || (i / %(per)s) END,
+               'T' || i, now(), ''
+        FROM generate_series(0, %(turns)s - 1) AS i
+        LEFT JOIN LATERAL (
+            SELECT id FROM memory_run WHERE context_id = %(ctx)s ORDER BY id
+            OFFSET i %% 20 LIMIT 1
+        ) r ON true
+        """,
+        {"ctx": context_id, "turns": turns, "long": LONG_TURNS, "long_name": LONG_THREAD,
+         "per": THREAD_TURNS},
+    )  # fmt: skip
+    cursor.execute(
+        """
+        WITH t AS (
+            SELECT id, run_id, row_number() OVER (ORDER BY id) - 1 AS k
+            FROM memory_turn WHERE context_id = %(ctx)s
+        )
+        UPDATE memory_fact f SET turn_id = t.id, run_id = t.run_id, source_kind = 'run'
+        FROM t
+        WHERE f.context_id = %(ctx)s AND f.id %% 10 = 0 AND t.k = (f.id / 10) %% %(turns)s
+        """,
+        {"ctx": context_id, "turns": turns},
     )
 
 

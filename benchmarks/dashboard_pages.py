@@ -69,7 +69,57 @@ def pages(context_id: int, slug: str) -> list[tuple[str, str, str]]:
         ("documents ?q=<title words>", "curator", f"{base}/documents/?q=network"),
         *_document_pages(context_id, base),
         ("tokens (admin)", "admin", f"{base}/tokens/"),
+        *_fact_pages(context_id, base, typical, named),
     ]
+
+
+def _fact_pages(context_id: int, base: str, typical: Any, named: Any) -> list[tuple[str, str, str]]:
+    """The facts list unfiltered and with each filter, a fact's page, the conversations
+    list and the 500-turn conversation."""
+    from urllib.parse import quote
+
+    from benchmarks.dashboard_data import LONG_THREAD, LONG_TURNS
+    from memory.models import Fact, Run, Turn
+
+    facts = f"{base}/facts/"
+    fact = Fact.objects.filter(context_id=context_id, turn__isnull=False).order_by("pk").first()
+    run = Run.objects.filter(context_id=context_id).order_by("pk").first()
+    thread = Turn.objects.filter(context_id=context_id).exclude(thread=LONG_THREAD).first()
+    assert fact and run and thread
+    since = (fact.recorded_at.date()).isoformat()
+    return [
+        ("facts", "curator", facts),
+        ("facts, second page (keyset)", "curator", _second_page(facts)),
+        ("facts ?predicate=worksAt (alias form)", "curator", f"{facts}?predicate=worksAt"),
+        ("facts ?subject=<name>", "curator", f"{facts}?subject={quote(named.name)}"),
+        ("facts ?object=<name>", "curator", f"{facts}?object={quote(typical.name)}"),
+        ("facts ?kind=attribute", "curator", f"{facts}?kind=attribute"),
+        ("facts ?status=superseded", "curator", f"{facts}?status=superseded"),
+        ("facts ?status=retracted (none)", "curator", f"{facts}?status=retracted"),
+        ("facts ?source_kind=run", "curator", f"{facts}?source_kind=run"),
+        ("facts ?run=<id>", "curator", f"{facts}?run={run.pk}"),
+        ("facts ?thread=<thread>", "curator", f"{facts}?thread={quote(thread.thread)}"),
+        ("facts ?confidence_below=0.55", "curator", f"{facts}?confidence_below=0.55"),
+        ("facts ?since=<a day>", "curator", f"{facts}?since={since}"),
+        ("facts ?text=roadmap", "curator", f"{facts}?text=roadmap"),
+        ("facts ?sort=oldest", "curator", f"{facts}?sort=oldest"),
+        ("fact detail (from a turn)", "curator", f"{facts}{fact.pk}/"),
+        ("conversations", "curator", f"{base}/conversations/"),
+        (f"conversation of {LONG_TURNS} turns (its first page)", "curator",
+         f"{base}/conversations/{quote(LONG_THREAD)}/"),
+    ]  # fmt: skip
+
+
+def _second_page(facts_url: str) -> str:
+    """The facts list's second page, by the keyset link the first page gives."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="bench-curator"))
+    body = client.get(facts_url).content.decode()
+    cursor = body.split("after=")[1].split('"')[0]
+    return f"{facts_url}?after={cursor}"
 
 
 def _document_pages(context_id: int, base: str) -> list[tuple[str, str, str]]:
@@ -154,7 +204,7 @@ def run(
         generated = generate(
             context_id=context.pk, entities=entities, facts=facts, documents=documents
         )
-    by_role = clients(context)
+    by_role = clients(context)  # before the pages: the second facts page is read as one
     results = []
     for label, role, path in pages(context.pk, context.slug):
         if only and only not in label:

@@ -6,7 +6,16 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from memory.api import contexts, curation_api, entities, facts, health, merges_api, predicates
+from memory.api import (
+    contexts,
+    curation_api,
+    entities,
+    fact_actions_api,
+    facts,
+    health,
+    merges_api,
+    predicates,
+)
 from memory.api.errors import json_error_view
 from memory.mcp.view import McpEndpoint
 
@@ -59,7 +68,28 @@ api_patterns = [
         name="api-entity-history",
     ),
     path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
-    path(f"{ctx}/facts/<int:fact_id>", facts.FactDetailApi.as_view(), name="api-fact"),
+    path(
+        f"{ctx}/facts/retract",
+        fact_actions_api.FactsRetractApi.as_view(),
+        name="api-facts-retract",
+    ),
+    path(f"{ctx}/facts/<int:fact_id>", fact_actions_api.FactDetailApi.as_view(), name="api-fact"),
+    path(
+        f"{ctx}/facts/<int:fact_id>/correct",
+        fact_actions_api.FactCorrectApi.as_view(),
+        name="api-fact-correct",
+    ),
+    path(
+        f"{ctx}/facts/<int:fact_id>/restore",
+        fact_actions_api.FactRestoreApi.as_view(),
+        name="api-fact-restore",
+    ),
+    path(f"{ctx}/threads", fact_actions_api.ThreadListApi.as_view(), name="api-threads"),
+    path(
+        f"{ctx}/threads/<path:thread>",
+        fact_actions_api.ThreadDetailApi.as_view(),
+        name="api-thread",
+    ),
     path(f"{ctx}/predicates", predicates.PredicateListApi.as_view(), name="api-predicates"),
     path(
         f"{ctx}/predicates/canonicalize",

@@ -144,6 +144,7 @@ def _detail_page(
         "entity": entity,
         "entities_url": entities_url,
         "registry_url": reverse("registry", args=[slug]),
+        "facts_url": reverse("facts", args=[slug]),
     }
     sections: dict[str, tuple[str, int, Callable[[int, int], list[Any]]]] = {
         "ranked": (

@@ -264,8 +264,9 @@ def predicate_flag(request: HtmxHttpRequest, ctx: str, name: str) -> HttpRespons
                 request,
                 f"{several:,} subject{'s' if several != 1 else ''} already hold"
                 f"{'s' if several == 1 else ''} several current {updated.name} values. The flag "
-                "applies to new writes; resolve the existing ones on each entity's page "
-                "(or undo this).",
+                "applies to new writes; resolve the existing ones on the Facts page "
+                f"(predicate {updated.name}, status current): retract or correct the wrong "
+                "values there (or undo this).",
             )
     # A full page, so the message and its Undo are shown (a row swap has no room for it).
     if request.POST.get("view") == "detail":

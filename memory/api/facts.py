@@ -24,7 +24,8 @@ from memory.models import Fact, FactKind, FactStatus
 from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
 from memory.selectors.facts import fact_list, facts_visible
-from memory.services.facts import fact_retract, fact_write_with_entities
+from memory.services.fact_curation import fact_retract
+from memory.services.facts import fact_write_with_entities
 
 
 class FactSourceSerializer(serializers.Serializer):
@@ -248,7 +249,8 @@ class FactDetailApi(APIView):
 
     @extend_schema(
         responses={200: FactOutputSerializer},
-        description="Retract the fact (kept in history); answers the retracted fact.",
+        description="Retract the fact (kept in history); answers the retracted fact. "
+        "Audited: POST audit/{id}/undo brings it back.",
     )
     def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)

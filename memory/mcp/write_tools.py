@@ -26,7 +26,7 @@ from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHAR
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import facts_visible
 from memory.services.fact_corrections import fact_correct
-from memory.services.facts import fact_retract
+from memory.services.fact_curation import fact_retract
 from memory.services.ingest import run_create, run_enqueue, run_execute
 from memory.services.turns import turn_fields_clean
 

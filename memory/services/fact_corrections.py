@@ -19,8 +19,9 @@ from django.utils.dateparse import parse_datetime
 
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import Entity, Fact, FactKind, FactStatus, SourceKind
+from memory.models import Entity, Fact, FactKind, FactStatus, Role, SourceKind
 from memory.services.audit import audit_record
+from memory.services.fact_rules import fact_check_entity_types
 from memory.services.facts import fact_write
 from memory.wording import with_article
 
@@ -43,8 +44,10 @@ def fact_correct(
     reason: str = "",
 ) -> FactCorrection:
     """Replace current ``fact`` with the corrected ``value`` (attribute facts) or
-    ``object`` (relations). Needs a write grant on the fact's scope."""
+    ``object`` (relations). Needs a write grant on the fact's scope and the curator role
+    (a correction overrules what the store was told)."""
     access.require_write(fact.scope)
+    access.require_role(Role.CURATOR)
     Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
     old = Fact.objects.select_for_update().select_related("subject", "predicate").get(pk=fact.pk)
     if old.status != FactStatus.CURRENT:
@@ -66,6 +69,11 @@ def fact_correct(
         raise ValidationFailed(
             f"fact {old.pk} is {with_article(old.kind)}: correct it with a new value",
             code="missing_value",
+        )
+    if object is not None:
+        fact_check_entity_types(
+            predicate=old.predicate.name,
+            ends=[("object", object.name, object.type, old.predicate.object_types)],
         )
     before = _state(old)
     now = timezone.now()

@@ -188,3 +188,18 @@ def fact_check_shape(kind: str, *, has_object: bool, has_value: bool) -> None:
 def fact_check_validity(valid_from: datetime | None, valid_until: datetime | None) -> None:
     if valid_from and valid_until and valid_until < valid_from:
         raise ValidationFailed("valid_until is before valid_from", code="invalid_validity")
+
+
+def fact_check_entity_types(
+    *,
+    predicate: str,
+    ends: list[tuple[str, str, str, list[str]]],
+) -> None:
+    """A relation's ends must be of the types its predicate names (when it names any).
+    ``ends`` holds (``"subject"`` or ``"object"``, entity name, entity type, allowed)."""
+    for end, name, type_, allowed in ends:
+        if allowed and type_ not in allowed:
+            raise ValidationFailed(
+                f"{predicate} takes a {' or '.join(allowed)} as its {end}; {name} is a {type_}",
+                code="wrong_entity_type",
+            )

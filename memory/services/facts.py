@@ -192,19 +192,6 @@ def _loaded(fact: AnyFact) -> Fact:
     return Fact.objects.select_related("subject", "object", "predicate").get(pk=fact.pk)
 
 
-@transaction.atomic
-def fact_retract(*, access: ContextAccess, fact: Fact, reason: str = "") -> Fact:
-    """Withdraw a fact (it stays in history). Needs a write grant on its scope."""
-    access.require_write(fact.scope)
-    Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
-    fact = Fact.objects.select_for_update().get(pk=fact.pk)
-    if fact.status != FactStatus.RETRACTED:
-        fact.status = FactStatus.RETRACTED
-        fact.status_changed_at = timezone.now()
-        fact.save(update_fields=["status", "status_changed_at"])
-    return fact
-
-
 def facts_expire(*, now: datetime | None = None) -> int:
     """Mark current facts whose ``valid_until`` has passed as expired."""
     now = now or timezone.now()

@@ -22,6 +22,7 @@ from memory.services import (
     duplicates,
     entities,
     fact_corrections,
+    fact_curation,
     merges,
     predicates,
     run_retract,
@@ -102,6 +103,15 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
         access=access, undo=undo
     ),
     "fact_correct_revert": lambda access, undo: fact_corrections.fact_correct_revert(
+        access=access, undo=undo
+    ),
+    "facts_retract_revert": lambda access, undo: fact_curation.facts_retract_revert(
+        access=access, undo=undo
+    ),
+    "fact_restore_revert": lambda access, undo: fact_curation.fact_restore_revert(
+        access=access, undo=undo
+    ),
+    "fact_edit_revert": lambda access, undo: fact_curation.fact_edit_revert(
         access=access, undo=undo
     ),
 }

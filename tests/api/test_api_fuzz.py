@@ -1,6 +1,6 @@
 """Fuzz every operation of the served OpenAPI document with schemathesis.
 
-``schema.parametrize()`` makes one test per operation of ``/api/schema/`` (52 today). Each
+``schema.parametrize()`` makes one test per operation of ``/api/schema/`` (58 today). Each
 sends, in-process to the WSGI app and with a context admin's token, so that requests pass
 authentication and reach the handlers:
 
@@ -199,6 +199,13 @@ UNSTATABLE_REFUSALS = {
     "missing_query": "a context block needs a query or an entity (one of two fields)",
     "invalid_action": "drift resolve's inverse and force go with action alias only",
     "invalid_registry_file": "a registry import is an export file or a list of predicates",
+    "unknown_predicate": "a fact edit's predicate is registered in this context (stored rows)",
+    "predicate_kind_mismatch": "a fact edit keeps the fact's kind (the stored fact)",
+    "inverse_predicate": "a fact edit names a predicate, not an inverse alias (stored rows)",
+    "wrong_entity_type": "a relation's ends are of its predicate's types (stored rows)",
+    "not_a_relation": "only a relation's subject and object swap (the stored fact)",
+    "invalid_correction": "a correction gives a value or an object (one of two fields)",
+    "invalid_thread": "a thread in the path has at most 200 characters",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
 # run (SPEC §1): a 503 the schema states, not a server error.

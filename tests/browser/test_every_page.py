@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import Page
 
 from memory.access import system_access
-from memory.models import ContextMembership, ImportJob, Role, Run, RunOutcome
+from memory.models import ContextMembership, Fact, ImportJob, Role, Run, RunOutcome, Turn
 from memory.services.contexts import context_create
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
@@ -80,6 +80,16 @@ def desk(transactional_db: None) -> dict[str, Any]:
         timings={"total_ms": 112.0},
         result={},
     )
+    turn = Turn.objects.create(
+        context=context,
+        scope="org/acme",
+        thread="weekly sync/2024-05",
+        speaker="Alex Rivera",
+        text="I will take over the onboarding handbook from next week. " * 4,
+    )
+    fact = Fact.objects.filter(context=context).order_by("pk").first()
+    assert fact is not None
+    Fact.objects.filter(pk=fact.pk).update(turn=turn)
     job = import_job_create(
         access=access,
         filename="people-from-the-crm-export-2025-06-02.csv",
@@ -95,12 +105,12 @@ def desk(transactional_db: None) -> dict[str, Any]:
     ImportJob.objects.filter(pk=job.pk).update(created_by=admin)  # the uploader
     import_job_execute(job_id=job.pk)
     token_issue(user=admin, context=context, grants=["read:*"], name="agent")
-    return {"context": context, "hub": hub, "document": document, "job": job}
+    return {"context": context, "hub": hub, "document": document, "job": job, "fact": fact}
 
 
 def _pages(desk: dict[str, Any]) -> list[str]:
     base = f"/c/{desk['context'].slug}/"
-    hub, document, job = desk["hub"].pk, desk["document"].pk, desk["job"].pk
+    hub, document, job, fact = desk["hub"].pk, desk["document"].pk, desk["job"].pk, desk["fact"].pk
     run = Run.objects.get(context=desk["context"]).pk
     paths = [
         "", "drift/", "duplicates/", "conflicts/", "registry/", "registry/works_with/",
@@ -108,7 +118,8 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "documents/",
         f"documents/{document}/", "search/?q=expense+reports&mode=bm25",
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
-        "tokens/",
+        "tokens/", "facts/", "facts/?predicate=knows&sort=oldest", f"facts/{fact}/",
+        "conversations/", "conversations/weekly%20sync/2024-05/",
     ]  # fmt: skip
     return ["/", *(base + path for path in paths)]
 

@@ -16,7 +16,8 @@ from memory.models import Context, Entity, Fact, Role
 from memory.scopes import Grants
 from memory.selectors.vocabulary import vocabulary_gather
 from memory.services.fact_batch import FactInput, facts_write_batch
-from memory.services.facts import fact_retract, fact_write, facts_expire
+from memory.services.fact_curation import fact_retract
+from memory.services.facts import fact_write, facts_expire
 from memory.services.vectors import vectors_compute
 from tests.api.conftest import assert_error
 from tests.fake_llm import FakeLLM

@@ -516,3 +516,23 @@ def test_get_entity_and_find_facts_answer_the_entity_named_so_not_a_key_twin(
     assert [m["id"] for m in card["other_matches"]] == [twin.pk]
     assert found["object"]["id"] == world.acme.pk
     assert [f["id"] for f in found["facts"]] == [world.works_fact]
+
+
+def test_retract_fact_is_audited_and_correct_fact_needs_the_curator_role(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    async def work(client: Client) -> Any:
+        return (
+            await call(client, "retract_fact", {"fact_id": world.works_fact}),
+            await call(client, "correct_fact", {"fact_id": world.title_fact, "value": "CTO"}),
+        )
+
+    (retract_error, _), (correct_error, refused) = with_mcp(
+        mcp_url, token_for(["read,write:org/acme/*"]), work
+    )
+    assert not retract_error
+    event = AuditEvent.objects.get(action="fact_retract")
+    assert event.target_id == str(world.works_fact)
+    assert event.undo["op"] == "facts_retract_revert"
+    assert correct_error and refused["error"]["code"] == "role_required"
+    assert Fact.objects.get(pk=world.title_fact).status == FactStatus.CURRENT

@@ -63,6 +63,18 @@ def test_dashboard_pages_show_only_granted_records(
             _check_audit(caller)
             _check_runs(caller)
             _check_registry(caller)
+            _check_facts(caller)
+
+
+def _check_facts(caller: Caller) -> None:
+    """The facts list holds visible facts only (the first 50, newest first); a fact's
+    page is found exactly when its fact is visible; the conversations list leaks none."""
+    facts = _page(caller, "facts/").context["page"].facts
+    newest = sorted(caller.facts, key=lambda pk: (caller.world.facts[pk].recorded_at, pk))
+    assert [f.pk for f in facts] == list(reversed(newest))[:50], caller.grants
+    for pk in sorted(caller.world.facts)[:12]:
+        _page(caller, f"facts/{pk}/", status=200 if pk in caller.facts else 404)
+    _page(caller, "conversations/")
 
 
 def _check_overview(caller: Caller) -> None:
