@@ -188,7 +188,8 @@ SPECTACULAR_SETTINGS = {
     "TAGS": [
         {"name": "memories", "description": "Write memories: LLM extraction, triples or turns."},
         {"name": "search", "description": "Search, and the prompt-ready memory block."},
-        {"name": "facts", "description": "Facts: read, write, retract."},
+        {"name": "facts", "description": "Facts: read, write, edit, correct, retract, restore."},
+        {"name": "threads", "description": "Conversations: turns in order, with their facts."},
         {"name": "entities", "description": "Entities: upsert, seed, edit, merge."},
         {"name": "documents", "description": "Documents and their chunks."},
         {"name": "keywords", "description": "Keyphrases of documents."},
