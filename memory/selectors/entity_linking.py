@@ -3,9 +3,9 @@ and identifiers (case, punctuation, possessives and legal suffixes fold away), a
 words no name covers, names one small slip away ("Dana Leee", "Dnaa Lee").
 
 A longer name wins over the names inside it ("Project Phoenix" over "Phoenix" of another
-entity). Where one name fits several entities, one is linked by the resolution rule
-(``_resolve``) and the rest are reported as ``other_matches``. Every read is limited to
-the caller's read grants.
+entity). Where one name fits several entities, the one resolution rule of entity names
+(``memory.selectors.entity_lookup``) picks one and the rest are reported as
+``other_matches``. Every read is limited to the caller's read grants.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ from django.db.models import Q
 from rapidfuzz.distance import DamerauLevenshtein
 
 from memory.access import ContextAccess
+from memory.errors import NotFound
 from memory.models import Entity, EntityIdentifier
 from memory.selectors.entities import entities_visible
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.question import Question, Span
 
-LinkedBy = Literal["name", "alias", "identifier", "slip"]
+LinkedBy = Literal["id", "name", "alias", "identifier", "key", "slip"]
 MAX_LINKED = 4  # entities one question links
 MAX_SLIP_CANDIDATES = 200  # entities sharing a word with the question, compared for slips
 MIN_SLIP_KEY_CHARS = 5  # shorter names are too easily one slip from another word
-_BY_ORDER: dict[str, int] = {"name": 0, "identifier": 1, "alias": 2, "slip": 3}
+_BY_ORDER: dict[str, int] = {"id": 0, "name": 0, "identifier": 1, "alias": 2, "key": 3, "slip": 4}
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,11 @@ class EntityLink:
     other_matches: list[Entity] = field(default_factory=list)
 
 
-def entities_linked(*, access: ContextAccess, question: Question) -> list[EntityLink]:
-    """The entities ``question`` names, in the order the question names them."""
+def entities_linked(
+    *, access: ContextAccess, question: Question, prefer_scope: str | None = None
+) -> list[EntityLink]:
+    """The entities ``question`` names, in the order the question names them
+    (``prefer_scope``: the caller's scope, which the resolution rule prefers)."""
     spans = question.spans()
     if not spans:
         return []
@@ -48,7 +53,7 @@ def entities_linked(*, access: ContextAccess, question: Question) -> list[Entity
     for span in spans:  # longest first: a name inside a linked name is that name's part
         if span.key not in exact or covered & set(range(span.start, span.end)):
             continue
-        links.append(_resolve(span, exact[span.key]))
+        links.append(_resolve(access, span, exact[span.key], prefer_scope))
         covered |= set(range(span.start, span.end))
     uncovered = [s for s in spans if not covered & set(range(s.start, s.end))]
     for link in _slips(access, uncovered, linked={link.entity.pk for link in links}):
@@ -96,9 +101,26 @@ def _exact_matches(
     return found
 
 
-def _resolve(span: Span, matches: list[tuple[Entity, LinkedBy]]) -> EntityLink:
-    """One entity for a name several fit: a canonical name before an identifier before
-    an alias, then the oldest (a stable order); the others are ``other_matches``."""
+def _resolve(
+    access: ContextAccess,
+    span: Span,
+    matches: list[tuple[Entity, LinkedBy]],
+    prefer_scope: str | None,
+) -> EntityLink:
+    """The entity a span names by the resolution rule of entity names (exact text before
+    a normalized key, the caller's scope, name before alias before identifier, oldest)."""
+    try:
+        found = resolve_entity_name(access=access, ref=span.text, prefer_scope=prefer_scope)
+    except NotFound:  # the span matched only through its key's other spellings
+        return _pick(span, matches)
+    return EntityLink(
+        entity=found.entity, span=span, by=found.matched_by, other_matches=found.other_matches
+    )
+
+
+def _pick(span: Span, matches: list[tuple[Entity, LinkedBy]]) -> EntityLink:
+    """One entity for a span several fit without an exact text: a name before an
+    identifier before an alias before a slip, then the oldest (a stable order)."""
     ranked = sorted(matches, key=lambda m: (_BY_ORDER[m[1]], m[0].pk))
     best, by = ranked[0]
     others = []
@@ -137,7 +159,7 @@ def _slips(access: ContextAccess, spans: list[Span], *, linked: set[int]) -> lis
                     matches.append((entity, "slip"))
                     break
         if matches:
-            links.append(_resolve(span, matches))
+            links.append(_pick(span, matches))
     return links
 
 

@@ -31,8 +31,8 @@ from django.utils import timezone
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
 from memory.models import Entity, Fact
-from memory.selectors.entity_card import entity_find
 from memory.selectors.entity_linking import EntityLink, entities_linked
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_relevance import (
     cosines_fill,
     fact_candidates,
@@ -150,9 +150,11 @@ def memory_context(
     finder = _Finder(access=access, mode=mode, notes=block.notes)
     if query:
         finder.embed_early(query)  # while the named entities are looked up
-    asked = entity_find(access=access, ref=entity).entity if entity is not None else None
+    asked = resolve_entity_name(access=access, ref=entity).entity if entity is not None else None
     if query:
-        fact_lines, links = _answering_fact_lines(access, query=query, asked=asked, finder=finder)
+        fact_lines, links = _answering_fact_lines(
+            access, query=query, asked=asked, finder=finder, prefer_scope=_own_scope(scopes)
+        )
         block.focus = [link.entity for link in links]
         _note_other_matches(block, links)
     else:
@@ -242,12 +244,24 @@ class _Finder:
         return [_passage_line(r) for r in results[:PASSAGES]]
 
 
+def _own_scope(scopes: list[str] | None) -> str | None:
+    """The one scope a request narrows to (``P`` or ``P/*``): the names it means first."""
+    if scopes and len(scopes) == 1:
+        return scopes[0].removesuffix("/*")
+    return None
+
+
 def _answering_fact_lines(
-    access: ContextAccess, *, query: str, asked: Entity | None, finder: _Finder
+    access: ContextAccess,
+    *,
+    query: str,
+    asked: Entity | None,
+    finder: _Finder,
+    prefer_scope: str | None,
 ) -> tuple[list[ContextLine], list[EntityLink]]:
     """The candidate facts for a question, best answer first (fact_relevance)."""
     question = question_read(query)
-    links = entities_linked(access=access, question=question)
+    links = entities_linked(access=access, question=question, prefer_scope=prefer_scope)
     if asked is not None and asked.pk not in {link.entity.pk for link in links}:
         links.insert(0, EntityLink(entity=asked, span=Span(0, 0, asked.name, ""), by="name"))
     covered = {i for link in links for i in range(link.span.start, link.span.end)}
