@@ -56,12 +56,21 @@ def entities_linked(
         links.append(_resolve(access, span, exact[span.key], prefer_scope))
         covered |= set(range(span.start, span.end))
     uncovered = [s for s in spans if not covered & set(range(s.start, s.end))]
+    if links:  # a name is linked: a slip is looked for only in capitalized words
+        uncovered = [s for s in uncovered if _capitalized(question, s)]
     for link in _slips(access, uncovered, linked={link.entity.pk for link in links}):
         if not covered & set(range(link.span.start, link.span.end)):
             links.append(link)
             covered |= set(range(link.span.start, link.span.end))
     links.sort(key=lambda link: link.span.start)
     return _distinct(links)[:MAX_LINKED]
+
+
+def _capitalized(question: Question, span: Span) -> bool:
+    """Whether every word of ``span`` is capitalized (the question's first word aside,
+    which is capitalized anyway)."""
+    words = question.tokens[span.start : span.end]
+    return span.start > 0 and all(w[:1].isupper() for w in words)
 
 
 def _exact_matches(
@@ -83,7 +92,13 @@ def _exact_matches(
         for alias_key in set(entity.alias_keys) & wanted:
             if alias_key != entity.normalized_key:
                 found.setdefault(alias_key, []).append((entity, "alias"))
-    texts = {s.text.casefold(): s.key for s in spans if len(s.text) >= 3 and " " not in s.text}
+    # An identifier is one token with a character no plain word has (alex@acme.example,
+    # acme.example, MLWK3LL/A).
+    texts = {
+        s.text.casefold(): s.key
+        for s in spans
+        if len(s.text) >= 3 and " " not in s.text and not s.text.isalpha()
+    }
     if texts:
         holders = (
             EntityIdentifier.objects.filter(

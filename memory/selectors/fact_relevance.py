@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from pgvector.django import CosineDistance
 
@@ -73,36 +74,75 @@ class FactCandidate:
     explain: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _PredicateWords:
+    forms: dict[int, list[tuple[str, frozenset[str]]]]  # id → (via, terms) per name
+    descriptions: dict[int, frozenset[str]]
+
+
+# Per context: (version, words). A version is the registry's row counts and last change,
+# read with one small query, so a predicate first seen a moment ago is matched at once.
+_WORDS: dict[int, tuple[tuple[object, ...], _PredicateWords]] = {}
+
+
 def predicate_matches(*, access: ContextAccess, terms: frozenset[str]) -> dict[int, PredicateMatch]:
     """The context's predicates whose name, aliases or description share words with
-    ``terms`` (stemmed), by id. Two queries."""
+    ``terms`` (stemmed), by id."""
     if not terms:
         return {}
-    forms: dict[int, list[tuple[str, frozenset[str]]]] = {}
-    descriptions: dict[int, frozenset[str]] = {}
-    for pk, name, description in Predicate.objects.filter(context=access.context).values_list(
-        "pk", "name", "description"
-    ):
-        forms.setdefault(pk, []).append(("name", _words(name)))
-        descriptions[pk] = frozenset(analyze(description)) - _DESCRIPTION_NOISE
-    for pk, alias, inverse in PredicateAlias.objects.filter(context=access.context).values_list(
-        "predicate_id", "alias", "inverse"
-    ):
-        forms.setdefault(pk, []).append(("inverse alias" if inverse else "alias", _words(alias)))
+    words = _predicate_words(access)
     matches: dict[int, PredicateMatch] = {}
-    for pk, named in forms.items():
+    for pk, named in words.forms.items():
         best = PredicateMatch(0.0, (), "")
-        for via, words in named:
-            shared = terms & words
-            if words and shared and len(shared) / len(words) > best.score:
-                best = PredicateMatch(len(shared) / len(words), tuple(sorted(shared)), via)
-        shared = terms & descriptions.get(pk, frozenset())
+        for via, form in named:
+            shared = terms & form
+            if form and shared and len(shared) / len(form) > best.score:
+                best = PredicateMatch(len(shared) / len(form), tuple(sorted(shared)), via)
+        shared = terms & words.descriptions.get(pk, frozenset())
         described = DESCRIPTION_SHARE * len(shared) / len(terms) if shared else 0.0
         if described > best.score:
             best = PredicateMatch(described, tuple(sorted(shared)), "description")
         if best.score > 0:
             matches[pk] = best
     return matches
+
+
+def _predicate_words(access: ContextAccess) -> _PredicateWords:
+    context = access.context
+    version = _registry_version(context.pk)
+    cached = _WORDS.get(context.pk)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    forms: dict[int, list[tuple[str, frozenset[str]]]] = {}
+    descriptions: dict[int, frozenset[str]] = {}
+    for pk, name, description in Predicate.objects.filter(context=context).values_list(
+        "pk", "name", "description"
+    ):
+        forms.setdefault(pk, []).append(("name", _words(name)))
+        descriptions[pk] = frozenset(analyze(description)) - _DESCRIPTION_NOISE
+    for pk, alias, inverse in PredicateAlias.objects.filter(context=context).values_list(
+        "predicate_id", "alias", "inverse"
+    ):
+        forms.setdefault(pk, []).append(("inverse alias" if inverse else "alias", _words(alias)))
+    words = _PredicateWords(forms=forms, descriptions=descriptions)
+    _WORDS[context.pk] = (version, words)
+    return words
+
+
+def _registry_version(context_id: int) -> tuple[object, ...]:
+    predicates, aliases = Predicate._meta.db_table, PredicateAlias._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT (SELECT count(*) FROM {predicates} WHERE context_id = %s),
+                   (SELECT max(updated_at) FROM {predicates} WHERE context_id = %s),
+                   (SELECT count(*) FROM {aliases} WHERE context_id = %s),
+                   (SELECT max(id) FROM {aliases} WHERE context_id = %s)
+            """,  # noqa: S608 - table names from the models
+            [context_id] * 4,
+        )
+        row = cursor.fetchone()
+    return tuple(row) if row else ()
 
 
 def _words(name: str) -> frozenset[str]:
