@@ -31,6 +31,7 @@ from django.utils import timezone
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
 from memory.models import Entity, Fact
+from memory.search.fusion import rrf_fuse
 from memory.selectors.entity_linking import EntityLink, entities_linked
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_relevance import (
@@ -58,7 +59,7 @@ CHARS_PER_TOKEN = 4
 FACT_SHARE = 0.6  # of the budget, before passages; what passages leave goes back to facts
 FACTS_PER_ENTITY = 40
 QUERY_FACTS = 20
-PASSAGES = 8
+PASSAGES = 20  # candidates of each kind (chunks, turns); the budget decides how many fit
 MAX_VALUE_CHARS_IN_LINE = 300
 MIN_PASSAGE_TOKENS = 30  # a passage cut shorter than this is left out instead
 # The floors: below these cosines, a fact or passage that shares no word with the
@@ -238,10 +239,12 @@ class _Finder:
         chunks = self._search(query, "chunks", PASSAGES, floor=PASSAGE_MIN_COSINE)
         turns = self._search(query, "turns", PASSAGES, floor=PASSAGE_MIN_COSINE)
         self.hidden_passages += chunks.hidden + turns.hidden
-        results = chunks.results + turns.results
-        # Chunks and turns score on one scale per mode (RRF, BM25 or cosine).
-        results.sort(key=lambda r: -r.score)
-        return [_passage_line(r) for r in results[:PASSAGES]]
+        # Chunks and turns score on scales of their own (turns add their windows): they
+        # take turns by rank, the closer in meaning first at the same rank.
+        keyed = {(r.type, r.id): r for r in chunks.results + turns.results}
+        fused = rrf_fuse([[(r.type, r.id) for r in found.results] for found in (chunks, turns)])
+        order = sorted(fused, key=lambda key: (-fused[key], -_cosine(keyed[key]), key))
+        return [_passage_line(keyed[key]) for key in order]
 
 
 def _own_scope(scopes: list[str] | None) -> str | None:
@@ -249,6 +252,10 @@ def _own_scope(scopes: list[str] | None) -> str | None:
     if scopes and len(scopes) == 1:
         return scopes[0].removesuffix("/*")
     return None
+
+
+def _cosine(result: SearchResult) -> float:
+    return result.explain.vector.score if result.explain.vector is not None else -1.0
 
 
 def _answering_fact_lines(
