@@ -1,4 +1,4 @@
-"""Drift resolution that cannot corrupt data (issue 13): suggestions that say how sure they
+"""Drift resolution that cannot corrupt data: suggestions that say how sure they
 are, inverse aliases, and the alias checks (kinds, single values, type hints)."""
 
 from __future__ import annotations
