@@ -195,8 +195,11 @@ def reference(turns: list[TurnRow], questions: list[Question]) -> dict[str, list
     return out
 
 
-def _write_turns(client: Any, base: str, turns: list[TurnRow]) -> tuple[float, float, Any]:
-    """Every turn through ``POST memories``, then the worker's drain: (write s, drain s, drain)."""
+def _write_turns(
+    client: Any, base: str, turns: list[TurnRow], *, scope_per_thread: bool = False
+) -> tuple[float, float, Any]:
+    """Every turn through ``POST memories``, then the worker's drain: (write s, drain s, drain).
+    With ``scope_per_thread``, each conversation in a scope of its own (``locomo/conv-26``)."""
     from memory.services.vectors import embeddings_drain
 
     started = time.perf_counter()
@@ -205,7 +208,7 @@ def _write_turns(client: Any, base: str, turns: list[TurnRow]) -> tuple[float, f
             f"{base}/memories",
             {
                 "text": t.text,
-                "scope": "locomo",
+                "scope": f"locomo/{t.thread}" if scope_per_thread else "locomo",
                 "infer": "none",
                 "wait": True,
                 "speaker": t.speaker,

@@ -68,8 +68,18 @@ class MemoryBlockItemSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["fact", "chunk", "turn"])
     id = serializers.IntegerField()
     scope = serializers.CharField()
-    score = serializers.FloatField(help_text="facts: the ranking formula; passages: search score")
+    score = serializers.FloatField(
+        help_text="facts: relevance to the query (with an entity alone, the ranking "
+        "formula); passages: search score"
+    )
     line = serializers.CharField(help_text="the line as it stands in `text`")
+    explain = serializers.DictField(
+        required=False,
+        help_text="with `explain: true`: why the line is there. Facts: relevance, names "
+        "(the named entities it mentions), through_neighbour, predicate {words, via, score}, "
+        "answer {asked, given, fits}, bm25, cosine, prior (the ranking formula), why; "
+        "passages: score, bm25, cosine, why",
+    )
 
 
 class MemoryBlockFactSerializer(MemoryBlockItemSerializer):
@@ -102,7 +112,10 @@ class MemoryBlockOutputSerializer(serializers.Serializer):
     passages = MemoryBlockPassageSerializer(many=True)
     budget_tokens = serializers.IntegerField()
     used_tokens = serializers.IntegerField(help_text="estimated as characters / 4")
-    left_out = serializers.IntegerField(help_text="candidates that did not fit the budget")
+    left_out = serializers.IntegerField(
+        help_text="candidates left out: unrelated to the query, or over the budget "
+        "(`notes` says how many of each)"
+    )
     notes = serializers.ListField(child=serializers.CharField())
 
 
@@ -119,15 +132,25 @@ class MemoryBlockApi(APIView):
             child=ScopeFilterField(), required=False, max_length=MAX_SCOPE_FILTERS
         )
         mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
+        explain = serializers.BooleanField(
+            default=False, help_text="each line's data says why it is in the block"
+        )
 
     @extend_schema(
         request=InputSerializer,
         responses={200: MemoryBlockOutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
-        description="A prompt-ready memory block for `query` and/or `entity` (at least one): "
-        "the best current facts of the entity (or of the entities the query finds) and of "
-        "the facts the query finds, ranked by confidence × 0.5^(age/90 days) × "
-        "ranking_weight × (0.3 + 1.4 × importance), then the best passages, each line with "
-        "its id, scope and source, within `budget_tokens` (estimated as characters / 4). "
+        description="A prompt-ready memory block for `query` and/or `entity` (at least one). "
+        "With a query: the facts of the entities it names (by name, alias or identifier, "
+        "small slips forgiven; both directions), of their neighbours for a relation "
+        "question, and the facts the query finds, ordered by how well each answers it "
+        "(the predicate's words, name, aliases and description against the query's words; "
+        "the answer's type against who/where/which company; BM25 and cosine), the ranking "
+        "formula breaking ties. With an entity alone: its current facts ranked by "
+        "confidence × 0.5^(age/90 days) × ranking_weight × (0.3 + 1.4 × importance). Then "
+        "the best passages. Lines that share nothing with the query are left out and "
+        "counted in `left_out`; facts that answer go in before passages. Each line has "
+        "its id, scope and source, within `budget_tokens` (estimated as characters / 4); "
+        "`explain: true` adds why each line is there. "
         "`text` is the block; `facts` and `passages` hold the same lines as data. `scope` "
         "narrows the read grants. With the embedding model down it falls back to BM25 and "
         "says so in `notes`. The MCP tool `get_context` answers the same.",
@@ -144,5 +167,6 @@ class MemoryBlockApi(APIView):
             budget_tokens=v["budget_tokens"],
             scopes=v.get("scope"),
             mode=v["mode"],
+            explain=v["explain"],
         )
         return Response(MemoryBlockOutputSerializer(memory_context_data(block)).data)

@@ -36,7 +36,7 @@ from memory.selectors.documents import (
     keyword_list,
     keyword_search,
 )
-from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, search
+from memory.selectors.search import ALL_TARGET, MAX_QUERY_CHARS, MODES, TARGET_CHOICES, search
 from memory.services.documents import (
     MAX_SOURCE_CHARS,
     document_create,
@@ -328,7 +328,12 @@ class SearchApi(APIView):
             required=False,
             max_length=MAX_SCOPE_FILTERS,
         )
-        target = serializers.ChoiceField(choices=list(TARGETS), default="chunks")
+        target = serializers.ChoiceField(
+            choices=list(TARGET_CHOICES),
+            required=False,
+            help_text="all (the default: turns, chunks and facts, each result typed), "
+            "chunks, turns, facts or entities; with `thread` the default is turns",
+        )
         graph_alpha = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.3)
         thread = PatternField(
             NON_BLANK_TEXT_PATTERN,
@@ -341,8 +346,10 @@ class SearchApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={200: SearchOutputSerializer, 503: ErrorSerializer},
-        description="Search chunks, turns, facts or entities (`thread` narrows turns to "
-        "one conversation; with another target it is refused). Modes: bm25, vector, hybrid "
+        description="Search what the memory holds: with no `target` (or `all`), turns, "
+        "chunks and facts, fused by reciprocal rank, each result with its `type`; or one "
+        "target: chunks, turns, facts or entities (`thread` narrows turns to one "
+        "conversation; with another target it is refused). Modes: bm25, vector, hybrid "
         "(reciprocal rank fusion, k=60), hybrid_graph (hybrid plus a graph-density boost "
         "weighted by `graph_alpha`). `scope` narrows the caller's read grants with patterns "
         "(`P` or `P/*`). Each result's `explain` gives its BM25 and vector rank and score, "
@@ -360,7 +367,7 @@ class SearchApi(APIView):
             mode=params["mode"],
             k=params["k"],
             scopes=params.get("scope"),
-            target=params["target"],
+            target=params.get("target") or ("turns" if params.get("thread") else ALL_TARGET),
             graph_alpha=params["graph_alpha"],
             thread=params.get("thread"),
         )

@@ -42,7 +42,7 @@ from memory.selectors.memory_context import (
 )
 from memory.selectors.predicates import predicate_canonicalize
 from memory.selectors.runs import run_get
-from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS
+from memory.selectors.search import ALL_TARGET, MAX_QUERY_CHARS, MODES, TARGET_CHOICES
 from memory.selectors.vocabulary_view import vocabulary_listing
 
 
@@ -66,12 +66,13 @@ def search(
         ),
     ] = "hybrid",
     target: Annotated[
-        str,
+        str | None,
         Field(
-            description="what to return: " + ", ".join(TARGETS),
-            json_schema_extra={"enum": list(TARGETS)},
+            description="what to search: all (the default: turns, chunks and facts, each "
+            "result typed), chunks, turns, facts or entities; with `thread`, turns",
+            json_schema_extra={"enum": list(TARGET_CHOICES)},
         ),
-    ] = "chunks",
+    ] = None,
     k: Annotated[int, Field(description="how many results", ge=1, le=MAX_TOOL_K)] = 10,
     scope: ScopeFilters = None,
     thread: Annotated[
@@ -83,15 +84,17 @@ def search(
         ),
     ] = None,
 ) -> dict[str, Any]:
-    """Search the memory. Each result says why it ranked: its BM25 and vector rank and
-    score, the fused score and the graph boost."""
+    """Search the memory: by default everything it holds — remembered turns, document
+    chunks and facts — each result with its `type` (turn, chunk, fact). Each result says
+    why it ranked: its BM25 and vector rank and score, the fused score and the graph
+    boost."""
     response = search_selectors.search(
         access=current_access(),
         query=query,
         mode=mode,
         k=k,
         scopes=scope,
-        target=target,
+        target=target or ("turns" if thread else ALL_TARGET),
         thread=thread,
     )
     return {
@@ -128,11 +131,17 @@ def get_context(
             json_schema_extra={"enum": list(MODES)},
         ),
     ] = "hybrid",
+    explain: Annotated[
+        bool, Field(description="each line's data says why it is in the block")
+    ] = False,
 ) -> tuple[str, dict[str, Any]]:
-    """A prompt-ready memory block for a query and/or an entity: the best current facts
-    (ranked by confidence, recency, predicate weight and importance) and the best
-    passages, each line with its id, scope and source, within `budget_tokens`. The text
-    goes straight into a prompt; the structured result holds the same lines as data."""
+    """A prompt-ready memory block for a query and/or an entity: the facts that answer
+    the question first (the entities it names, the relation it asks about, the kind of
+    answer it wants, then search relevance; for an entity alone, ranked by confidence,
+    recency, predicate weight and importance) and the passages that match, each line with
+    its id, scope and source, within `budget_tokens`. Lines unrelated to the question are
+    left out (`left_out`, with the reason in `notes`). The text goes straight into a
+    prompt; the structured result holds the same lines as data."""
     block = memory_context(
         access=current_access(),
         query=query,
@@ -140,6 +149,7 @@ def get_context(
         budget_tokens=budget_tokens,
         scopes=scope,
         mode=mode,
+        explain=explain,
     )
     return block.text, memory_context_data(block)
 

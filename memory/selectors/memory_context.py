@@ -1,12 +1,18 @@
 """A prompt-ready memory block: what the memory knows about a query and/or an entity,
 within a token budget. One reader for ``POST context`` and the MCP ``get_context`` tool.
 
-- Facts: the current facts of the focus entities (the one asked for, else the entities
-  the query finds) and the facts the query finds, ordered by the ranking formula
-  (confidence × 0.5^(age/90 d) × ranking_weight × (0.3 + 1.4 × importance); under 0.2
-  confidence dropped).
-- Passages: the best chunks (and turns, where the store has them) for the query, or for
-  the entity's name when only an entity is given.
+- Facts, for a query: the entities it names are linked (names, aliases, identifiers, small
+  slips; ``memory.selectors.entity_linking``), and their facts, their neighbours' facts
+  for a relation question and the facts the query finds are ordered by how well each
+  answers it (``memory.selectors.fact_relevance``); the ranking formula only breaks ties.
+  For an entity alone: its current facts by the ranking formula (confidence ×
+  0.5^(age/90 d) × ranking_weight × (0.3 + 1.4 × importance); under 0.2 confidence
+  dropped).
+- Passages: the best chunks and turns for the query, or for the entity's name when only
+  an entity is given.
+- No padding: a fact that shares nothing with the question and a passage found by vector
+  similarity alone below the floor are left out and counted in ``left_out``; the facts
+  that answer go in before any passage.
 - Every line names its record (id), its scope and its source, so an agent can cite it or
   come back to it; the same lines come back as data.
 
@@ -24,17 +30,23 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
-from memory.models import Entity, Fact, FactStatus
+from memory.models import Entity, Fact
+from memory.search.fusion import rrf_fuse
+from memory.selectors.entity_linking import EntityLink, entities_linked
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.facts import (
-    RANK_MIN_CONFIDENCE,
-    entity_facts_ranked,
-    fact_rank_score,
-    facts_visible,
+from memory.selectors.fact_relevance import (
+    cosines_fill,
+    fact_candidates,
+    fact_relevance,
+    predicate_matches,
+    shares_with_question,
 )
+from memory.selectors.facts import entity_facts_ranked
+from memory.selectors.question import Span, question_read
 from memory.selectors.search import (
     MAX_QUERY_CHARS,
     QueryVector,
+    SearchResponse,
     SearchResult,
     query_vector_start,
     search,
@@ -45,12 +57,19 @@ MIN_BUDGET_TOKENS = 100
 MAX_BUDGET_TOKENS = 16_000
 CHARS_PER_TOKEN = 4
 FACT_SHARE = 0.6  # of the budget, before passages; what passages leave goes back to facts
-FOCUS_ENTITIES = 2  # entities a query names that become focus entities
 FACTS_PER_ENTITY = 40
 QUERY_FACTS = 20
-PASSAGES = 8
+PASSAGES = 20  # candidates of each kind (chunks, turns); the budget decides how many fit
 MAX_VALUE_CHARS_IN_LINE = 300
 MIN_PASSAGE_TOKENS = 30  # a passage cut shorter than this is left out instead
+# The floors: below these cosines, a fact or passage that shares no word with the
+# question is unrelated text (all-MiniLM-L6-v2 puts unrelated sentences under ~0.3).
+FACT_MIN_COSINE = 0.45
+PASSAGE_MIN_COSINE = 0.3
+# A fact at least this relevant answers the question even without a predicate match
+# (a named entity and the answer type asked for, or close in meaning).
+ANSWERING_RELEVANCE = 2.0
+ANSWERING_PREDICATE = 0.5  # a predicate match this good answers (half its words asked)
 
 
 @dataclass
@@ -62,6 +81,8 @@ class ContextLine:
     tokens: int
     score: float
     data: dict[str, Any]
+    shares: bool = True  # shares something with the question (else: padding)
+    answers: bool = False  # a fact that answers the question: placed before passages
 
 
 @dataclass
@@ -73,7 +94,9 @@ class MemoryContext:
     passages: list[ContextLine]
     budget_tokens: int
     used_tokens: int = 0
-    left_out: int = 0  # candidates that did not fit the budget
+    left_out: int = 0  # candidates left out: unrelated to the question or over budget
+    left_out_unrelated: int = 0
+    left_out_budget: int = 0
     notes: list[str] = field(default_factory=list)
     text: str = ""
 
@@ -94,12 +117,14 @@ def memory_context(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     scopes: list[str] | None = None,
     mode: str = "hybrid",
+    explain: bool = False,
 ) -> MemoryContext:
     """The memory block for ``query`` and/or ``entity`` within ``budget_tokens``.
 
     ``scopes`` (patterns ``P``, ``P/*``) narrow the caller's read grants for every part.
     When the embedding model is down, a hybrid or vector ``mode`` falls back to BM25 and
-    a note says so (the block is still useful; a search would answer 503).
+    a note says so (the block is still useful; a search would answer 503). With
+    ``explain``, each line's data says why it is there.
     """
     query = (query or "").strip()
     if not query and entity is None:
@@ -125,15 +150,26 @@ def memory_context(
     )
     finder = _Finder(access=access, mode=mode, notes=block.notes)
     if query:
-        finder.embed_early(query)  # while the focus entities are looked up
-    if entity is not None:
-        block.focus = [resolve_entity_name(access=access, ref=entity).entity]
-    elif query:
-        block.focus = finder.entities(query)
-    fact_lines = _fact_lines(access, focus=block.focus, query=query, finder=finder)
-    passage_query = query or (block.focus[0].name if block.focus else "")
-    passage_lines = finder.passages(passage_query) if passage_query else []
+        finder.embed_early(query)  # while the named entities are looked up
+    asked = resolve_entity_name(access=access, ref=entity).entity if entity is not None else None
+    if query:
+        fact_lines, links = _answering_fact_lines(
+            access, query=query, asked=asked, finder=finder, prefer_scope=_own_scope(scopes)
+        )
+        block.focus = [link.entity for link in links]
+        _note_other_matches(block, links)
+    else:
+        assert asked is not None
+        block.focus = [asked]
+        fact_lines = _entity_fact_lines(access, asked)
+    passage_query = query or block.focus[0].name
+    passage_lines = finder.passages(passage_query)
+    fact_lines, passage_lines = _floor(block, fact_lines, passage_lines, finder=finder)
     _fit(block, fact_lines, passage_lines)
+    _note_left_out(block)
+    if not explain:
+        for line in block.facts + block.passages:
+            line.data.pop("explain", None)
     block.text = _render(block)
     block.used_tokens = estimate_tokens(block.text)
     return block
@@ -148,6 +184,7 @@ class _Finder:
     mode: str
     notes: list[str]
     vectors: dict[str, QueryVector] = field(default_factory=dict)
+    hidden_passages: int = 0  # found by vector similarity alone, below the floor
 
     def embed_early(self, query: str) -> None:
         if self.mode != "bm25":
@@ -158,9 +195,18 @@ class _Finder:
             self.vectors[query] = query_vector_start(query)
         return self.vectors[query]
 
+    def embedding(self, query: str) -> list[float] | None:
+        """The query's embedding, or None in bm25 mode or with the embedder down."""
+        if self.mode == "bm25":
+            return None
+        try:
+            return self._vector(query).pending.result()[0]
+        except Exception:  # the searches report the embedder's failure in the notes
+            return None
+
     def _search(
-        self, query: str, target: str, k: int, mode: str | None = None
-    ) -> list[SearchResult]:
+        self, query: str, target: str, k: int, mode: str | None = None, floor: float | None = None
+    ) -> SearchResponse:
         mode = mode or self.mode
         try:
             return search(
@@ -170,58 +216,126 @@ class _Finder:
                 k=k,
                 target=target,
                 query_vector=self._vector(query) if mode != "bm25" else None,
-            ).results
+                vector_floor=floor,
+            )
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":
                 raise
             self.mode = "bm25"
             self.notes.append(f"{exc.message.split(';')[0]}: found by BM25 only")
-            return self._search(query, target, k)
+            return self._search(query, target, k, floor=floor)
 
-    def entities(self, query: str) -> list[Entity]:
-        # Names are words: BM25 finds the entities a query names, without a second
-        # embedding of the query.
-        ids = [r.id for r in self._search(query, "entities", FOCUS_ENTITIES, mode="bm25")]
-        found = {
-            e.pk: e
-            for e in Entity.objects.filter(pk__in=ids, merged_into__isnull=True).defer("embedding")
-        }
-        return [found[i] for i in ids if i in found]
-
-    def fact_ids(self, query: str) -> list[int]:
-        return [r.id for r in self._search(query, "facts", QUERY_FACTS)]
+    def facts_found(self, query: str) -> dict[int, float]:
+        """The facts the query finds, each with its BM25 score over the best one's (0
+        when only the vector found it)."""
+        results = self._search(query, "facts", QUERY_FACTS).results
+        bm25 = {r.id: r.explain.bm25.score for r in results if r.explain.bm25 is not None}
+        if self.mode == "bm25":
+            bm25 = {r.id: r.score for r in results}
+        top = max(bm25.values(), default=0.0) or 1.0
+        return {r.id: bm25.get(r.id, 0.0) / top for r in results}
 
     def passages(self, query: str) -> list[ContextLine]:
-        results = self._search(query, "chunks", PASSAGES)
-        results += self._search(query, "turns", PASSAGES)
-        # Chunks and turns score on one scale per mode (RRF, BM25 or cosine).
-        results.sort(key=lambda r: -r.score)
-        return [_passage_line(r) for r in results[:PASSAGES]]
+        chunks = self._search(query, "chunks", PASSAGES, floor=PASSAGE_MIN_COSINE)
+        turns = self._search(query, "turns", PASSAGES, floor=PASSAGE_MIN_COSINE)
+        self.hidden_passages += chunks.hidden + turns.hidden
+        # Chunks and turns score on scales of their own (turns add their windows): they
+        # take turns by rank, the closer in meaning first at the same rank.
+        keyed = {(r.type, r.id): r for r in chunks.results + turns.results}
+        fused = rrf_fuse([[(r.type, r.id) for r in found.results] for found in (chunks, turns)])
+        order = sorted(fused, key=lambda key: (-fused[key], -_cosine(keyed[key]), key))
+        return [_passage_line(keyed[key]) for key in order]
 
 
-def _fact_lines(
-    access: ContextAccess, *, focus: list[Entity], query: str, finder: _Finder
-) -> list[ContextLine]:
-    now = timezone.now()
-    scored: dict[int, tuple[Fact, float]] = {}
-    for entity in focus:
-        for ranked in entity_facts_ranked(access=access, entity=entity, limit=FACTS_PER_ENTITY):
-            scored[ranked.fact.pk] = (ranked.fact, ranked.score)
-    if query:
-        found = (
-            facts_visible(access=access)
-            .filter(
-                pk__in=finder.fact_ids(query),
-                status=FactStatus.CURRENT,
-                confidence__gte=RANK_MIN_CONFIDENCE,
-            )
-            .exclude(pk__in=list(scored))
-            .select_related("subject", "object", "predicate")
+def _own_scope(scopes: list[str] | None) -> str | None:
+    """The one scope a request narrows to (``P`` or ``P/*``): the names it means first."""
+    if scopes and len(scopes) == 1:
+        return scopes[0].removesuffix("/*")
+    return None
+
+
+def _cosine(result: SearchResult) -> float:
+    return result.explain.vector.score if result.explain.vector is not None else -1.0
+
+
+def _answering_fact_lines(
+    access: ContextAccess,
+    *,
+    query: str,
+    asked: Entity | None,
+    finder: _Finder,
+    prefer_scope: str | None,
+) -> tuple[list[ContextLine], list[EntityLink]]:
+    """The candidate facts for a question, best answer first (fact_relevance)."""
+    question = question_read(query)
+    links = entities_linked(access=access, question=question, prefer_scope=prefer_scope)
+    if asked is not None and asked.pk not in {link.entity.pk for link in links}:
+        links.insert(0, EntityLink(entity=asked, span=Span(0, 0, asked.name, ""), by="name"))
+    covered = {i for link in links for i in range(link.span.start, link.span.end)}
+    matches = predicate_matches(access=access, terms=question.terms_outside(covered))
+    candidates = fact_candidates(
+        access=access,
+        links=links,
+        matches=matches,
+        found=finder.facts_found(query),
+        now=timezone.now(),
+    )
+    cosines_fill(candidates, finder.embedding(query))
+    ranked = fact_relevance(candidates, question=question, links=links, matches=matches)
+    lines = []
+    for candidate in ranked:
+        line = _fact_line(candidate.fact, candidate.relevance)
+        line.data["explain"] = candidate.explain
+        line.shares = shares_with_question(candidate, min_cosine=FACT_MIN_COSINE)
+        predicate = candidate.explain.get("predicate") or {}
+        line.answers = predicate.get("score", 0.0) >= ANSWERING_PREDICATE or (
+            candidate.relevance >= ANSWERING_RELEVANCE
         )
-        for fact in found:
-            scored[fact.pk] = (fact, fact_rank_score(fact, now=now))
-    best = sorted(scored.values(), key=lambda item: (-item[1], -item[0].pk))
-    return [_fact_line(fact, score) for fact, score in best]
+        lines.append(line)
+    return lines, links
+
+
+def _entity_fact_lines(access: ContextAccess, entity: Entity) -> list[ContextLine]:
+    """With no question, the entity's facts by the ranking formula."""
+    lines = []
+    for ranked in entity_facts_ranked(access=access, entity=entity, limit=FACTS_PER_ENTITY):
+        line = _fact_line(ranked.fact, ranked.score)
+        line.data["explain"] = {"prior": round(ranked.score, 4), "why": "a fact of the entity"}
+        lines.append(line)
+    return lines
+
+
+def _floor(
+    block: MemoryContext,
+    facts: list[ContextLine],
+    passages: list[ContextLine],
+    *,
+    finder: _Finder,
+) -> tuple[list[ContextLine], list[ContextLine]]:
+    """Leave out the facts that share nothing with the question (the search already
+    left out passages found by vector similarity alone, below the floor)."""
+    kept = [f for f in facts if f.shares]
+    block.left_out_unrelated = len(facts) - len(kept) + finder.hidden_passages
+    block.left_out += block.left_out_unrelated
+    return kept, passages
+
+
+def _note_other_matches(block: MemoryContext, links: list[EntityLink]) -> None:
+    for link in links:
+        if link.other_matches:
+            others = ", ".join(f"{e.name} (entity {e.pk}, {e.scope})" for e in link.other_matches)
+            block.notes.append(
+                f"{link.span.text!r} also names {others}: ask for one by id as `entity`"
+            )
+
+
+def _note_left_out(block: MemoryContext) -> None:
+    if block.left_out_unrelated:
+        block.notes.append(
+            f"{block.left_out_unrelated} left out: they share nothing with the question"
+        )
+    if block.left_out_budget:
+        block.notes.append(f"{block.left_out_budget} left out: over the token budget")
 
 
 def _source(fact: Fact) -> str:
@@ -291,16 +405,41 @@ def _passage_line(result: SearchResult) -> ContextLine:
         line,
         _line_tokens(line),
         result.score,
-        {"meta": result.meta, "text": text, "prefix": prefix},
+        {"meta": result.meta, "text": text, "prefix": prefix, "explain": _passage_explain(result)},
     )
 
 
+def _passage_explain(result: SearchResult) -> dict[str, Any]:
+    explain = result.explain
+    why = []
+    if explain.bm25 is not None:
+        why.append(f"shares words with the query (BM25 rank {explain.bm25.rank})")
+    if explain.vector is not None:
+        why.append(f"close in meaning (cosine {explain.vector.score:.2f})")
+    if explain.window_boost:
+        why.append("next to turns that match")
+    return {
+        "score": result.score,
+        "bm25": round(explain.bm25.score, 4) if explain.bm25 else None,
+        "cosine": round(explain.vector.score, 4) if explain.vector else None,
+        "why": "; ".join(why) or "found by the search",
+    }
+
+
 def _fit(block: MemoryContext, facts: list[ContextLine], passages: list[ContextLine]) -> None:
-    """Facts up to their share of the budget, then passages, then facts again with
-    whatever the passages left; a passage too long for the room left is cut."""
+    """The facts that answer first (several distinct answers before one long passage),
+    then the other facts up to their share of the budget, then passages, then facts again
+    with whatever the passages left; a passage too long for the room left is cut."""
     room = block.budget_tokens - estimate_tokens(_render(block)) - 2 * 8  # section headings
     fact_room = int(room * FACT_SHARE)
-    pending = list(facts)
+    pending: list[ContextLine] = []
+    for line in facts:  # in order: an answer that does not fit leaves room for the next
+        if line.answers and line.tokens <= room:
+            block.facts.append(line)
+            room -= line.tokens
+            fact_room -= line.tokens
+        else:
+            pending.append(line)
     while pending and pending[0].tokens <= fact_room:
         line = pending.pop(0)
         block.facts.append(line)
@@ -314,12 +453,16 @@ def _fit(block: MemoryContext, facts: list[ContextLine], passages: list[ContextL
             block.passages.append(_cut(passage, room))
             room = 0
         else:
-            block.left_out += 1
+            block.left_out_budget += 1
     while pending and pending[0].tokens <= room:
         line = pending.pop(0)
         block.facts.append(line)
         room -= line.tokens
-    block.left_out += len(pending)
+    block.left_out_budget += len(pending)
+    block.left_out += block.left_out_budget
+    # Answers placed first, the rest after: the block lists them by relevance.
+    order = {line.id: i for i, line in enumerate(facts)}
+    block.facts.sort(key=lambda line: order[line.id])
 
 
 def _cut(passage: ContextLine, tokens: int) -> ContextLine:
@@ -351,7 +494,11 @@ def memory_context_data(block: MemoryContext) -> dict[str, Any]:
     def item(line: ContextLine) -> dict[str, Any]:
         data = {k: v for k, v in line.data.items() if k != "prefix"}
         if line.kind != "fact":
-            data = {"text": line.line.removeprefix(line.data["prefix"]), "meta": data["meta"]}
+            data = {
+                "text": line.line.removeprefix(line.data["prefix"]),
+                "meta": data["meta"],
+                **({"explain": data["explain"]} if "explain" in data else {}),
+            }
         return {
             "type": line.kind,
             "id": line.id,

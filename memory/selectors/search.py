@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from django.db import connection
@@ -32,7 +32,7 @@ from memory.search.turn_fusion import TURN_FUSION_DEPTH, normalized_sum, window_
 from memory.search.vector import vector_rank
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
-SearchTarget = Literal["chunks", "turns", "facts", "entities"]
+SearchTarget = Literal["all", "chunks", "turns", "facts", "entities"]
 MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "hybrid_graph")
 TARGETS: dict[str, Target] = {
     "chunks": Target.CHUNK,
@@ -40,6 +40,10 @@ TARGETS: dict[str, Target] = {
     "facts": Target.FACT,
     "entities": Target.ENTITY,
 }
+# ``all``: what a memory holds for an agent to read, each result typed.
+ALL_TARGET = "all"
+ALL_TARGETS: tuple[str, ...] = ("turns", "chunks", "facts")
+TARGET_CHOICES: tuple[str, ...] = (ALL_TARGET, *TARGETS)
 MAX_K = 1000
 MAX_QUERY_CHARS = 2000
 # Query embeddings run here (the local model serializes its calls itself; an API
@@ -139,8 +143,10 @@ def _thread_sql(
 def _validate(*, query: str, mode: str, k: int, target: str, graph_alpha: float) -> str:
     if mode not in MODES:
         raise ValidationFailed(f"mode must be one of {', '.join(MODES)}", code="invalid_mode")
-    if target not in TARGETS:
-        raise ValidationFailed(f"target must be one of {', '.join(TARGETS)}", code="invalid_target")
+    if target not in TARGET_CHOICES:
+        raise ValidationFailed(
+            f"target must be one of {', '.join(TARGET_CHOICES)}", code="invalid_target"
+        )
     if not 1 <= k <= MAX_K:
         raise ValidationFailed(f"k must be between 1 and {MAX_K}", code="invalid_k")
     if not 0.0 <= graph_alpha <= 1.0:
@@ -177,6 +183,19 @@ def search(
     nearest neighbours of an unrelated query are still someone's nearest."""
     started = time.perf_counter()
     query = _validate(query=query, mode=mode, k=k, target=target, graph_alpha=graph_alpha)
+    if target == ALL_TARGET:
+        return _search_all(
+            access=access,
+            query=query,
+            mode=mode,
+            k=k,
+            scopes=scopes,
+            graph_alpha=graph_alpha,
+            vector_floor=vector_floor,
+            thread=thread,
+            query_vector=query_vector,
+            started=started,
+        )
     thread = _thread_clean(thread, target=target)
     kind = TARGETS[target]
     visible = search_visible_q(access=access, scopes=scopes)
@@ -243,6 +262,62 @@ def search(
         took_ms=(time.perf_counter() - started) * 1000,
         hidden=len(best) - len(kept),
     )
+
+
+def _search_all(
+    *,
+    access: ContextAccess,
+    query: str,
+    mode: str,
+    k: int,
+    scopes: list[str] | None,
+    graph_alpha: float,
+    vector_floor: float | None,
+    thread: str | None,
+    query_vector: QueryVector | None,
+    started: float,
+) -> SearchResponse:
+    """Turns, chunks and facts, each searched as its own target (one embedding of the
+    query) and fused by reciprocal rank: each target's scores are on a scale of their
+    own, its ranks are not. Each result keeps its type and its own explanation; ``score``
+    is the fused one. A ``thread`` narrows the search to that conversation's turns."""
+    if thread is not None:
+        _thread_clean(thread, target="turns")
+        targets: tuple[str, ...] = ("turns",)
+    else:
+        targets = ALL_TARGETS
+    if mode != "bm25" and query_vector is None:
+        query_vector = query_vector_start(query)
+    by_target: list[list[SearchResult]] = []
+    hidden = 0
+    for target in targets:
+        response = search(
+            access=access,
+            query=query,
+            mode=mode,
+            k=k,
+            scopes=scopes,
+            target=target,
+            graph_alpha=graph_alpha,
+            vector_floor=vector_floor,
+            thread=thread,
+            query_vector=query_vector,
+        )
+        by_target.append(response.results)
+        hidden += response.hidden
+    keyed = {(r.type, r.id): r for results in by_target for r in results}
+    fused = rrf_fuse([[(r.type, r.id) for r in results] for results in by_target])
+    # Ties (the same rank in two targets) go to the closer in meaning (cosines share one
+    # scale across targets), then by type and id.
+    best = sorted(fused, key=lambda key: (-fused[key], -_cosine(keyed[key]), key))[:k]
+    results = [replace(keyed[key], score=fused[key]) for key in best]
+    return SearchResponse(
+        results=results, took_ms=(time.perf_counter() - started) * 1000, hidden=hidden
+    )
+
+
+def _cosine(result: SearchResult) -> float:
+    return result.explain.vector.score if result.explain.vector is not None else -1.0
 
 
 def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:

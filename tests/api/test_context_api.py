@@ -160,6 +160,7 @@ def test_context_needs_a_token_of_the_context(base: str, memory: dict[str, int])
         ({"entity": {"name": "Alex"}}, "invalid"),
         ({"entity": "x" * 501}, "invalid"),
         ({"query": "x" * 2001}, "invalid"),
+        ({"query": "x", "explain": "maybe"}, "invalid"),
     ],
 )
 def test_context_refuses_bad_input(

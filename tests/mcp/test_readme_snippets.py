@@ -30,7 +30,7 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", _mcp_section(), flags=re.DOTALL)
 
 
-def test_the_readme_agent_session_remembers_then_gets_the_context(
+def test_the_readme_agent_session_remembers_searches_then_gets_the_context(
     mcp_url: str, token_for: Callable[..., str], world: World
 ) -> None:
     (snippet,) = _blocks("python")
@@ -43,9 +43,14 @@ def test_the_readme_agent_session_remembers_then_gets_the_context(
         [sys.executable, "-c", snippet], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "# Memory context (mcp-test)" in done.stdout
-    assert "Alex Rivera leads Project Phoenix." in done.stdout
-    assert "scope org/acme]" in done.stdout
+    found, context = done.stdout.split("# Memory context (mcp-test)")
+    # The search finds the remembered turn and its fact, each typed.
+    assert "turn Alex Rivera leads Project Phoenix." in found
+    assert "fact Alex Rivera leads Project Phoenix" in found
+    # The block's first fact answers the question.
+    facts = context.split("## Facts (best first)\n")[1].splitlines()
+    assert facts[0].startswith("- Alex Rivera leads Project Phoenix [fact ")
+    assert "scope org/acme" in facts[0]
 
 
 def test_the_readme_client_configuration_connects(
