@@ -7,7 +7,7 @@ import unicodedata
 
 from memory.errors import ValidationFailed
 from memory.models.entity import ENTITY_TYPES, EntityType
-from memory.screening import REDACTED, SECRET_IDENTIFIER_KINDS, secret_refuse
+from memory.screening import REDACTED, secret_name, secret_refuse
 
 MAX_NAME_LENGTH = 300
 MAX_IDENTIFIER_LENGTH = 500
@@ -127,7 +127,7 @@ def identifier_normalize(kind: str, value: str) -> tuple[str, str]:
             f"identifier value must be 1–{MAX_IDENTIFIER_LENGTH} characters",
             code="invalid_identifier",
         )
-    if SECRET_IDENTIFIER_KINDS.search(kind):
+    if secret_name(kind):
         secret_refuse(REDACTED, what=f"a {kind} identifier")
     secret_refuse(value, what="the identifier value")
     if kind in ("email", "domain", "username", "handle"):

@@ -186,11 +186,18 @@ def contains_secret(text: str) -> bool:
     return bool(text) and bool(secret_spans(text))
 
 
-# Identifier kinds whose value is a secret whatever it looks like.
+# Names (identifier kinds, predicates) whose value is a secret whatever it looks like.
 SECRET_IDENTIFIER_KINDS = re.compile(
-    r"(?:^|_)(?:password|passwd|pwd|passphrase|passcode|pin|otp|secret|token|api_?key|"
-    r"private_?key|cvv|card|card_number|credit_card)(?:$|_)"
+    r"(?:^|_)(?:password|passwd|pwd|passphrase|passcode|pin|pin_code|otp|one_time_code|"
+    r"secret|secret_key|token|access_token|auth_token|api_?key|access_key|private_?key|cvv|"
+    r"card_number|credit_card|security_code|verification_code|2fa_code)s?$"
 )
+
+
+def secret_name(name: str) -> bool:
+    """Whether ``name`` (``apiKey``, ``password``, ``admin_password``) names a secret."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
+    return bool(SECRET_IDENTIFIER_KINDS.search(re.sub(r"[^a-z0-9]+", "_", spaced.lower())))
 
 
 def secret_refuse(text: str, *, what: str) -> None:

@@ -18,7 +18,7 @@ from memory.access import ContextAccess
 from memory.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
 from memory.pg import next_ids, rows_insert
-from memory.screening import secret_refuse
+from memory.screening import REDACTED, secret_name, secret_refuse
 from memory.search.indexing import facts_index
 from memory.services.fact_rules import (
     collision_decide,
@@ -151,6 +151,8 @@ class BatchWriter:
         kind = fact_kind_for(pred.kind, has_object=has_object, has_value=has_value, kind=data.kind)
         fact_check_shape(kind, has_object=has_object, has_value=has_value)
         text = fact_value_text(data.value)
+        if secret_name(data.predicate) or secret_name(pred.name):
+            secret_refuse(REDACTED, what=f"a value of {pred.name!r}")
         secret_refuse(text, what="the fact value")
         confidence = fact_unit_value("confidence", data.confidence)
         importance = fact_unit_value(
