@@ -20,6 +20,7 @@ from memory.embeddings import embedder_loading
 from memory.errors import DomainError, NotFound
 from memory.models import Role
 from memory.selectors.contexts import context_list
+from memory.selectors.review import pending_count
 
 P = ParamSpec("P")
 
@@ -125,6 +126,8 @@ def render_screen(
         "embedder_loading": embedder_loading(),
         # Lazy: only the full page (its context switcher) runs this query.
         "contexts": context_list(user=request.user),
+        # Lazy too: the navigation's count of facts waiting for review.
+        "pending_review": lambda: pending_count(access=access),
         **context,
     }
     response = render(request, name, data, status=status)
