@@ -5,8 +5,8 @@ with a hub of 50 neighbours, documents, a run, a token and audit events to show.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
