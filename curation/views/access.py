@@ -3,6 +3,8 @@ or one of its partials, and turning refusals into clear 4xx pages (never a 500).
 
 from __future__ import annotations
 
+from functools import cache
+
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec
@@ -127,7 +129,7 @@ def render_screen(
         # Lazy: only the full page (its context switcher) runs this query.
         "contexts": context_list(user=request.user),
         # Lazy too: the navigation's count of facts waiting for review.
-        "pending_review": lambda: pending_count(access=access),
+        "pending_review": cache(lambda: pending_count(access=access)),
         **context,
     }
     response = render(request, name, data, status=status)

@@ -18,7 +18,8 @@ from curation.views.access import (
     undo_tag,
 )
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import Role
+from memory.models import FactReview, Role
+from memory.services.contexts import context_update
 from memory.selectors.review import pending_count, review_queue
 from memory.services.fact_review import REVIEW_ACTIONS, facts_review
 
@@ -46,6 +47,7 @@ def review(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
             "pending": pending_count(access=access),
             "reasons": REASONS,
             "focus": int(focus) if focus.isdigit() else 0,
+            "policies": FactReview.choices,
         },
         section="review",
     )
@@ -77,3 +79,22 @@ def review_decide(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     what = f"fact {reviewed[0].fact.pk}" if len(reviewed) == 1 else f"{len(reviewed)} facts"
     messages.success(request, f"{words.capitalize()} {what}.", extra_tags=undo_tag(access, since))
     return redirect(back)
+
+
+@require_POST
+@dashboard_view
+def review_policy(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
+    """An admin sets which new facts wait for review (the context's ``fact_review``)."""
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    policy = request.POST.get("fact_review", "")
+    if policy not in FactReview.values:
+        messages.error(request, f"Fact review must be one of {', '.join(FactReview.values)}.")
+        return redirect("review", access.context.slug)
+    since = audit_mark(access)
+    context_update(access=access, fact_review=policy)
+    messages.success(
+        request,
+        f"Fact review is now “{FactReview(policy).label}”.",
+        extra_tags=undo_tag(access, since),
+    )
+    return redirect("review", access.context.slug)
