@@ -3,10 +3,8 @@ or one of its partials, and turning refusals into clear 4xx pages (never a 500).
 
 from __future__ import annotations
 
-from functools import cache
-
 from collections.abc import Callable
-from functools import wraps
+from functools import cache, wraps
 from typing import Any, Concatenate, ParamSpec
 
 from django.contrib.auth.decorators import login_required

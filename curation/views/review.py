@@ -19,8 +19,8 @@ from curation.views.access import (
 )
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import FactReview, Role
-from memory.services.contexts import context_update
 from memory.selectors.review import pending_count, review_queue
+from memory.services.contexts import context_update
 from memory.services.fact_review import REVIEW_ACTIONS, facts_review
 
 TEMPLATE = "curation/review.html"

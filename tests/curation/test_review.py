@@ -3,15 +3,13 @@ admins only, counts in the navigation and on the overview."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pytest
 from django.test import Client
 
 from memory.access import ContextAccess
-from memory.models import AuditEvent, Context, Fact, Role
+from memory.models import AuditEvent, Context, Fact
 from memory.services.ingest import run_create, run_execute
 from tests.curation.conftest import page
 
