@@ -155,10 +155,10 @@ def _luhn(digits: str) -> bool:
 
 
 # Every secret the layers find has one of these: a long run of key-like characters, a
-# secret word, digits, a URL with credentials, a key block, a redaction. A text without
+# secret word, a card's digits, a URL with credentials, a key block, a redaction. A text without
 # any (most fact values: "Berlin", "data engineer") skips the two dozen patterns.
 _MAYBE_SECRET = re.compile(
-    r"[A-Za-z0-9_+/=.\-]{16,}|\d{4,}|\d[ -]\d|://|PRIVATE KEY|\[redacted\]|" + _SENSITIVE_WORD,
+    r"[A-Za-z0-9_+/=.\-]{16,}|(?:\d[ -]?){13,}|://|PRIVATE KEY|\[redacted\]|" + _SENSITIVE_WORD,
     re.IGNORECASE,
 )
 
