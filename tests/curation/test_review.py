@@ -81,3 +81,12 @@ def test_only_an_admin_sets_the_policy(
     admin.post(f"{base}/review/policy", {"fact_review": "all"})
     context.refresh_from_db()
     assert context.fact_review == "all"
+
+
+def test_the_entity_page_shows_pending_facts_with_their_badge(
+    viewer: Client, base: str, pending: list[int]
+) -> None:
+    sam = Fact.objects.get(pk=pending[0]).subject_id
+    html = page(viewer.get(f"{base}/entities/{sam}/"))
+    assert "tea" in html
+    assert "badge pending" in html
