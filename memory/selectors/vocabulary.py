@@ -98,9 +98,10 @@ def vocabulary_gather(
 ) -> Vocabulary:
     """The four lists for a write into ``scope`` (``scope`` already validated).
 
-    Queries: usage sums (1); recent entities (1); and only when more than 500 entities are
-    visible and a turn is given: entities the turn names (1), then — with ``embed``, which
-    turns the text into a vector, called only then — its embedding neighbours (1).
+    Queries: usage sums (1); recent entities (1); rejected claims (1, three more when
+    there are any); and only when more than 500 entities are visible and a turn is given:
+    entities the turn names (1), then — with ``embed``, which turns the text into a
+    vector, called only then — its embedding neighbours (1).
     """
     visible = scopes_visible_from(scope=scope, grants=grants)
     if not visible:
