@@ -90,6 +90,12 @@ api_patterns = [
         fact_actions_api.ThreadDetailApi.as_view(),
         name="api-thread",
     ),
+    path(
+        f"{ctx}/facts/<int:fact_id>/review",
+        facts.FactReviewApi.as_view(),
+        name="api-fact-review",
+    ),
+    path(f"{ctx}/facts/review", facts.FactsReviewApi.as_view(), name="api-facts-review"),
     path(f"{ctx}/predicates", predicates.PredicateListApi.as_view(), name="api-predicates"),
     path(
         f"{ctx}/predicates/canonicalize",

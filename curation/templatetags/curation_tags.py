@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from django import template
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 from memory.wording import with_article
 
@@ -297,3 +299,29 @@ def method_words(method: str) -> str:
 def level_words(level: str) -> str:
     """An agreement level of a duplicate explanation in plain words."""
     return DUPLICATE_LEVEL_WORDS.get(str(level), str(level))
+
+
+@register.filter
+def flagged_text(turn: Any) -> str:
+    """A turn's text with what made it suspicious marked (``<mark>``, its reason as title)."""
+    text: str = turn.text
+    spans = sorted(
+        (f for f in (turn.flags or []) if 0 <= f["start"] < f["end"] <= len(text)),
+        key=lambda f: (f["start"], -f["end"]),
+    )
+    out, at = [], 0
+    for flag in spans:
+        if flag["start"] < at:
+            continue  # overlapping flags: the first one marks the text
+        out.append(escape(text[at : flag["start"]]))
+        out.append(
+            format_html(
+                '<mark class="flag flag-{}" title="{}">{}</mark>',
+                flag["kind"],
+                flag["label"],
+                text[flag["start"] : flag["end"]],
+            )
+        )
+        at = flag["end"]
+    out.append(escape(text[at:]))
+    return mark_safe("".join(str(part) for part in out))  # noqa: S308  (every part escaped)

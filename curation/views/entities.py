@@ -150,8 +150,9 @@ def _detail_page(
         "ranked": (
             "facts",
             RANKED,
+            # The dashboard shows pending facts too, each with its badge.
             lambda offset, limit: entity_facts_ranked(
-                access=access, entity=entity, offset=offset, limit=limit
+                access=access, entity=entity, offset=offset, limit=limit, include_pending=True
             ),
         ),
         "timeline": (

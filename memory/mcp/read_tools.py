@@ -83,6 +83,10 @@ def search(
             pattern=NO_NUL,
         ),
     ] = None,
+    include_pending: Annotated[
+        bool,
+        Field(description="also facts waiting for review (marked trust: pending)"),
+    ] = False,
 ) -> dict[str, Any]:
     """Search the memory: by default everything it holds — remembered turns, document
     chunks and facts — each result with its `type` (turn, chunk, fact). Each result says
@@ -96,6 +100,7 @@ def search(
         scopes=scope,
         target=target or ("turns" if thread else ALL_TARGET),
         thread=thread,
+        include_pending=include_pending,
     )
     return {
         "results": [search_result_shape(r) for r in response.results],
@@ -134,6 +139,13 @@ def get_context(
     explain: Annotated[
         bool, Field(description="each line's data says why it is in the block")
     ] = False,
+    include_pending: Annotated[
+        bool,
+        Field(
+            description="also facts waiting for review, under their own heading "
+            "(Unconfirmed): claims nobody has confirmed"
+        ),
+    ] = False,
 ) -> tuple[str, dict[str, Any]]:
     """A prompt-ready memory block for a query and/or an entity: the facts that answer
     the question first (the entities it names, the relation it asks about, the kind of
@@ -150,6 +162,7 @@ def get_context(
         scopes=scope,
         mode=mode,
         explain=explain,
+        include_pending=include_pending,
     )
     return block.text, memory_context_data(block)
 
@@ -179,6 +192,10 @@ def find_facts(
         bool, Field(description="also superseded, expired and retracted facts")
     ] = False,
     limit: Annotated[int, Field(description="at most this many", ge=1, le=MAX_FIND_FACTS)] = 50,
+    include_pending: Annotated[
+        bool,
+        Field(description="also facts waiting for review (marked trust: pending)"),
+    ] = False,
 ) -> dict[str, Any]:
     """Facts by subject, predicate (any form: worksAt finds works_at) and object, newest
     first; current ones unless `as_of` or `include_superseded` says otherwise."""
@@ -198,6 +215,7 @@ def find_facts(
             object=object_entity,
             as_of=as_of,
             include_superseded=include_superseded,
+            include_pending=include_pending,
         )[: limit + 1]
     )
     return {

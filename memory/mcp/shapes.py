@@ -39,6 +39,7 @@ def fact_shape(fact: Fact, *, score: float | None = None) -> dict[str, Any]:
         "value": value,
         # With `as_of`, the status the fact had then (fact_list annotates it).
         "status": getattr(fact, "status_then", None) or fact.status,
+        "trust": fact.trust,
         "confidence": fact.confidence,
         "importance": fact.importance,
         "valid_from": _iso(fact.valid_from),
@@ -92,6 +93,7 @@ def search_result_shape(result: SearchResult) -> dict[str, Any]:
             "window_boost": explain.window_boost,
         },
         "meta": result.meta,
+        **({"trust": result.meta["trust"]} if "trust" in result.meta else {}),
     }
 
 

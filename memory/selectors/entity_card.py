@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memory.access import ContextAccess
-from memory.models import Entity, EntityIdentifier, FactKind, FactStatus
+from memory.models import Entity, EntityIdentifier, FactKind, FactStatus, FactTrust
 from memory.selectors.entity_lookup import MatchedBy, resolve_entity_name
 from memory.selectors.facts import RankedFact, entity_facts_ranked, facts_visible
 
@@ -42,7 +42,7 @@ def entity_neighbours(*, access: ContextAccess, entity: Entity, limit: int = 20)
     up to ``limit`` it points at and ``limit`` pointing at it (two queries)."""
     relations = (
         facts_visible(access=access)
-        .filter(kind=FactKind.RELATION, status=FactStatus.CURRENT)
+        .filter(kind=FactKind.RELATION, status=FactStatus.CURRENT, trust=FactTrust.TRUSTED)
         .order_by("-recorded_at", "-id")
     )
     out = relations.filter(subject=entity).exclude(object=entity)

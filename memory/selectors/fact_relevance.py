@@ -33,7 +33,7 @@ from memory.models import Entity, Fact, FactKind, FactStatus, Predicate, Predica
 from memory.search.analyzer import analyze
 from memory.search.models import FactVector
 from memory.selectors.entity_linking import EntityLink
-from memory.selectors.facts import RANK_MIN_CONFIDENCE, fact_rank_score, facts_visible
+from memory.selectors.facts import RANK_MIN_CONFIDENCE, fact_rank_score, facts_visible, trust_q
 from memory.selectors.question import Question
 
 LINKED_FACTS = 150  # facts read around the named entities, best candidates first
@@ -151,10 +151,13 @@ def _words(name: str) -> frozenset[str]:
     return frozenset(analyze(spaced))
 
 
-def current_facts(*, access: ContextAccess) -> QuerySet[Fact]:
-    """The facts a memory block may hold: visible, current and confident enough."""
+def current_facts(*, access: ContextAccess, include_pending: bool = False) -> QuerySet[Fact]:
+    """The facts a memory block may hold: visible, current, confident enough and trusted
+    (pending ones too when asked for; they go under their own heading)."""
     return facts_visible(access=access).filter(
-        status=FactStatus.CURRENT, confidence__gte=RANK_MIN_CONFIDENCE
+        trust_q(include_pending=include_pending),
+        status=FactStatus.CURRENT,
+        confidence__gte=RANK_MIN_CONFIDENCE,
     )
 
 
@@ -165,10 +168,14 @@ def fact_candidates(
     matches: dict[int, PredicateMatch],
     found: dict[int, float],
     now: datetime,
+    include_pending: bool = False,
 ) -> list[FactCandidate]:
     """The facts that may answer: around the named entities (and their neighbours, for
-    a relation question) and the ``found`` ones (id → normalized BM25 score or 0)."""
-    base = current_facts(access=access).select_related("subject", "object", "predicate")
+    a relation question) and the ``found`` ones (id → normalized BM25 score or 0).
+    Trusted facts only, unless ``include_pending``."""
+    base = current_facts(access=access, include_pending=include_pending).select_related(
+        "subject", "object", "predicate"
+    )
     linked_ids = [link.entity.pk for link in links]
     candidates: dict[int, FactCandidate] = {}
     if linked_ids:

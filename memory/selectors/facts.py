@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.models import Conflict as ConflictRecord
-from memory.models import Entity, Fact, FactStatus, Predicate, PredicateStatus
+from memory.models import Entity, Fact, FactStatus, FactTrust, Predicate, PredicateStatus
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_canonicalize
 
@@ -37,6 +37,17 @@ CONTESTED_AT_WRITE = timedelta(seconds=1)
 
 def facts_visible(*, access: ContextAccess) -> QuerySet[Fact]:
     return Fact.objects.filter(access.grants.read_q(), context=access.context)
+
+
+def trust_q(*, include_pending: bool = False, include_rejected: bool = False) -> Q:
+    """What agents are told: trusted facts; pending ones when asked for (each marked);
+    rejected ones only in history."""
+    trusts = [FactTrust.TRUSTED]
+    if include_pending:
+        trusts.append(FactTrust.PENDING)
+    if include_rejected:
+        trusts.append(FactTrust.REJECTED)
+    return Q(trust__in=trusts) if len(trusts) > 1 else Q(trust=FactTrust.TRUSTED)
 
 
 def _current_at(at: datetime) -> Q:
@@ -93,15 +104,21 @@ def fact_list(
     scope: str | None = None,
     as_of: datetime | None = None,
     include_superseded: bool = False,
+    include_pending: bool = False,
 ) -> QuerySet[Fact]:
     """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``).
+
+    Trusted facts only, unless ``include_pending``; rejected ones only with
+    ``include_superseded`` (history).
 
     Read backwards, the ends swap: through an inverse alias (``employs`` of ``works_at``)
     ``subject=X`` finds the ``works_at`` facts whose object is X, and through a registered
     inverse pair (``manages`` / ``reports_to``) ``manages`` with ``subject=X`` also finds
     the ``reports_to`` facts whose object is X. Each fact read backwards carries
     ``read_through_inverse`` (the name it was asked by) so the caller can say so."""
-    facts = facts_visible(access=access)
+    facts = facts_visible(access=access).filter(
+        trust_q(include_pending=include_pending, include_rejected=include_superseded)
+    )
     if predicate:
         readings = _predicate_readings(access, predicate)
         asked = predicate_normalize(predicate)
@@ -169,7 +186,13 @@ def fact_history(
     *, access: ContextAccess, subject: Entity, predicate: str | None = None
 ) -> list[Fact]:
     """Every fact about ``subject`` oldest first, with its supersession links."""
-    facts = fact_list(access=access, subject=subject, predicate=predicate, include_superseded=True)
+    facts = fact_list(
+        access=access,
+        subject=subject,
+        predicate=predicate,
+        include_superseded=True,
+        include_pending=True,
+    )
     return list(facts.order_by("recorded_at", "id"))
 
 
@@ -213,6 +236,7 @@ def entity_facts_ranked(
     limit: int = 50,
     offset: int = 0,
     now: datetime | None = None,
+    include_pending: bool = False,
 ) -> list[RankedFact]:
     """An entity's current facts (as subject), best first, from the ``offset``-th;
     confidence under 0.2 dropped. One query, however many facts the entity has."""
@@ -222,7 +246,7 @@ def entity_facts_ranked(
     # cost a hub with 3k facts 3k entity lookups before the sort). Python scores and
     # orders the few it gets.
     best = (
-        fact_list(access=access, subject=entity)
+        fact_list(access=access, subject=entity, include_pending=include_pending)
         .filter(confidence__gte=RANK_MIN_CONFIDENCE)
         .annotate(rank=_rank(now))
         .order_by("-rank", "-id")

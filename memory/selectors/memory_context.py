@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
-from memory.models import Entity, Fact
+from memory.models import Entity, Fact, FactTrust
 from memory.search.fusion import rrf_fuse
 from memory.selectors.entity_linking import EntityLink, entities_linked
 from memory.selectors.entity_lookup import resolve_entity_name
@@ -93,6 +93,9 @@ class MemoryContext:
     facts: list[ContextLine]
     passages: list[ContextLine]
     budget_tokens: int
+    # Pending facts (asked for with include_pending): under their own heading, never
+    # among the facts.
+    unconfirmed: list[ContextLine] = field(default_factory=list)
     used_tokens: int = 0
     left_out: int = 0  # candidates left out: unrelated to the question or over budget
     left_out_unrelated: int = 0
@@ -118,8 +121,12 @@ def memory_context(
     scopes: list[str] | None = None,
     mode: str = "hybrid",
     explain: bool = False,
+    include_pending: bool = False,
 ) -> MemoryContext:
     """The memory block for ``query`` and/or ``entity`` within ``budget_tokens``.
+
+    Trusted facts only; with ``include_pending`` the pending ones too, in a section of
+    their own ("Unconfirmed").
 
     ``scopes`` (patterns ``P``, ``P/*``) narrow the caller's read grants for every part.
     When the embedding model is down, a hybrid or vector ``mode`` falls back to BM25 and
@@ -148,7 +155,7 @@ def memory_context(
         passages=[],
         budget_tokens=budget_tokens,
     )
-    finder = _Finder(access=access, mode=mode, notes=block.notes)
+    finder = _Finder(access=access, mode=mode, notes=block.notes, include_pending=include_pending)
     if query:
         finder.embed_early(query)  # while the named entities are looked up
     asked = resolve_entity_name(access=access, ref=entity).entity if entity is not None else None
@@ -161,11 +168,13 @@ def memory_context(
     else:
         assert asked is not None
         block.focus = [asked]
-        fact_lines = _entity_fact_lines(access, asked)
+        fact_lines = _entity_fact_lines(access, asked, include_pending=include_pending)
     passage_query = query or block.focus[0].name
     passage_lines = finder.passages(passage_query)
     fact_lines, passage_lines = _floor(block, fact_lines, passage_lines, finder=finder)
     _fit(block, fact_lines, passage_lines)
+    block.unconfirmed = [f for f in block.facts if f.data["trust"] != FactTrust.TRUSTED]
+    block.facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
     _note_left_out(block)
     if not explain:
         for line in block.facts + block.passages:
@@ -183,6 +192,7 @@ class _Finder:
     access: ContextAccess
     mode: str
     notes: list[str]
+    include_pending: bool = False
     vectors: dict[str, QueryVector] = field(default_factory=dict)
     hidden_passages: int = 0  # found by vector similarity alone, below the floor
 
@@ -217,6 +227,7 @@ class _Finder:
                 target=target,
                 query_vector=self._vector(query) if mode != "bm25" else None,
                 vector_floor=floor,
+                include_pending=self.include_pending,
             )
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":
@@ -279,6 +290,7 @@ def _answering_fact_lines(
         matches=matches,
         found=finder.facts_found(query),
         now=timezone.now(),
+        include_pending=finder.include_pending,
     )
     cosines_fill(candidates, finder.embedding(query))
     ranked = fact_relevance(candidates, question=question, links=links, matches=matches)
@@ -295,10 +307,14 @@ def _answering_fact_lines(
     return lines, links
 
 
-def _entity_fact_lines(access: ContextAccess, entity: Entity) -> list[ContextLine]:
+def _entity_fact_lines(
+    access: ContextAccess, entity: Entity, *, include_pending: bool
+) -> list[ContextLine]:
     """With no question, the entity's facts by the ranking formula."""
     lines = []
-    for ranked in entity_facts_ranked(access=access, entity=entity, limit=FACTS_PER_ENTITY):
+    for ranked in entity_facts_ranked(
+        access=access, entity=entity, limit=FACTS_PER_ENTITY, include_pending=include_pending
+    ):
         line = _fact_line(ranked.fact, ranked.score)
         line.data["explain"] = {"prior": round(ranked.score, 4), "why": "a fact of the entity"}
         lines.append(line)
@@ -369,6 +385,7 @@ def _fact_line(fact: Fact, score: float) -> ContextLine:
         ),
         "value": fact.value if fact.object is None else None,
         "kind": fact.kind,
+        "trust": fact.trust,
         "confidence": fact.confidence,
         "valid_from": fact.valid_from.isoformat() if fact.valid_from else None,
         "source": {
@@ -431,6 +448,8 @@ def _fit(block: MemoryContext, facts: list[ContextLine], passages: list[ContextL
     then the other facts up to their share of the budget, then passages, then facts again
     with whatever the passages left; a passage too long for the room left is cut."""
     room = block.budget_tokens - estimate_tokens(_render(block)) - 2 * 8  # section headings
+    if any(f.data["trust"] != FactTrust.TRUSTED for f in facts):
+        room -= 24  # the heading of the unconfirmed section
     fact_room = int(room * FACT_SHARE)
     pending: list[ContextLine] = []
     for line in facts:  # in order: an answer that does not fit leaves room for the next
@@ -479,11 +498,18 @@ def _render(block: MemoryContext) -> str:
     if block.query:
         about.append(f"query {block.query!r}")
     lines = [f"# Memory context ({block.context}): {'; '.join(about)}"]
-    if block.facts:
-        lines += ["## Facts (best first)", *(f.line for f in block.facts)]
+    facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
+    unconfirmed = [f for f in block.facts + block.unconfirmed if f not in facts]
+    if facts:
+        lines += ["## Facts (best first)", *(f.line for f in facts)]
+    if unconfirmed:
+        lines += [
+            "## Unconfirmed (pending review: claims nobody has confirmed; do not rely on them)",
+            *(f.line for f in unconfirmed),
+        ]
     if block.passages:
         lines += ["## Passages", *(p.line for p in block.passages)]
-    if not block.facts and not block.passages:
+    if not block.facts and not block.unconfirmed and not block.passages:
         lines.append("Nothing in memory matches.")
     return "\n".join(lines)
 
@@ -516,6 +542,7 @@ def memory_context_data(block: MemoryContext) -> dict[str, Any]:
         ],
         "text": block.text,
         "facts": [item(f) for f in block.facts],
+        "unconfirmed": [item(f) for f in block.unconfirmed],
         "passages": [item(p) for p in block.passages],
         "budget_tokens": block.budget_tokens,
         "used_tokens": block.used_tokens,

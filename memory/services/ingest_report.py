@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from memory.models import Context, Entity, Predicate, PredicateStatus, Run
+from memory.services.extraction import SECRET_ITEM
 from memory.services.fact_batch import FactBatchResult
 
 logger = logging.getLogger("memory.ingest")
@@ -49,6 +50,9 @@ class IngestResult:
             "facts_created": len(self.facts_created),
             "facts_reobserved": len(self.facts_reobserved),
             "facts_superseded": len(self.facts_superseded),
+            "facts_pending": sum(
+                1 for f in self.facts_created + self.facts_reobserved if f["trust"] == "pending"
+            ),
             "new_predicates": [p["name"] for p in self.new_predicates],
             "predicates_used": sorted(
                 {f["predicate"] for f in self.facts_created + self.facts_reobserved}
@@ -178,7 +182,10 @@ class IngestReport:
             "kind": fact.kind,
             "outcome": outcome,
             "status": fact.status,
+            "trust": fact.trust,
         }
+        if fact.trust_reason:
+            out["trust_reason"] = fact.trust_reason
         if fact.object_id is not None:
             out["object"] = self._ref(fact.object_id)
         else:
@@ -195,11 +202,12 @@ class IngestReport:
             if item.error is not None or item.fact is None or item.outcome is None:
                 refused = item.error is not None and item.error.code == "unknown_predicate"
                 error = item.error
+                secret = error is not None and error.code == "secret_refused"
                 result.unresolved.append(
                     {
                         "section": draft.section,
                         "position": draft.position,
-                        "item": draft.item,
+                        "item": SECRET_ITEM if secret else draft.item,
                         "reason": error.message if error else "not written",
                         "code": error.code if error else "not_written",
                     }
@@ -211,6 +219,10 @@ class IngestReport:
             fact = item.fact
             name = item.resolved.predicate.name if item.resolved is not None else ""
             shown = self.fact(fact, outcome=item.outcome, predicate=name)
+            if item.rejected_before:
+                shown["rejected_before"] = True
+            if item.proposes_to_replace is not None:
+                shown["proposes_to_replace"] = item.proposes_to_replace.pk
             if item.outcome in ("reobserved", "updated"):
                 result.facts_reobserved.append(shown)
             else:

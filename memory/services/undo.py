@@ -23,6 +23,7 @@ from memory.services import (
     entities,
     fact_corrections,
     fact_curation,
+    fact_review,
     merges,
     predicates,
     run_retract,
@@ -112,6 +113,9 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
         access=access, undo=undo
     ),
     "fact_edit_revert": lambda access, undo: fact_curation.fact_edit_revert(
+        access=access, undo=undo
+    ),
+    "fact_review_revert": lambda access, undo: fact_review.fact_review_revert(
         access=access, undo=undo
     ),
 }
