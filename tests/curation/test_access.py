@@ -29,6 +29,10 @@ PAGES = [
     "runs/",
     "runs/{run}/",
     "audit/",
+    "facts/",
+    "facts/{fact}/",
+    "conversations/",
+    "review/",
 ]
 ADMIN_PAGES = ["registry/export.json", "tokens/"]
 
@@ -57,13 +61,30 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.CURATOR),
     ("entities/{alex}/delete", {}, Role.CURATOR),
     ("tokens/create", {"user": "1", "grants": "read:*"}, Role.ADMIN),
+    ("facts/retract", {"fact": ["1"]}, Role.CURATOR),
+    ("facts/{fact}/retract", {}, Role.CURATOR),
+    ("facts/{fact}/restore", {}, Role.CURATOR),
+    ("facts/{fact}/correct", {"value": "CEO"}, Role.CURATOR),
+    ("facts/{fact}/edit", {"confidence": "0.5"}, Role.CURATOR),
+    ("turns/999999/retract", {"preview": "1"}, Role.CURATOR),
+    ("review/decide", {"action": "reject", "fact": ["1"]}, Role.CURATOR),
+    ("review/policy", {"fact_review": "all"}, Role.ADMIN),
 ]
 
 
 def _url(base: str, path: str, memory: Memory, event: int = 0) -> str:
     return f"{base}/" + path.format(
-        alex=memory.alex.pk, conflict=memory.conflict.pk, event=event or 999999, run=_run(memory)
+        alex=memory.alex.pk,
+        conflict=memory.conflict.pk,
+        event=event or 999999,
+        run=_run(memory),
+        fact=_fact(memory),
     )
+
+
+def _fact(memory: Memory) -> int:
+    """One of Alex's facts."""
+    return Fact.objects.filter(subject=memory.alex).order_by("pk").values_list("pk", flat=True)[0]
 
 
 def _run(memory: Memory) -> int:
@@ -226,10 +247,11 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     from curation.urls import context_patterns
 
     paths = PAGES + ADMIN_PAGES + [path for path, _, _ in ACTIONS]
-    ids = {"alex": 1, "conflict": 1, "event": 1, "run": 1}
+    ids = {"alex": 1, "conflict": 1, "event": 1, "run": 1, "fact": 1}
     covered = {resolve("/c/x/" + p.format(**ids)).url_name for p in paths}
     covered |= {"seed-job", "seed-job-report", "seed-job-retry"}  # test_seeding: need a job
     covered |= {"drift-definition"}  # test_drift: a curator's form, not a page
     covered |= {"document", "document-delete", "document-add"}  # test_documents
     covered |= {"token-revoke"}  # test_tokens: needs a token
+    covered |= {"conversation"}  # test_facts_pages: needs a thread
     assert {p.name for p in context_patterns} == covered

@@ -107,7 +107,10 @@ def test_htmx_search_answers_the_results_partial(viewer: Client, base: str, corp
     [
         ({"q": "harbour", "mode": "fuzzy"}, "mode must be one of bm25, vector, hybrid"),
         ({"mode": "fuzzy"}, "mode must be one of"),
-        ({"q": "harbour", "target": "documents"}, "target must be one of chunks, turns, facts"),
+        (
+            {"q": "harbour", "target": "documents"},
+            "target must be one of all, chunks, turns, facts",
+        ),
         ({"q": "x" * 2001, "mode": "bm25"}, "query must have 1 to 2000 characters"),
         ({"q": "harbour", "mode": "bm25", "scope": "not a//scope"}, "scope"),
     ],
