@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.errors import NotFound, PermissionDenied
-from memory.models import ApiToken, Context, ContextMembership, Role
+from memory.models import ApiToken, Context, ContextMembership, Role, TokenTrust
 from memory.models.access import ROLE_RANK
 from memory.scopes import Grants
 
@@ -19,15 +19,26 @@ class ContextAccess:
     user: Any  # settings.AUTH_USER_MODEL instance, or None for system work
     role: Role
     grants: Grants
+    # False for an untrusted token: what it writes may wait for review
+    # (services/fact_trust.py) and it never acts above a viewer.
+    trusted: bool = True
 
     @property
     def actor_label(self) -> str:
         return getattr(self.user, "username", "") or "system"
 
     def has_role(self, minimum: Role) -> bool:
+        if not self.trusted and ROLE_RANK[minimum] > ROLE_RANK[Role.VIEWER]:
+            return False
         return ROLE_RANK[self.role] >= ROLE_RANK[minimum]
 
     def require_role(self, minimum: Role) -> None:
+        if not self.trusted and not self.has_role(minimum):
+            raise PermissionDenied(
+                f"this needs the {minimum} role in context {self.context.slug!r}; an untrusted "
+                "token never acts above viewer (use a trusted token or the dashboard)",
+                code="role_required",
+            )
         if not self.has_role(minimum):
             raise PermissionDenied(
                 f"this needs the {minimum} role in context {self.context.slug!r}; "
@@ -70,4 +81,5 @@ def context_access_resolve(*, user: Any, slug: str, token: ApiToken | None = Non
         role = Role(membership.role)
         member_grants = membership.grants or DEFAULT_MEMBER_GRANTS
     grants = Grants.from_strings(token.grants if token is not None else member_grants)
-    return ContextAccess(context=context, user=user, role=role, grants=grants)
+    trusted = token is None or token.trust == TokenTrust.TRUSTED
+    return ContextAccess(context=context, user=user, role=role, grants=grants, trusted=trusted)

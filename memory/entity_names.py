@@ -7,6 +7,7 @@ import unicodedata
 
 from memory.errors import ValidationFailed
 from memory.models.entity import ENTITY_TYPES, EntityType
+from memory.screening import REDACTED, secret_name, secret_refuse
 
 MAX_NAME_LENGTH = 300
 MAX_IDENTIFIER_LENGTH = 500
@@ -108,6 +109,7 @@ def entity_clean_name(name: object) -> str:
         raise ValidationFailed(
             "an entity name needs at least one letter or digit", code="invalid_name"
         )
+    secret_refuse(cleaned, what="the entity name")
     return cleaned
 
 
@@ -125,6 +127,9 @@ def identifier_normalize(kind: str, value: str) -> tuple[str, str]:
             f"identifier value must be 1–{MAX_IDENTIFIER_LENGTH} characters",
             code="invalid_identifier",
         )
+    if secret_name(kind):
+        secret_refuse(REDACTED, what=f"a {kind} identifier")
+    secret_refuse(value, what="the identifier value")
     if kind in ("email", "domain", "username", "handle"):
         value = value.lower()
     if kind == "domain":

@@ -60,6 +60,12 @@ api_patterns = [
     ),
     path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
     path(f"{ctx}/facts/<int:fact_id>", facts.FactDetailApi.as_view(), name="api-fact"),
+    path(
+        f"{ctx}/facts/<int:fact_id>/review",
+        facts.FactReviewApi.as_view(),
+        name="api-fact-review",
+    ),
+    path(f"{ctx}/facts/review", facts.FactsReviewApi.as_view(), name="api-facts-review"),
     path(f"{ctx}/predicates", predicates.PredicateListApi.as_view(), name="api-predicates"),
     path(
         f"{ctx}/predicates/canonicalize",

@@ -70,10 +70,16 @@ def api_client_for(make_user: Callable[..., Any]) -> Callable[..., APIClient]:
     """An API client authenticated with a fresh token: role in the context, token grants."""
 
     def make(
-        context: Context, *, role: Role = Role.ADMIN, grants: list[str] | None = None
+        context: Context,
+        *,
+        role: Role = Role.ADMIN,
+        grants: list[str] | None = None,
+        trust: str = "trusted",
     ) -> APIClient:
         user = make_user(context=context, role=role)
-        raw = token_issue(user=user, context=context, grants=grants or ["read,write:*"]).raw
+        raw = token_issue(
+            user=user, context=context, grants=grants or ["read,write:*"], trust=trust
+        ).raw
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
         return client

@@ -78,6 +78,7 @@ class MemoryBlockFactSerializer(MemoryBlockItemSerializer):
     object = serializers.DictField(allow_null=True)
     value = serializers.JSONField(allow_null=True)
     kind = serializers.CharField()
+    trust = serializers.ChoiceField(choices=["trusted", "pending"])
     confidence = serializers.FloatField()
     valid_from = serializers.DateTimeField(allow_null=True)
     source = serializers.DictField(  # type: ignore[assignment]
@@ -98,7 +99,11 @@ class MemoryBlockOutputSerializer(serializers.Serializer):
     query = serializers.CharField()
     entities = MemoryBlockEntitySerializer(many=True, help_text="the entities the block centres on")
     text = serializers.CharField(help_text="the block, ready for a prompt")
-    facts = MemoryBlockFactSerializer(many=True)
+    facts = MemoryBlockFactSerializer(many=True, help_text="trusted facts only")
+    unconfirmed = MemoryBlockFactSerializer(
+        many=True,
+        help_text="with include_pending: the pending facts, under their own heading in `text`",
+    )
     passages = MemoryBlockPassageSerializer(many=True)
     budget_tokens = serializers.IntegerField()
     used_tokens = serializers.IntegerField(help_text="estimated as characters / 4")
@@ -119,6 +124,10 @@ class MemoryBlockApi(APIView):
             child=ScopeFilterField(), required=False, max_length=MAX_SCOPE_FILTERS
         )
         mode = serializers.ChoiceField(choices=list(MODES), default="hybrid")
+        include_pending = serializers.BooleanField(
+            default=False,
+            help_text="also the facts waiting for review, under their own heading (Unconfirmed)",
+        )
 
     @extend_schema(
         request=InputSerializer,
@@ -144,5 +153,6 @@ class MemoryBlockApi(APIView):
             budget_tokens=v["budget_tokens"],
             scopes=v.get("scope"),
             mode=v["mode"],
+            include_pending=v["include_pending"],
         )
         return Response(MemoryBlockOutputSerializer(memory_context_data(block)).data)

@@ -10,7 +10,7 @@ from memory.api.common import access_for, paginated
 from memory.api.fields import JsonInput, PatternField
 from memory.api.pagination import StandardPagination
 from memory.errors import PermissionDenied
-from memory.models import ApiToken, Context, PredicateMode, Role
+from memory.models import ApiToken, Context, FactReview, PredicateMode, Role
 from memory.selectors.contexts import context_list
 from memory.services.contexts import context_create, context_update
 from memory.services.vectors import embedding_backlog
@@ -28,6 +28,7 @@ class ContextOutputSerializer(serializers.ModelSerializer):
             "auto_merge_threshold",
             "review_threshold",
             "llm_judge_enabled",
+            "fact_review",
             "created_at",
         ]
 
@@ -91,6 +92,12 @@ class ContextDetailApi(APIView):
         auto_merge_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
         review_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
         llm_judge_enabled = serializers.BooleanField(required=False)
+        fact_review = serializers.ChoiceField(
+            choices=FactReview.choices,
+            required=False,
+            help_text="which new facts wait for a curator: off, untrusted (facts written "
+            "through an untrusted token), all (also every fact the chat model extracts)",
+        )
 
     @extend_schema(responses=ContextDetailOutputSerializer)
     def get(self, request: Request, ctx: str) -> Response:

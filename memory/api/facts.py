@@ -24,6 +24,7 @@ from memory.models import Fact, FactKind
 from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entities import entity_get
 from memory.selectors.facts import fact_list, facts_visible
+from memory.services.fact_review import FactReviewed, fact_review, facts_review
 from memory.services.facts import fact_retract, fact_write_with_entities
 
 
@@ -66,6 +67,8 @@ class FactOutputSerializer(serializers.ModelSerializer):
             "scope",
             "source",
             "read_through_inverse",
+            "trust",
+            "trust_reason",
         ]
 
     @extend_schema_field({"type": "string", "nullable": True})
@@ -144,6 +147,9 @@ class FactListApi(APIView):
         scope = serializers.CharField(required=False, max_length=300, help_text="exact scope")
         as_of = serializers.DateTimeField(required=False, help_text="what was current then")
         include_superseded = serializers.BooleanField(required=False, default=False)
+        include_pending = serializers.BooleanField(
+            required=False, default=False, help_text="also facts waiting for review"
+        )
 
     class InputSerializer(JsonInput):
         subject = EntityRefField()
@@ -167,6 +173,14 @@ class FactListApi(APIView):
         fact = FactOutputSerializer()
         superseded = serializers.IntegerField(allow_null=True)
         conflict = serializers.IntegerField(allow_null=True)
+        proposes_to_replace = serializers.IntegerField(
+            allow_null=True,
+            help_text="a pending value of a single-valued predicate: the trusted fact it "
+            "would replace once accepted",
+        )
+        rejected_before = serializers.BooleanField(
+            help_text="the claim was rejected by a curator before; it stays rejected"
+        )
 
     @extend_schema(parameters=[Params], responses=FactOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
@@ -181,6 +195,7 @@ class FactListApi(APIView):
             scope=p.get("scope"),
             as_of=p.get("as_of"),
             include_superseded=p["include_superseded"],
+            include_pending=p["include_pending"],
         )
         return paginated(request, facts, FactOutputSerializer, self)
 
@@ -202,6 +217,8 @@ class FactListApi(APIView):
             "fact": result.fact,
             "superseded": result.superseded.pk if result.superseded else None,
             "conflict": result.conflict.pk if result.conflict else None,
+            "proposes_to_replace": result.proposes_to_replace,
+            "rejected_before": result.rejected_before,
         }
         code = (
             status.HTTP_201_CREATED
@@ -225,6 +242,65 @@ class FactDetailApi(APIView):
         access = access_for(request, ctx)
         fact = fact_retract(access=access, fact=_fact(access, fact_id))
         return Response(FactOutputSerializer(_fact(access, fact.pk)).data)
+
+
+class FactReviewApi(APIView):
+    class InputSerializer(JsonInput):
+        action = serializers.CharField(max_length=20, help_text="accept | reject")
+        note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        action = serializers.CharField()
+        fact = FactOutputSerializer()
+        superseded = serializers.IntegerField(allow_null=True)
+        audit_event = serializers.IntegerField()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=OutputSerializer,
+        description="A curator accepts or rejects a pending fact (undo with audit/{id}/undo).",
+    )
+    def post(self, request: Request, ctx: str, fact_id: int) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        reviewed = fact_review(access=access, fact_id=fact_id, **data.validated_data)
+        return Response(self.OutputSerializer(_reviewed_body(access, reviewed)).data)
+
+
+class FactsReviewApi(APIView):
+    class InputSerializer(JsonInput):
+        facts = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+        action = serializers.CharField(max_length=20, help_text="accept | reject")
+        note = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        results = FactReviewApi.OutputSerializer(many=True)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=OutputSerializer,
+        description="Review several pending facts alike (all or nothing).",
+    )
+    def post(self, request: Request, ctx: str) -> Response:
+        access = access_for(request, ctx)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        reviewed = facts_review(
+            access=access, fact_ids=v["facts"], action=v["action"], note=v["note"]
+        )
+        body = {"results": [_reviewed_body(access, r) for r in reviewed]}
+        return Response(self.OutputSerializer(body).data)
+
+
+def _reviewed_body(access: ContextAccess, reviewed: FactReviewed) -> dict[str, Any]:
+    return {
+        "action": reviewed.action,
+        "fact": _fact(access, reviewed.fact.pk),
+        "superseded": reviewed.superseded.pk if reviewed.superseded else None,
+        "audit_event": reviewed.audit_event.pk,
+    }
 
 
 def _fact(access: ContextAccess, fact_id: int) -> Fact:

@@ -337,6 +337,11 @@ class SearchApi(APIView):
             max_length=MAX_THREAD_CHARS,
             help_text="target turns only: the turns of this conversation",
         )
+        include_pending = serializers.BooleanField(
+            default=False,
+            help_text="target facts: also the facts waiting for review (each result's "
+            "meta.trust says which)",
+        )
 
     @extend_schema(
         request=InputSerializer,
@@ -363,6 +368,7 @@ class SearchApi(APIView):
             target=params["target"],
             graph_alpha=params["graph_alpha"],
             thread=params.get("thread"),
+            include_pending=params["include_pending"],
         )
         return Response(SearchOutputSerializer(asdict(response)).data)
 

@@ -81,6 +81,10 @@ def search(
             pattern=NO_NUL,
         ),
     ] = None,
+    include_pending: Annotated[
+        bool,
+        Field(description="also facts waiting for review (marked trust: pending)"),
+    ] = False,
 ) -> dict[str, Any]:
     """Search the memory. Each result says why it ranked: its BM25 and vector rank and
     score, the fused score and the graph boost."""
@@ -92,6 +96,7 @@ def search(
         scopes=scope,
         target=target,
         thread=thread,
+        include_pending=include_pending,
     )
     return {
         "results": [search_result_shape(r) for r in response.results],
@@ -127,6 +132,13 @@ def get_context(
             json_schema_extra={"enum": list(MODES)},
         ),
     ] = "hybrid",
+    include_pending: Annotated[
+        bool,
+        Field(
+            description="also facts waiting for review, under their own heading "
+            "(Unconfirmed): claims nobody has confirmed"
+        ),
+    ] = False,
 ) -> tuple[str, dict[str, Any]]:
     """A prompt-ready memory block for a query and/or an entity: the best current facts
     (ranked by confidence, recency, predicate weight and importance) and the best
@@ -139,6 +151,7 @@ def get_context(
         budget_tokens=budget_tokens,
         scopes=scope,
         mode=mode,
+        include_pending=include_pending,
     )
     return block.text, memory_context_data(block)
 
@@ -168,6 +181,10 @@ def find_facts(
         bool, Field(description="also superseded, expired and retracted facts")
     ] = False,
     limit: Annotated[int, Field(description="at most this many", ge=1, le=MAX_FIND_FACTS)] = 50,
+    include_pending: Annotated[
+        bool,
+        Field(description="also facts waiting for review (marked trust: pending)"),
+    ] = False,
 ) -> dict[str, Any]:
     """Facts by subject, predicate (any form: worksAt finds works_at) and object, newest
     first; current ones unless `as_of` or `include_superseded` says otherwise."""
@@ -187,6 +204,7 @@ def find_facts(
             object=object_entity,
             as_of=as_of,
             include_superseded=include_superseded,
+            include_pending=include_pending,
         )[: limit + 1]
     )
     return {

@@ -38,6 +38,7 @@ def fact_shape(fact: Fact, *, score: float | None = None) -> dict[str, Any]:
         ),
         "value": value,
         "status": fact.status,
+        "trust": fact.trust,
         "confidence": fact.confidence,
         "importance": fact.importance,
         "valid_from": _iso(fact.valid_from),
@@ -91,6 +92,7 @@ def search_result_shape(result: SearchResult) -> dict[str, Any]:
             "window_boost": explain.window_boost,
         },
         "meta": result.meta,
+        **({"trust": result.meta["trust"]} if "trust" in result.meta else {}),
     }
 
 

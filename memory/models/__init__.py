@@ -1,8 +1,8 @@
 """Memory Desk's data model, one module per concept."""
 
-from memory.models.access import ApiToken, ContextMembership, Role
+from memory.models.access import ApiToken, ContextMembership, Role, TokenTrust
 from memory.models.audit import AuditEvent
-from memory.models.context import Context, PredicateMode
+from memory.models.context import Context, FactReview, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
 from memory.models.duplicate import (
     DuplicateCandidate,
@@ -11,7 +11,15 @@ from memory.models.duplicate import (
     DuplicateStatus,
 )
 from memory.models.entity import ENTITY_TYPES, Entity, EntityIdentifier, EntityType
-from memory.models.fact import Conflict, Fact, FactKind, FactStatus, SourceKind
+from memory.models.fact import (
+    Conflict,
+    Fact,
+    FactKind,
+    FactStatus,
+    FactTrust,
+    SourceKind,
+    TrustReason,
+)
 from memory.models.import_job import ImportJob, ImportJobStatus
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
@@ -37,7 +45,9 @@ __all__ = [
     "EntityType",
     "Fact",
     "FactKind",
+    "FactReview",
     "FactStatus",
+    "FactTrust",
     "ImportJob",
     "ImportJobStatus",
     "Keyword",
@@ -53,5 +63,7 @@ __all__ = [
     "Run",
     "RunOutcome",
     "SourceKind",
+    "TokenTrust",
+    "TrustReason",
     "Turn",
 ]

@@ -13,6 +13,13 @@ class Role(models.TextChoices):
     ADMIN = "admin"
 
 
+class TokenTrust(models.TextChoices):
+    TRUSTED = "trusted"
+    # What it writes waits for review (the context's ``fact_review``), and it never
+    # acts as a curator whatever its user's role.
+    UNTRUSTED = "untrusted"
+
+
 ROLE_RANK = {Role.VIEWER: 1, Role.CURATOR: 2, Role.ADMIN: 3}
 
 
@@ -56,6 +63,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=12)
     digest = models.CharField(max_length=64, unique=True)
     grants = ArrayField(models.CharField(max_length=300), default=list)
+    trust = models.CharField(max_length=10, choices=TokenTrust.choices, default=TokenTrust.TRUSTED)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

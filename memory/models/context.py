@@ -11,6 +11,14 @@ class PredicateMode(models.TextChoices):
     STRICT = "strict"
 
 
+class FactReview(models.TextChoices):
+    """Which new facts wait for a curator before agents are told them."""
+
+    OFF = "off"  # every fact is trusted
+    UNTRUSTED = "untrusted"  # facts written through an untrusted token
+    ALL = "all"  # those, and every fact the chat model extracts
+
+
 class Context(models.Model):
     """An isolated memory (``acme-prod``) with its own registry and resolution settings."""
 
@@ -34,6 +42,9 @@ class Context(models.Model):
         default=0.80, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
     )
     llm_judge_enabled = models.BooleanField(default=False)
+    fact_review = models.CharField(
+        max_length=10, choices=FactReview.choices, default=FactReview.UNTRUSTED
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -22,6 +22,24 @@ class FactStatus(models.TextChoices):
     CONTESTED = "contested"
 
 
+class FactTrust(models.TextChoices):
+    """Whether agents are told a fact (separate from its status in time)."""
+
+    TRUSTED = "trusted"
+    # Waiting on a curator (or on a trusted writer stating the same claim).
+    PENDING = "pending"
+    # Refused by a curator: kept so the same claim written again stays refused.
+    REJECTED = "rejected"
+
+
+class TrustReason(models.TextChoices):
+    """Why a fact is pending: the review queue says so."""
+
+    UNTRUSTED_WRITER = "untrusted_writer"
+    SUSPICIOUS_TURN = "suspicious_turn"
+    REVIEW_ALL = "review_all"  # the context reviews every claim the model extracts
+
+
 class SourceKind(models.TextChoices):
     API = "api"
     RUN = "run"
@@ -92,12 +110,25 @@ class Fact(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
+    trust = models.CharField(max_length=10, choices=FactTrust.choices, default=FactTrust.TRUSTED)
+    trust_reason = models.CharField(max_length=20, choices=TrustReason.choices, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    review_note = models.CharField(max_length=500, blank=True)
 
     class Meta:
         constraints = [
+            # One current *trusted* value per slot: pending values of the slot are
+            # proposals beside it until a curator accepts one.
             models.UniqueConstraint(
                 fields=["subject", "predicate", "scope"],
-                condition=models.Q(status="current", single_valued=True),
+                condition=models.Q(status="current", single_valued=True, trust="trusted"),
                 name="fact_one_current_single_value",
             ),
             models.CheckConstraint(
@@ -136,6 +167,12 @@ class Fact(models.Model):
             # Fact lists newest first.
             models.Index(fields=["context", "-recorded_at"], name="fact_recent"),
             models.Index(OpClass("scope", name="varchar_pattern_ops"), name="fact_scope_prefix"),
+            # The review queue and the pending counts: the few facts waiting on a curator.
+            models.Index(
+                fields=["context", "-recorded_at"],
+                condition=models.Q(trust="pending"),
+                name="fact_pending",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -29,6 +29,9 @@ class Turn(models.Model):
     said_at = models.DateTimeField(null=True, blank=True)
     thread = models.CharField(max_length=MAX_THREAD_CHARS, blank=True)
     ref = models.CharField(max_length=MAX_REF_CHARS, blank=True)
+    # What made the turn suspicious, if anything: [{"kind", "label", "start", "end"}]
+    # over ``text`` (memory/screening.py). Its facts wait for review.
+    flags = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)

@@ -15,7 +15,7 @@ from django.db.models import Q
 from memory.access import ContextAccess
 from memory.entity_names import IDENTIFIER_KIND_RE, entity_normalize_key, identifier_normalize
 from memory.errors import NotFound, ValidationFailed
-from memory.models import Entity, EntityIdentifier, FactKind, FactStatus
+from memory.models import Entity, EntityIdentifier, FactKind, FactStatus, FactTrust
 from memory.selectors.entities import entities_visible
 from memory.selectors.facts import RankedFact, entity_facts_ranked, facts_visible
 
@@ -145,7 +145,7 @@ def entity_neighbours(*, access: ContextAccess, entity: Entity, limit: int = 20)
     up to ``limit`` it points at and ``limit`` pointing at it (two queries)."""
     relations = (
         facts_visible(access=access)
-        .filter(kind=FactKind.RELATION, status=FactStatus.CURRENT)
+        .filter(kind=FactKind.RELATION, status=FactStatus.CURRENT, trust=FactTrust.TRUSTED)
         .order_by("-recorded_at", "-id")
     )
     out = relations.filter(subject=entity).exclude(object=entity)

@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest, Power
 from django.utils import timezone
 
 from memory.access import ContextAccess
-from memory.models import Entity, Fact, FactStatus
+from memory.models import Entity, Fact, FactStatus, FactTrust
 from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_canonicalize
 
@@ -30,6 +30,17 @@ RANK_MIN_CONFIDENCE = 0.2
 
 def facts_visible(*, access: ContextAccess) -> QuerySet[Fact]:
     return Fact.objects.filter(access.grants.read_q(), context=access.context)
+
+
+def trust_q(*, include_pending: bool = False, include_rejected: bool = False) -> Q:
+    """What agents are told: trusted facts; pending ones when asked for (each marked);
+    rejected ones only in history."""
+    trusts = [FactTrust.TRUSTED]
+    if include_pending:
+        trusts.append(FactTrust.PENDING)
+    if include_rejected:
+        trusts.append(FactTrust.REJECTED)
+    return Q(trust__in=trusts) if len(trusts) > 1 else Q(trust=FactTrust.TRUSTED)
 
 
 def _current_at(at: datetime) -> Q:
@@ -56,13 +67,19 @@ def fact_list(
     scope: str | None = None,
     as_of: datetime | None = None,
     include_superseded: bool = False,
+    include_pending: bool = False,
 ) -> QuerySet[Fact]:
     """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``).
+
+    Trusted facts only, unless ``include_pending``; rejected ones only with
+    ``include_superseded`` (history).
 
     Through an inverse alias (``employs`` of ``works_at``) the ends swap: ``subject=X``
     finds the ``works_at`` facts whose object is X, and each fact carries
     ``read_through_inverse`` (the name it was asked by) so the caller can say so."""
-    facts = facts_visible(access=access)
+    facts = facts_visible(access=access).filter(
+        trust_q(include_pending=include_pending, include_rejected=include_superseded)
+    )
     through_inverse = ""
     if predicate:
         resolved = predicate_canonicalize(context=access.context, name=predicate)
@@ -90,7 +107,13 @@ def fact_history(
     *, access: ContextAccess, subject: Entity, predicate: str | None = None
 ) -> list[Fact]:
     """Every fact about ``subject`` oldest first, with its supersession links."""
-    facts = fact_list(access=access, subject=subject, predicate=predicate, include_superseded=True)
+    facts = fact_list(
+        access=access,
+        subject=subject,
+        predicate=predicate,
+        include_superseded=True,
+        include_pending=True,
+    )
     return list(facts.order_by("recorded_at", "id"))
 
 
@@ -134,6 +157,7 @@ def entity_facts_ranked(
     limit: int = 50,
     offset: int = 0,
     now: datetime | None = None,
+    include_pending: bool = False,
 ) -> list[RankedFact]:
     """An entity's current facts (as subject), best first, from the ``offset``-th;
     confidence under 0.2 dropped. One query, however many facts the entity has."""
@@ -143,7 +167,7 @@ def entity_facts_ranked(
     # cost a hub with 3k facts 3k entity lookups before the sort). Python scores and
     # orders the few it gets.
     best = (
-        fact_list(access=access, subject=entity)
+        fact_list(access=access, subject=entity, include_pending=include_pending)
         .filter(confidence__gte=RANK_MIN_CONFIDENCE)
         .annotate(rank=_rank(now))
         .order_by("-rank", "-id")

@@ -24,13 +24,14 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
-from memory.models import Entity, Fact, FactStatus
+from memory.models import Entity, Fact, FactStatus, FactTrust
 from memory.selectors.entity_card import entity_find
 from memory.selectors.facts import (
     RANK_MIN_CONFIDENCE,
     entity_facts_ranked,
     fact_rank_score,
     facts_visible,
+    trust_q,
 )
 from memory.selectors.search import (
     MAX_QUERY_CHARS,
@@ -72,6 +73,9 @@ class MemoryContext:
     facts: list[ContextLine]
     passages: list[ContextLine]
     budget_tokens: int
+    # Pending facts (asked for with include_pending): under their own heading, never
+    # among the facts.
+    unconfirmed: list[ContextLine] = field(default_factory=list)
     used_tokens: int = 0
     left_out: int = 0  # candidates that did not fit the budget
     notes: list[str] = field(default_factory=list)
@@ -94,8 +98,12 @@ def memory_context(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     scopes: list[str] | None = None,
     mode: str = "hybrid",
+    include_pending: bool = False,
 ) -> MemoryContext:
     """The memory block for ``query`` and/or ``entity`` within ``budget_tokens``.
+
+    Trusted facts only; with ``include_pending`` the pending ones too, in a section of
+    their own ("Unconfirmed").
 
     ``scopes`` (patterns ``P``, ``P/*``) narrow the caller's read grants for every part.
     When the embedding model is down, a hybrid or vector ``mode`` falls back to BM25 and
@@ -123,7 +131,7 @@ def memory_context(
         passages=[],
         budget_tokens=budget_tokens,
     )
-    finder = _Finder(access=access, mode=mode, notes=block.notes)
+    finder = _Finder(access=access, mode=mode, notes=block.notes, include_pending=include_pending)
     if query:
         finder.embed_early(query)  # while the focus entities are looked up
     if entity is not None:
@@ -134,6 +142,8 @@ def memory_context(
     passage_query = query or (block.focus[0].name if block.focus else "")
     passage_lines = finder.passages(passage_query) if passage_query else []
     _fit(block, fact_lines, passage_lines)
+    block.unconfirmed = [f for f in block.facts if f.data["trust"] != FactTrust.TRUSTED]
+    block.facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
     block.text = _render(block)
     block.used_tokens = estimate_tokens(block.text)
     return block
@@ -147,6 +157,7 @@ class _Finder:
     access: ContextAccess
     mode: str
     notes: list[str]
+    include_pending: bool = False
     vectors: dict[str, QueryVector] = field(default_factory=dict)
 
     def embed_early(self, query: str) -> None:
@@ -170,6 +181,7 @@ class _Finder:
                 k=k,
                 target=target,
                 query_vector=self._vector(query) if mode != "bm25" else None,
+                include_pending=self.include_pending,
             ).results
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":
@@ -205,12 +217,18 @@ def _fact_lines(
     now = timezone.now()
     scored: dict[int, tuple[Fact, float]] = {}
     for entity in focus:
-        for ranked in entity_facts_ranked(access=access, entity=entity, limit=FACTS_PER_ENTITY):
+        for ranked in entity_facts_ranked(
+            access=access,
+            entity=entity,
+            limit=FACTS_PER_ENTITY,
+            include_pending=finder.include_pending,
+        ):
             scored[ranked.fact.pk] = (ranked.fact, ranked.score)
     if query:
         found = (
             facts_visible(access=access)
             .filter(
+                trust_q(include_pending=finder.include_pending),
                 pk__in=finder.fact_ids(query),
                 status=FactStatus.CURRENT,
                 confidence__gte=RANK_MIN_CONFIDENCE,
@@ -255,6 +273,7 @@ def _fact_line(fact: Fact, score: float) -> ContextLine:
         ),
         "value": fact.value if fact.object is None else None,
         "kind": fact.kind,
+        "trust": fact.trust,
         "confidence": fact.confidence,
         "valid_from": fact.valid_from.isoformat() if fact.valid_from else None,
         "source": {
@@ -299,6 +318,8 @@ def _fit(block: MemoryContext, facts: list[ContextLine], passages: list[ContextL
     """Facts up to their share of the budget, then passages, then facts again with
     whatever the passages left; a passage too long for the room left is cut."""
     room = block.budget_tokens - estimate_tokens(_render(block)) - 2 * 8  # section headings
+    if any(f.data["trust"] != FactTrust.TRUSTED for f in facts):
+        room -= 24  # the heading of the unconfirmed section
     fact_room = int(room * FACT_SHARE)
     pending = list(facts)
     while pending and pending[0].tokens <= fact_room:
@@ -336,11 +357,18 @@ def _render(block: MemoryContext) -> str:
     if block.query:
         about.append(f"query {block.query!r}")
     lines = [f"# Memory context ({block.context}): {'; '.join(about)}"]
-    if block.facts:
-        lines += ["## Facts (best first)", *(f.line for f in block.facts)]
+    facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
+    unconfirmed = [f for f in block.facts + block.unconfirmed if f not in facts]
+    if facts:
+        lines += ["## Facts (best first)", *(f.line for f in facts)]
+    if unconfirmed:
+        lines += [
+            "## Unconfirmed (pending review: claims nobody has confirmed; do not rely on them)",
+            *(f.line for f in unconfirmed),
+        ]
     if block.passages:
         lines += ["## Passages", *(p.line for p in block.passages)]
-    if not block.facts and not block.passages:
+    if not block.facts and not block.unconfirmed and not block.passages:
         lines.append("Nothing in memory matches.")
     return "\n".join(lines)
 
@@ -369,6 +397,7 @@ def memory_context_data(block: MemoryContext) -> dict[str, Any]:
         ],
         "text": block.text,
         "facts": [item(f) for f in block.facts],
+        "unconfirmed": [item(f) for f in block.unconfirmed],
         "passages": [item(p) for p in block.passages],
         "budget_tokens": block.budget_tokens,
         "used_tokens": block.used_tokens,

@@ -30,6 +30,7 @@ from memory.search.models import Target
 from memory.search.texts import fact_text
 from memory.search.turn_fusion import TURN_FUSION_DEPTH, normalized_sum, window_boosts
 from memory.search.vector import vector_rank
+from memory.selectors.facts import trust_q
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
 SearchTarget = Literal["chunks", "turns", "facts", "entities"]
@@ -165,9 +166,11 @@ def search(
     vector_floor: float | None = None,
     thread: str | None = None,
     query_vector: QueryVector | None = None,
+    include_pending: bool = False,
 ) -> SearchResponse:
     """The ``k`` best visible ``target`` records for ``query`` under ``mode`` (for turns,
-    of the conversation ``thread`` when given).
+    of the conversation ``thread`` when given). Facts are the trusted ones, with the
+    pending ones too when ``include_pending`` (each says its ``trust``).
 
     ``query_vector``, from ``query_vector_start`` for this same query, saves embedding it
     again; the results are the same.
@@ -235,6 +238,8 @@ def search(
         )
         if kind == Target.TURN:  # the graph may reach turns the filters exclude
             scores = _turns_only(scores, visible=visible_rows)
+    if kind == Target.FACT:
+        scores = _trusted_only(scores, include_pending=include_pending)
     best = best_refs(scores, k)
     kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
     results = _hydrate(kind, kept, scores=scores, explains=explains)
@@ -243,6 +248,16 @@ def search(
         took_ms=(time.perf_counter() - started) * 1000,
         hidden=len(best) - len(kept),
     )
+
+
+def _trusted_only(scores: dict[int, float], *, include_pending: bool) -> dict[int, float]:
+    """The facts agents may be told (one query over the candidates)."""
+    told = set(
+        Fact.objects.filter(
+            trust_q(include_pending=include_pending), pk__in=list(scores)
+        ).values_list("pk", flat=True)
+    )
+    return {ref: score for ref, score in scores.items() if ref in told}
 
 
 def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:
@@ -403,6 +418,7 @@ def _hydrate(
                     "object_id": fact.object_id,
                     "object_name": fact.object.name if fact.object is not None else None,
                     "status": fact.status,
+                    "trust": fact.trust,
                 },
             )
     else:

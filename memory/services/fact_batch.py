@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import DomainError, NotFound, ValidationFailed
-from memory.models import Fact, FactStatus, SourceKind
+from memory.models import Fact, FactStatus, FactTrust, SourceKind
 from memory.models import Run as RunModel
 from memory.scopes import scope_validate
 from memory.services.entities import entities_lock_live
@@ -40,6 +41,7 @@ from memory.services.fact_batch_writer import (
     WriteOutcome,
 )
 from memory.services.fact_rules import reobserve
+from memory.services.fact_trust import WriteTrust, write_trust_decide
 from memory.services.predicate_resolution import (
     ResolvedPredicate,
     predicate_record_refused,
@@ -77,8 +79,12 @@ def facts_write_batch(
     source_ref: str = "",
     run: RunModel | None = None,
     document_id: int | None = None,
+    trust: WriteTrust | None = None,
 ) -> FactBatchResult:
-    """Write ``facts`` into ``scope``; one item per input, in order (see the module doc)."""
+    """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
+
+    ``trust``: what the new facts take (services/fact_trust.py); by default what the
+    context's ``fact_review`` gives this writer's facts stated directly (not extracted)."""
     scope = scope_validate(scope)
     access.require_write(scope)
     items = [FactBatchItem(input=f) for f in facts]
@@ -105,6 +111,13 @@ def facts_write_batch(
         now=timezone.now(),
         state=state,
         base=_base_fields(access, scope, source_kind, source_ref, run, document_id),
+        trust=trust
+        or write_trust_decide(
+            policy=access.context.fact_review,
+            writer_trusted=access.trusted,
+            extracted=False,
+            turn_flagged=False,
+        ),
     )
     for item in items:
         if item.error is not None:
@@ -171,11 +184,12 @@ def _current_facts(
     state: dict[tuple[int, int], list[AnyFact]] = defaultdict(list)
     if not subject_ids or not predicate_ids:
         return state
+    # Rejected claims are read too, whatever their status: one written again stays rejected.
     current = Fact.objects.filter(
+        Q(status=FactStatus.CURRENT) | Q(trust=FactTrust.REJECTED),
         subject_id__in=subject_ids,
         predicate_id__in=predicate_ids,
         scope=scope,
-        status=FactStatus.CURRENT,
     ).order_by("pk")
     for fact in current:
         state[(fact.subject_id, fact.predicate_id)].append(fact)

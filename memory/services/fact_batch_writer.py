@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from memory.access import ContextAccess
 from memory.errors import DomainError
-from memory.models import Conflict, Entity, Fact, FactStatus, Predicate
+from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
 from memory.pg import next_ids, rows_insert
+from memory.screening import REDACTED, secret_name, secret_refuse
 from memory.search.indexing import facts_index
 from memory.services.fact_rules import (
     collision_decide,
@@ -31,6 +32,7 @@ from memory.services.fact_rules import (
     reobserve,
     superseded_fields,
 )
+from memory.services.fact_trust import TRUSTED, WriteTrust
 from memory.services.predicate_resolution import ResolvedPredicate
 
 BULK_BATCH = 2_000
@@ -47,6 +49,9 @@ _FACT_UPDATE_FIELDS = [
     "object",
     "raw_predicate",
 ]
+# A pending fact a trusted writer confirmed: written after _FACT_UPDATE_FIELDS, once the
+# value it displaces has left "current" (the partial unique index is checked row by row).
+_PROMOTED_FIELDS = ["trust", "trust_reason", "supersedes"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class FactRow:
     status_changed_at: datetime | None = None
     observed_count: int = 1
     supersedes_id: int | None = None
+    trust: str = FactTrust.TRUSTED
+    trust_reason: str = ""
     pk: int | None = None
 
     @property
@@ -103,6 +110,10 @@ class FactBatchItem:
     superseded: AnyFact | None = None
     conflict: Conflict | None = None
     error: DomainError | None = None
+    # A pending value of a single-valued slot: the trusted value it would replace.
+    proposes_to_replace: AnyFact | None = None
+    # The claim was rejected by a curator before: re-observed, still rejected.
+    rejected_before: bool = False
 
 
 class BatchWriter:
@@ -116,8 +127,11 @@ class BatchWriter:
         now: datetime,
         state: dict[tuple[int, int], list[AnyFact]],
         base: dict[str, Any],
+        trust: WriteTrust = TRUSTED,
     ) -> None:
         self.access = access
+        self.trust = trust
+        self.promoted: dict[int, Fact] = {}  # pending facts this batch's writer confirmed
         self.scope = scope
         self.now = now
         self.state = state
@@ -137,12 +151,15 @@ class BatchWriter:
         kind = fact_kind_for(pred.kind, has_object=has_object, has_value=has_value, kind=data.kind)
         fact_check_shape(kind, has_object=has_object, has_value=has_value)
         text = fact_value_text(data.value)
+        if secret_name(data.predicate) or secret_name(pred.name):
+            secret_refuse(REDACTED, what=f"a value of {pred.name!r}")
+        secret_refuse(text, what="the fact value")
         confidence = fact_unit_value("confidence", data.confidence)
         importance = fact_unit_value(
             "importance", pred.default_importance if data.importance is None else data.importance
         )
         fact_check_validity(data.valid_from, data.valid_until)
-        current = self.state[(subject_id, pred.pk)]
+        facts = self.state[(subject_id, pred.pk)]
         identity = fact_identity(
             subject=subject_id,
             predicate=pred.pk,
@@ -151,23 +168,13 @@ class BatchWriter:
             object=object_id,
             value_text=text,
         )
-        identical = next((f for f in current if _stored_identity(f, self.scope) == identity), None)
+        identical = _identical(facts, identity, self.scope)
         if identical is not None:
-            seen = reobserve(
-                observed_count=identical.observed_count,
-                confidence=identical.confidence,
-                last_seen_at=identical.last_seen_at,
-                seen_count=1,
-                seen_confidence=confidence,
-                seen_at=self.now,
-            )
-            identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
-            identical.last_seen_at = seen.last_seen_at
-            self._touch(identical)
-            item.outcome, item.fact = "reobserved", identical
+            self._reobserve(item, identical, confidence)
             return
-        if pred.is_aggregate and current:
-            prior = current[0]
+        held = [f for f in facts if _holds(f)]  # the trusted current values
+        if pred.is_aggregate and held and not self.trust.pending:
+            prior = held[0]
             prior.value, prior.value_text, prior.object_id = data.value, text, object_id
             prior.confidence, prior.last_seen_at = confidence, self.now
             prior.observed_count += 1
@@ -181,12 +188,66 @@ class BatchWriter:
             data, pred, kind, subject_id, object_id, text, (confidence, importance)
         )
         item.fact = fact
-        if not pred.single_valued or not current:
-            current.append(fact)
-            self.new.append(fact)
+        facts.append(fact)
+        self.new.append(fact)
+        if self.trust.pending:
+            # A proposal: it waits beside the trusted value and displaces nothing.
+            fact.trust, fact.trust_reason = self.trust.trust, self.trust.reason
+            item.outcome = "created"
+            if pred.single_valued and held:
+                item.proposes_to_replace = held[0]
+            return
+        if not pred.single_valued or not held:
             item.outcome = "created"
             return
-        self._collide(item, fact, current)
+        self._collide(item, fact, held[0])
+
+    def _reobserve(self, item: FactBatchItem, identical: AnyFact, confidence: float) -> None:
+        """An identical claim: seen once more. A rejected claim stays rejected; a pending
+        one is accepted when this writer confirms it and it displaces nothing it may not."""
+        seen = reobserve(
+            observed_count=identical.observed_count,
+            confidence=identical.confidence,
+            last_seen_at=identical.last_seen_at,
+            seen_count=1,
+            seen_confidence=confidence,
+            seen_at=self.now,
+        )
+        identical.observed_count, identical.confidence = seen.observed_count, seen.confidence
+        identical.last_seen_at = seen.last_seen_at
+        self._touch(identical)
+        item.outcome, item.fact = "reobserved", identical
+        item.rejected_before = identical.trust == FactTrust.REJECTED
+        if identical.trust == FactTrust.PENDING and self.trust.confirms(identical.trust_reason):
+            self._confirm(item, identical)
+
+    def _confirm(self, item: FactBatchItem, pending: AnyFact) -> None:
+        held = [f for f in self.state[_slot_key(pending)] if _holds(f)]
+        if pending.status != FactStatus.CURRENT:
+            return
+        if pending.single_valued and held:
+            if isinstance(pending, FactRow):
+                return  # proposed and confirmed in one batch: a curator chooses
+            prior = held[0]
+            collision = collision_decide(
+                newcomer_confidence=pending.confidence,
+                prior_confidence=prior.confidence,
+                auto_supersede=self.access.context.auto_supersede,
+            )
+            if not collision.newcomer_wins or isinstance(prior, FactRow):
+                return  # stays a proposal for a curator
+            for name, value in superseded_fields(
+                prior_valid_until=prior.valid_until,
+                newcomer_valid_from=pending.valid_from,
+                now=self.now,
+            ).items():
+                setattr(prior, name, value)
+            self._touch(prior)
+            pending.supersedes_id = prior.pk
+            item.superseded = prior
+        pending.trust, pending.trust_reason = FactTrust.TRUSTED, ""
+        if isinstance(pending, Fact):
+            self.promoted[pending.pk] = pending
 
     def _new_fact(
         self,
@@ -217,15 +278,14 @@ class BatchWriter:
             last_seen_at=self.now,
         )
 
-    def _collide(self, item: FactBatchItem, fact: FactRow, current: list[AnyFact]) -> None:
-        """A new value meets the current one of a single-valued slot (fact_rules decides)."""
-        prior = current[0]
+    def _collide(self, item: FactBatchItem, fact: FactRow, prior: AnyFact) -> None:
+        """A new trusted value meets the trusted current one of a single-valued slot
+        (fact_rules decides)."""
         collision = collision_decide(
             newcomer_confidence=fact.confidence,
             prior_confidence=prior.confidence,
             auto_supersede=self.access.context.auto_supersede,
         )
-        self.new.append(fact)
         if collision.newcomer_wins:
             changes = superseded_fields(
                 prior_valid_until=prior.valid_until,
@@ -239,7 +299,6 @@ class BatchWriter:
             else:
                 fact.supersedes_id = prior.pk
                 self._touch(prior)
-            current[:] = [fact]
             item.outcome, item.superseded = "superseded", prior
             return
         for name, value in contested_fields(now=self.now).items():
@@ -256,6 +315,10 @@ class BatchWriter:
         if self.dirty:
             Fact.objects.bulk_update(
                 list(self.dirty.values()), _FACT_UPDATE_FIELDS, batch_size=BULK_BATCH
+            )
+        if self.promoted:
+            Fact.objects.bulk_update(
+                list(self.promoted.values()), _PROMOTED_FIELDS, batch_size=BULK_BATCH
             )
         if self.new:
             for row, pk in zip(self.new, next_ids(Fact, len(self.new)), strict=True):
@@ -283,6 +346,29 @@ class BatchWriter:
             Conflict.objects.bulk_create(rows, batch_size=BULK_BATCH)
             for (item, _, _, _), conflict in zip(self.conflicts, rows, strict=True):
                 item.conflict = conflict
+
+
+def _holds(fact: AnyFact) -> bool:
+    """The trusted current value(s) of a slot: what a trusted newcomer collides with."""
+    return fact.status == FactStatus.CURRENT and fact.trust == FactTrust.TRUSTED
+
+
+def _identical(facts: list[AnyFact], identity: tuple[Any, ...], scope: str) -> AnyFact | None:
+    """The stored claim a newcomer re-observes: a trusted current one first, then a
+    rejected one (so it stays rejected), then a pending one."""
+    candidates = [
+        f
+        for f in facts
+        if (f.status == FactStatus.CURRENT or f.trust == FactTrust.REJECTED)
+        and _stored_identity(f, scope) == identity
+    ]
+    order = {FactTrust.TRUSTED: 0, FactTrust.REJECTED: 1, FactTrust.PENDING: 2}
+    return min(candidates, key=lambda f: order[FactTrust(f.trust)], default=None)
+
+
+def _slot_key(fact: AnyFact) -> tuple[int, int]:
+    predicate_id = fact.predicate.pk if isinstance(fact, FactRow) else fact.predicate_id
+    return (fact.subject_id, predicate_id)
 
 
 def _stored_identity(fact: AnyFact, scope: str) -> tuple[Any, ...]:
@@ -334,6 +420,11 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
         "document_id": base["document_id"],
         "turn_id": None,  # set by the ingest run that owns the turn (provenance)
         "created_by_id": created_by.pk if created_by is not None else None,
+        "trust": row.trust,
+        "trust_reason": row.trust_reason,
+        "reviewed_at": None,
+        "reviewed_by_id": None,
+        "review_note": "",
     }
 
 

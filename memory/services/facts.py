@@ -34,6 +34,9 @@ class FactWriteResult:
     resolved: ResolvedPredicate
     superseded: Fact | None = None
     conflict: Conflict | None = None
+    # A pending value of a single-valued slot: the trusted value it would replace.
+    proposes_to_replace: int | None = None
+    rejected_before: bool = False  # the claim was rejected before and stays rejected
 
 
 def fact_write(
@@ -183,6 +186,8 @@ def _write_one(
         resolved=item.resolved,
         superseded=_loaded(item.superseded) if item.superseded is not None else None,
         conflict=item.conflict,
+        proposes_to_replace=item.proposes_to_replace.pk if item.proposes_to_replace else None,
+        rejected_before=item.rejected_before,
     )
 
 

@@ -43,6 +43,7 @@ from memory.models import (
     RunOutcome,
 )
 from memory.scopes import Grants, scope_validate
+from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
@@ -53,6 +54,7 @@ from memory.services.executor import (
 )
 from memory.services.extraction import extraction_normalize
 from memory.services.fact_batch import fact_batch_record_refused
+from memory.services.fact_trust import WriteTrust, write_trust_decide
 from memory.services.ingest_extract import ingest_extract, ingest_record_calls
 from memory.services.ingest_report import (
     IngestResult,
@@ -196,6 +198,7 @@ def _run_record(
             # caller had when the memory was accepted.
             "grants": [str(g) for g in access.grants.items],
             "role": str(access.role),
+            "trusted": access.trusted,
         },
         source=source,
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
@@ -358,6 +361,7 @@ def _run_access(run: Run) -> ContextAccess:
         user=run.created_by,
         role=Role(payload.get("role") or Role.VIEWER),
         grants=Grants.from_strings(list(payload.get("grants") or [])),
+        trusted=bool(payload.get("trusted", True)),
     )
 
 
@@ -405,6 +409,7 @@ def _write_transaction(
     source: str,
     preview: bool,
     turn: Any,
+    trust: WriteTrust,
     clock: StageClock,
 ) -> IngestResult:
     """The run's writes in one transaction (rolled back for a preview)."""
@@ -419,6 +424,7 @@ def _write_transaction(
                 run=run,
                 source=source or (f"run {run.pk}" if run is not None else "ingest"),
                 preview=preview,
+                trust=trust,
             )
             result.turn = ingest_turn_summary(turn)
             if turn is not None and not preview:
@@ -456,13 +462,21 @@ def memory_ingest(
         return result
     preview = infer == "preview"
     visible = scopes_visible_from(scope=scope, grants=access.grants)
+    screened = text_screen(text)
     if infer == "llm" or (preview and triples is None):
+        # The model reads the text with its secrets redacted: a secret never leaves.
         extraction: ExtractionOutput | TriplesInput = ingest_extract(
-            access=access, scope=scope, text=text, visible=visible, run=run, clock=clock
+            access=access, scope=scope, text=screened.text, visible=visible, run=run, clock=clock
         )
         confidence = LLM_DEFAULT_CONFIDENCE
     else:
         extraction, confidence = triples_parse(triples), TRIPLES_DEFAULT_CONFIDENCE
+    trust = write_trust_decide(
+        policy=access.context.fact_review,
+        writer_trusted=access.trusted,
+        extracted=isinstance(extraction, ExtractionOutput),
+        turn_flagged=bool(turn.flags if turn is not None else screened.flags),
+    )
     normalized = extraction_normalize(extraction, default_confidence=confidence)
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
@@ -480,6 +494,7 @@ def memory_ingest(
                 source=source,
                 preview=preview,
                 turn=turn,
+                trust=trust,
                 clock=clock,
             )
             break

@@ -46,6 +46,9 @@ class IngestResult:
             "facts_created": len(self.facts_created),
             "facts_reobserved": len(self.facts_reobserved),
             "facts_superseded": len(self.facts_superseded),
+            "facts_pending": sum(
+                1 for f in self.facts_created + self.facts_reobserved if f["trust"] == "pending"
+            ),
             "new_predicates": [p["name"] for p in self.new_predicates],
             "predicates_used": sorted(
                 {f["predicate"] for f in self.facts_created + self.facts_reobserved}
@@ -155,7 +158,10 @@ class IngestReport:
             "kind": fact.kind,
             "outcome": outcome,
             "status": fact.status,
+            "trust": fact.trust,
         }
+        if fact.trust_reason:
+            out["trust_reason"] = fact.trust_reason
         if fact.object_id is not None:
             out["object"] = self._ref(fact.object_id)
         else:
@@ -188,6 +194,10 @@ class IngestReport:
             fact = item.fact
             name = item.resolved.predicate.name if item.resolved is not None else ""
             shown = self.fact(fact, outcome=item.outcome, predicate=name)
+            if item.rejected_before:
+                shown["rejected_before"] = True
+            if item.proposes_to_replace is not None:
+                shown["proposes_to_replace"] = item.proposes_to_replace.pk
             if item.outcome in ("reobserved", "updated"):
                 result.facts_reobserved.append(shown)
             else:

@@ -9,6 +9,7 @@ from memory.access import ContextAccess
 from memory.models import Fact, Run, SourceKind, Turn
 from memory.services.extraction import NormalizedExtraction
 from memory.services.fact_batch import FactInput, facts_write_batch
+from memory.services.fact_trust import WriteTrust
 from memory.services.ingest_report import (
     IngestReport,
     IngestResult,
@@ -27,6 +28,7 @@ def ingest_write(
     run: Run | None,
     source: str,
     preview: bool,
+    trust: WriteTrust,
 ) -> IngestResult:
     with stage("entities"):
         resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
@@ -101,6 +103,7 @@ def ingest_write(
             source_kind=SourceKind.RUN if run is not None else SourceKind.API,
             source_ref=source,
             run=run,
+            trust=trust,
         )
     report.facts(result, batch, drafts)
     new_predicate_examples_note(access.context, result, status="observed")

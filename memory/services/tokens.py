@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import ApiToken, Context, ContextMembership, Role
+from memory.models import ApiToken, Context, ContextMembership, Role, TokenTrust
 from memory.scopes import ScopeError, grants_parse
 from memory.services.audit import audit_record
 
@@ -23,9 +23,21 @@ class IssuedToken:
 
 
 @transaction.atomic
-def token_issue(*, user: Any, context: Context, grants: list[str], name: str = "") -> IssuedToken:
-    """Issue a token; ``grants`` like ``["read,write:org/acme/*"]`` (validated here)."""
+def token_issue(
+    *,
+    user: Any,
+    context: Context,
+    grants: list[str],
+    name: str = "",
+    trust: str = TokenTrust.TRUSTED,
+) -> IssuedToken:
+    """Issue a token; ``grants`` like ``["read,write:org/acme/*"]`` (validated here).
+    An ``untrusted`` token's facts wait for review (the context's ``fact_review``)."""
     parsed = grants_parse(grants)
+    if trust not in TokenTrust.values:
+        raise ValidationFailed(
+            f"trust must be one of {', '.join(TokenTrust.values)}", code="invalid_trust"
+        )
     raw = "md_" + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -34,6 +46,7 @@ def token_issue(*, user: Any, context: Context, grants: list[str], name: str = "
         prefix=raw[:10],
         digest=ApiToken.digest_of(raw),
         grants=[str(g) for g in parsed],
+        trust=trust,
     )
     return IssuedToken(token=token, raw=raw)
 
@@ -43,7 +56,12 @@ MAX_TOKEN_GRANTS = 20
 
 @transaction.atomic
 def token_create(
-    *, access: ContextAccess, user_id: int, grants: list[str], name: str = ""
+    *,
+    access: ContextAccess,
+    user_id: int,
+    grants: list[str],
+    name: str = "",
+    trust: str = TokenTrust.TRUSTED,
 ) -> IssuedToken:
     """An admin issues a token in this context to one of its members (audited; the raw
     token is returned once and never stored)."""
@@ -67,7 +85,9 @@ def token_create(
         raise ValidationFailed(
             f"user {user_id} is not a member of {access.context.slug}", code="not_a_member"
         )
-    issued = token_issue(user=membership.user, context=access.context, grants=grants, name=name)
+    issued = token_issue(
+        user=membership.user, context=access.context, grants=grants, name=name, trust=trust
+    )
     token = issued.token
     audit_record(
         context=access.context,
@@ -75,12 +95,13 @@ def token_create(
         action="token_issue",
         target_type="token",
         target_id=token.pk,
-        summary=f"created token {token.prefix}… for {membership.user.get_username()} "
-        f"({', '.join(token.grants)})",
+        summary=f"created {token.trust} token {token.prefix}… for "
+        f"{membership.user.get_username()} ({', '.join(token.grants)})",
         after={
             "prefix": token.prefix,
             "user": membership.user.get_username(),
             "grants": token.grants,
+            "trust": token.trust,
         },
     )
     return issued

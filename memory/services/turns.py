@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from memory.errors import ValidationFailed
 from memory.models import Context, Run, Turn
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
+from memory.screening import text_screen
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
@@ -97,12 +98,18 @@ def turn_fields_clean(
 
 
 def turn_create(*, context: Context, run: Run, scope: str, text: str, fields: TurnFields) -> Turn:
-    """Keep ``text`` as a searchable turn of ``run`` (call inside the run's transaction)."""
+    """Keep ``text`` as a searchable turn of ``run`` (call inside the run's transaction).
+
+    The turn keeps the text with its secrets redacted, and what made it suspicious
+    (memory/screening.py); the raw text stays on the run, for admins only."""
+    screened = text_screen(text)
+    text = screened.text
     turn = Turn.objects.create(
         context=context,
         scope=scope,
         run=run,
         text=text,
+        flags=[flag.as_dict() for flag in screened.flags],
         speaker=fields.speaker,
         said_at=fields.said_at,
         thread=fields.thread,

@@ -22,6 +22,7 @@ from memory.services import (
     duplicates,
     entities,
     fact_corrections,
+    fact_review,
     merges,
     predicates,
     run_retract,
@@ -90,6 +91,9 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
         access=access, undo=undo
     ),
     "fact_correct_revert": lambda access, undo: fact_corrections.fact_correct_revert(
+        access=access, undo=undo
+    ),
+    "fact_review_revert": lambda access, undo: fact_review.fact_review_revert(
         access=access, undo=undo
     ),
 }

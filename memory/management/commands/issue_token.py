@@ -38,6 +38,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--name", default="", help="a label for the token")
         parser.add_argument(
+            "--trust",
+            choices=["trusted", "untrusted"],
+            default="trusted",
+            help="untrusted: the facts it writes wait for a curator's review (the context's "
+            "fact_review) and it never acts above viewer (default trusted)",
+        )
+        parser.add_argument(
             "--create-user", action="store_true", help="create the user (no password) if missing"
         )
 
@@ -50,13 +57,17 @@ class Command(BaseCommand):
         self._ensure_membership(user, context, options["role"])
         try:
             issued = token_issue(
-                user=user, context=context, grants=options["grant"], name=options["name"]
+                user=user,
+                context=context,
+                grants=options["grant"],
+                name=options["name"],
+                trust=options["trust"],
             )
         except ScopeError as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(
-            f"token {issued.token.prefix}… for {user.get_username()} in {context.slug} "
-            f"with grants {', '.join(issued.token.grants)} (shown once)"
+            f"{issued.token.trust} token {issued.token.prefix}… for {user.get_username()} in "
+            f"{context.slug} with grants {', '.join(issued.token.grants)} (shown once)"
         )
         self.stdout.write(issued.raw)
 

@@ -1,0 +1,313 @@
+"""Screening a turn's text before it becomes memory: secrets are found and redacted, and
+text that addresses the memory or the agent with instructions is flagged
+(docs/decisions/0091).
+
+Secrets come from two layers: the regex plugins of ``detect-secrets`` (cloud and service
+keys and tokens, JWTs, private keys; kept by its maintainers as providers change their
+formats), and the few prose forms those plugins are not made for — "the password is
+hunter2", a one-time code, a card number that passes the Luhn check. The entropy plugins
+are left out: over prose they take ordinary words for keys.
+
+Instructions are phrases, in several languages, that tell the reader to remember, forget
+or ignore something, role and system-prompt markers, and text shaped like a tool call.
+Ordinary first-person statements ("I moved to Berlin") are not flagged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from memory.errors import ValidationFailed
+
+REDACTED = "[redacted]"
+
+FlagKind = Literal["secret", "instruction"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One reason a turn is suspicious, with where it is in the (redacted) text."""
+
+    kind: FlagKind
+    label: str
+    start: int
+    end: int
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {"kind": self.kind, "label": self.label, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True)
+class Screened:
+    text: str  # the text with every secret replaced by REDACTED
+    flags: list[Flag]
+
+    @property
+    def has_secret(self) -> bool:
+        return any(f.kind == "secret" for f in self.flags)
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+# detect-secrets plugins that are not about secrets in a turn's text.
+_SKIPPED_PLUGINS = {"IPPublicDetector"}
+
+
+@cache
+def _plugin_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(secret type, regex) of every regex plugin detect-secrets ships."""
+    import detect_secrets.plugins as plugins
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    found: list[tuple[str, re.Pattern[str]]] = []
+    for info in pkgutil.iter_modules(plugins.__path__):
+        module = importlib.import_module(f"detect_secrets.plugins.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(cls, RegexBasedDetector)
+                and cls is not RegexBasedDetector
+                and cls.__module__ == module.__name__
+                and cls.__name__ not in _SKIPPED_PLUGINS
+            ):
+                found += [(str(cls.secret_type), regex) for regex in cls().denylist]
+    return tuple(found)
+
+
+# The words that name a secret (not one).
+_SENSITIVE_WORD = (
+    r"(?:passwords?|passwd|pwd|passphrase|passcode|pin(?:\s*code)?|api[\s_-]?keys?|"
+    r"access[\s_-]?keys?|secret(?:[\s_-]?keys?)?|(?:auth|access|bearer|api)?[\s_-]?tokens?|"
+    r"credentials?|one[\s-]?time\s+(?:code|password|pin)|otp|2fa\s+code|verification\s+code|"
+    r"security\s+code|cvv|contraseña|mot\s+de\s+passe|passwort|kennwort|senha|密码|パスワード)"
+)
+# "<secret word> is/was/=/: <value>" — the value is the secret. Two words may sit
+# between ("the admin's password for the VPN is …") but never a sentence end.
+_PROSE_SECRET = re.compile(
+    _SENSITIVE_WORD
+    + r"(?:\s+(?:for|of|to|de|für|du)\s+[\w'’.-]+(?:\s+[\w'’.-]+)?)?"
+    + r"\s*(?:is|was|are|=|:|es|est|ist|é|は|是|now\s+is|is\s+now|set\s+to)\s*[\"'`]?"
+    + r"(?P<value>[^\s\"'`,;]{4,})",
+    re.IGNORECASE,
+)
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
+)
+_CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
+# A value that is itself a redaction marker is a secret someone tried to store.
+_REDACTED_MARKER = re.compile(re.escape(REDACTED), re.IGNORECASE)
+# Words a "value" after "password is" can be without being one ("the password is
+# expired", "the token is valid").
+_NOT_A_VALUE = {
+    "expired",
+    "valid",
+    "invalid",
+    "wrong",
+    "correct",
+    "required",
+    "needed",
+    "missing",
+    "secure",
+    "strong",
+    "weak",
+    "long",
+    "short",
+    "reset",
+    "changed",
+    "stored",
+    "saved",
+    "shared",
+    "there",
+    "here",
+    "different",
+    "same",
+    "easy",
+    "hard",
+    "simple",
+    "unknown",
+    "incorrect",
+    "empty",
+    "blank",
+    "written",
+    "sent",
+    "known",
+    "safe",
+    "rotated",
+    "public",
+}
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def secret_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, label) of every secret in ``text``, merged where they overlap."""
+    spans: list[tuple[int, int, str]] = []
+    for label, regex in _plugin_patterns():
+        spans += [(m.start(), m.end(), label) for m in regex.finditer(text) if m.end() > m.start()]
+    spans += [(m.start(), m.end(), "Private Key") for m in _PEM_BLOCK.finditer(text)]
+    for m in _PROSE_SECRET.finditer(text):
+        value = m.group("value").rstrip(".!?)")
+        if value.lower() in _NOT_A_VALUE or not value:
+            continue
+        spans.append((m.start("value"), m.start("value") + len(value), "Password or code"))
+    for m in _CARD.finditer(text):
+        digits = re.sub(r"\D", "", m.group())
+        if 13 <= len(digits) <= 19 and _luhn(digits):
+            spans.append((m.start(), m.end(), "Card number"))
+    spans += [(m.start(), m.end(), "Redacted value") for m in _REDACTED_MARKER.finditer(text)]
+    return _merged(spans)
+
+
+def _merged(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    merged: list[tuple[int, int, str]] = []
+    for start, end, label in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            prev = merged[-1]
+            merged[-1] = (prev[0], max(prev[1], end), prev[2])
+        else:
+            merged.append((start, end, label))
+    return merged
+
+
+def contains_secret(text: str) -> bool:
+    return bool(text) and bool(secret_spans(text))
+
+
+# Names (identifier kinds, predicates) whose value is a secret whatever it looks like.
+SECRET_IDENTIFIER_KINDS = re.compile(
+    r"(?:^|_)(?:password|passwd|pwd|passphrase|passcode|pin|pin_code|otp|one_time_code|"
+    r"secret|secret_key|token|access_token|auth_token|api_?key|access_key|private_?key|cvv|"
+    r"card_number|credit_card|security_code|verification_code|2fa_code)s?$"
+)
+
+
+def secret_name(name: str) -> bool:
+    """Whether ``name`` (``apiKey``, ``password``, ``admin_password``) names a secret."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
+    return bool(SECRET_IDENTIFIER_KINDS.search(re.sub(r"[^a-z0-9]+", "_", spaced.lower())))
+
+
+def secret_refuse(text: str, *, what: str) -> None:
+    """Refuse ``text`` (a fact value, an entity name, an identifier) if it holds a secret:
+    a secret is never stored where agents read."""
+    if contains_secret(text):
+        raise ValidationFailed(
+            f"{what} looks like a secret (a password, key, token, code or card number); "
+            "secrets are never stored as memory",
+            code="secret_refused",
+        )
+
+
+def text_redact(text: str) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    return _redact(text, secret_spans(text))[0]
+
+
+def _redact(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, list[Flag]]:
+    out: list[str] = []
+    flags: list[Flag] = []
+    at = 0
+    for start, end, label in spans:
+        out.append(text[at:start])
+        position = sum(len(p) for p in out)
+        out.append(REDACTED)
+        flags.append(Flag("secret", label, position, position + len(REDACTED)))
+        at = end
+    out.append(text[at:])
+    return "".join(out), flags
+
+
+# --- instructions -------------------------------------------------------------------------
+
+_INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
+    # Overriding what the agent was told, in several languages.
+    (
+        "ignore previous instructions",
+        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?"
+        r"\b(?:instructions?|prompts?|rules|guidelines|directives|system\s+message)\b",
+    ),
+    ("ignore previous instructions", r"\bignor(?:a|ez|e|ar)\b[^.\n]{0,40}?\binstru[cç][a-zçõ]*"),
+    ("ignore previous instructions", r"\bignorier(?:e|en)?\b[^.\n]{0,40}?\banweisung"),
+    ("ignore previous instructions", r"(?:忽略|无视|無視)[^。\n]{0,20}(?:指令|指示|说明)"),
+    ("ignore previous instructions", r"指示[^。\n]{0,10}無視"),
+    # Telling the memory what to remember or forget.
+    (
+        "memory instruction",
+        r"\b(?:remember|memori[sz]e|store|save|record|add|create|insert|write|keep)\b"
+        r"[^.\n]{0,60}?\b(?:relationships?|relations?|edges?|nodes?|triples?|facts?|"
+        r"in\s+(?:your|the)\s+memory|to\s+(?:your|the)\s+memory|permanently|forever)\b",
+    ),
+    (
+        "memory instruction",
+        r"\b(?:forget|delete|erase|wipe|remove)\b\s+(?:everything|all|every|any)\b"
+        r"[^.\n]{0,40}?\b(?:about|you\s+know|memor|facts?|records?|previous)",
+    ),
+    (
+        "memory instruction",
+        r"\b(?:from\s+now\s+on|henceforth)\b[^.\n]{0,30}?\b(?:remember|treat|consider|"
+        r"say|answer|respond|tell|you)\b",
+    ),
+    (
+        "memory instruction",
+        r"\b(?:note|message|instructions?)\s+(?:to|for)\s+(?:the\s+)?"
+        r"(?:ai|assistant|agent|model|memory|llm|bot|system)\b",
+    ),
+    ("memory instruction", r"\b(?:update|overwrite|modify)\s+(?:your|the)\s+(?:memory|knowledge)"),
+    (
+        "memory instruction",
+        r"\b(?:recuerda|memoriza|guarda|olvida|souviens[- ]toi|mémorise|retiens|oublie|"
+        r"merke\s+dir|speichere|vergiss|ricorda|dimentica|lembre[- ]se|esqueça)\b"
+        r"[^.\n]{0,60}?\b(?:que|siempre|todo|toujours|tout|que\s|immer|alles|sempre|tutto)\b",
+    ),
+    ("memory instruction", r"(?:记住|記住|忘记|忘記|覚えて|忘れて)"),
+    # Addressing the agent as a system.
+    ("role marker", r"(?im)^\s*(?:system|assistant|developer|user)\s*[:>]"),
+    (
+        "role marker",
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext)\|>|\[/?INST\]|<<\s*/?SYS\s*>>|"
+        r"</?(?:system|assistant|instructions?)>|#{2,}\s*(?:system|instruction)",
+    ),
+    (
+        "system prompt",
+        r"\b(?:system\s+prompt|you\s+are\s+now|new\s+instructions|act\s+as\s+(?:an?\s+)?"
+        r"(?:admin|root|system|developer)|developer\s+mode|jailbreak)\b",
+    ),
+    # Text shaped like a tool call.
+    (
+        "tool call",
+        r"\{\s*\"(?:name|tool|function|tool_name)\"\s*:\s*\"[^\"]*\"\s*,\s*\"(?:arguments|"
+        r"parameters|args|input)\"|\"tool_calls?\"\s*:|<(?:tool_call|function_call|invoke)\b|"
+        r"\bfunctions\.\w+\s*\(",
+    ),
+)
+
+
+@cache
+def _instruction_regexes() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return tuple((label, re.compile(p, re.IGNORECASE)) for label, p in _INSTRUCTION_PATTERNS)
+
+
+def instruction_flags(text: str) -> list[Flag]:
+    flags: list[Flag] = []
+    for label, regex in _instruction_regexes():
+        flags += [Flag("instruction", label, m.start(), m.end()) for m in regex.finditer(text)]
+    return sorted(set(flags), key=lambda f: (f.start, f.end, f.label))
+
+
+def text_screen(text: str) -> Screened:
+    """The text with its secrets redacted, and every flag over that redacted text."""
+    redacted, secret_flags = _redact(text, secret_spans(text))
+    return Screened(text=redacted, flags=secret_flags + instruction_flags(redacted))

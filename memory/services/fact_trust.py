@@ -1,0 +1,58 @@
+"""Which new facts agents are told at once and which wait for a curator: pure rules, asked
+by the fact batch (services/fact_batch.py) for every write path — ``POST facts``, triples
+and the chat model's extractions alike (docs/decisions/0090).
+
+- ``fact_review`` ``off``: every fact is trusted (the store before the gate).
+- ``untrusted`` (the default): what an untrusted token writes is pending.
+- ``all``: that, and every fact the chat model extracts.
+- Whatever the token, a fact extracted from a suspicious turn (memory/screening.py) is
+  pending with reason ``suspicious_turn`` unless the review is ``off``, and is never
+  accepted automatically.
+
+A pending fact is agreed to by a curator (services/fact_review.py) or by a trusted writer
+stating the same claim (``confirms``); a rejected one stays rejected when it is written
+again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory.models import FactReview, FactTrust, TrustReason
+
+
+@dataclass(frozen=True)
+class WriteTrust:
+    """The trust a batch's new facts take, and why (``reason`` empty when trusted)."""
+
+    trust: str
+    reason: str = ""
+
+    @property
+    def pending(self) -> bool:
+        return self.trust == FactTrust.PENDING
+
+    def confirms(self, pending_reason: str) -> bool:
+        """Whether this writer stating a pending fact's claim accepts it: a trusted writer
+        does, except for a claim from a suspicious turn, which only a curator accepts."""
+        return not self.pending and pending_reason != TrustReason.SUSPICIOUS_TURN
+
+
+TRUSTED = WriteTrust(FactTrust.TRUSTED)
+
+
+def write_trust_decide(
+    *, policy: str, writer_trusted: bool, extracted: bool, turn_flagged: bool
+) -> WriteTrust:
+    """The trust of facts written under the context's ``fact_review`` ``policy`` by a
+    trusted or untrusted writer, ``extracted`` by the chat model or not, from a flagged
+    turn or not."""
+    if policy == FactReview.OFF:
+        return TRUSTED
+    if turn_flagged:
+        return WriteTrust(FactTrust.PENDING, TrustReason.SUSPICIOUS_TURN)
+    if not writer_trusted:
+        return WriteTrust(FactTrust.PENDING, TrustReason.UNTRUSTED_WRITER)
+    if policy == FactReview.ALL and extracted:
+        return WriteTrust(FactTrust.PENDING, TrustReason.REVIEW_ALL)
+    return TRUSTED
