@@ -169,26 +169,27 @@ def ingest_turns(
 def plain_inserts(context_id: int, scope: str, target_scope: str) -> tuple[float, int]:
     """Seconds to INSERT the fact rows of ``scope`` again (under ``target_scope``), 1,000
     rows per statement, in one transaction: the reference for bulk ingest."""
-    from django.db import connection, transaction
+    from django.db import connection, models, transaction
 
-    columns = [
-        "context_id", "scope", "subject_id", "predicate_id", "raw_predicate", "kind",
-        "object_id", "value", "value_text", "confidence", "importance", "valid_from",
-        "valid_until", "recorded_at", "last_seen_at", "observed_count", "status",
-        "status_changed_at", "single_valued", "source_kind", "source_ref", "run_id",
-    ]  # fmt: skip
+    from memory.models import Fact
+
+    # Every column but the id, as the fact writer fills them (the trust gate's included).
+    fields = [f for f in Fact._meta.concrete_fields if not f.primary_key]
+    columns = [str(f.column) for f in fields]
+    json_at = [i for i, f in enumerate(fields) if isinstance(f, models.JSONField)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {', '.join(columns)} FROM memory_fact "  # noqa: S608  (fixed column names)
+            f"SELECT {', '.join(columns)} FROM memory_fact "  # noqa: S608  (model's columns)
             "WHERE context_id = %s AND scope = %s",
             [context_id, scope],
         )
         rows = [list(r) for r in cursor.fetchall()]
     scope_at = columns.index("scope")
-    value_at = columns.index("value")
     for row in rows:
         row[scope_at] = target_scope
-        row[value_at] = json.dumps(row[value_at]) if row[value_at] is not None else None
+        for i in json_at:  # jsonb comes back as its text; a decoded value is encoded again
+            if row[i] is not None and not isinstance(row[i], str):
+                row[i] = json.dumps(row[i])
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as cursor:
