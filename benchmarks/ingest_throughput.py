@@ -15,6 +15,9 @@
    the embedder alone (``embed_texts``) on the same texts, in sentences/s.
 
 Everything runs in a throwaway database (see search_common); medians over ``--repeat``.
+Bulk and small turns also print where a run's time goes (``Breakdown``): each stage's
+share from the runs' stage clock, the statements per run and the heaviest of them, and
+for bulk p95/p50 of the identical turns.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Bulk statements for the hot write paths: rows by COPY, arrays as one text literal.
+"""PostgreSQL array literals for bulk statements (``INSERT … SELECT FROM unnest(%s::T[])``).
 
 psycopg adapts a Python list element by element in Python: for the tens of thousands of
 values of a bulk ingest (fact columns, posting lists) that cost more than PostgreSQL's
-own work (benchmarks/ingest_throughput.py). Whole rows therefore stream in with
-``COPY … FROM STDIN`` (``rows_insert``, ``instances_insert``: ids come from the sequence
-first, so no RETURNING is needed), and an array parameter of an ``unnest`` statement
-travels as one text literal, which the server parses with the ``::T[]`` cast.
+own work (benchmarks/ingest_throughput.py). Sending each array as one text literal,
+which the server parses with the ``::T[]`` cast, does the same in a string join.
 """
 
 from __future__ import annotations
@@ -57,33 +55,46 @@ def next_ids(model: type[models.Model], count: int) -> list[int]:
         return [int(r[0]) for r in cursor.fetchall()]
 
 
+def _cast(db_type: str) -> tuple[str, str]:
+    """How a column travels: the array type it is sent as, and the cast back per row.
+
+    jsonb goes as text (its JSON), and an array column as text (its own literal) cast
+    back row by row: ``unnest`` of a two-dimensional array would flatten it.
+    """
+    if db_type == "jsonb":
+        return "text[]", "::jsonb"
+    if db_type.endswith("[]"):
+        return "text[]", f"::{db_type}"
+    return f"{db_type}[]", ""
+
+
 def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]]) -> None:
     """Insert ``rows`` (column name → value, every concrete column, ``id`` included) with
-    one ``COPY … FROM STDIN``: the rows stream in psycopg's C row format, with no SQL
-    text or parameter per value. jsonb values are given as JSON text, array columns as
-    lists. Triggers and constraints fire as for an INSERT; errors arrive as Django's
-    (IntegrityError, OperationalError for a deadlock), as from ``cursor.execute``."""
+    one ``INSERT … SELECT FROM unnest(column arrays)``: a parameter per column instead of
+    one per value. jsonb values are given as JSON text, array columns as lists."""
     if not rows:
         return
-    columns = [str(f.column) for f in model._meta.concrete_fields]
+    fields = [(str(f.column), str(f.db_type(connection))) for f in model._meta.concrete_fields]
+    columns = [c for c, _ in fields]
     # A column added to the model must be given a value by the caller: fail loudly.
     if list(rows[0]) != columns:
         raise ValueError(f"{model.__name__} rows must give exactly the columns {columns}")
-    statement = f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
-    with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
-        cursor.cursor.copy(statement) as copy,
-    ):
-        for row in rows:
-            copy.write_row([_copy_value(row[c]) for c in columns])
-
-
-def _copy_value(value: object) -> object:
-    # An IntegerChoices member is an int to PostgreSQL; psycopg would dump its name.
-    if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
-        return int(value)
-    return value
+    arrays, selected, params = [], [], []
+    for column, db_type in fields:
+        array_type, row_cast = _cast(db_type)
+        arrays.append(f"%s::{array_type}")
+        selected.append(f"u.{column}{row_cast}")
+        values: Iterable[object] = (row[column] for row in rows)
+        if db_type.endswith("[]"):
+            values = (None if v is None else array_literal(v) for v in values)  # type: ignore[arg-type]
+        params.append(array_literal(values))
+    names = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {model._meta.db_table} ({names}) "  # noqa: S608  (names from the model)
+            f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) AS u({names})",
+            params,
+        )
 
 
 def instances_insert(objs: Sequence[models.Model]) -> None:
