@@ -494,6 +494,13 @@ class TokenCreateForm(forms.Form):
         help_text="One per line: read or write (or read,write), a colon and a scope pattern — "
         "* for every scope, P/* for P and below, P for P alone.",
     )
+    trust = forms.ChoiceField(
+        choices=[("trusted", "Trusted"), ("untrusted", "Untrusted")],
+        initial="trusted",
+        required=False,
+        help_text="Untrusted: the facts it writes wait for review (the context's fact review "
+        "setting), and it never acts as a curator.",
+    )
 
     def __init__(self, *args: Any, members: list[tuple[int, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -501,3 +508,6 @@ class TokenCreateForm(forms.Form):
 
     def clean_grants(self) -> list[str]:
         return _lines(self.cleaned_data["grants"])
+
+    def clean_trust(self) -> str:
+        return str(self.cleaned_data.get("trust") or "trusted")

@@ -19,6 +19,7 @@ from curation.views import (
     entities,
     overview,
     registry,
+    review,
     runs,
     search,
     seeding,
@@ -28,6 +29,9 @@ from curation.views import (
 context_patterns = [
     path("", overview.overview, name="overview"),
     path("drift/", drift.drift, name="drift"),
+    path("review/", review.review, name="review"),
+    path("review/decide", review.review_decide, name="review-decide"),
+    path("review/policy", review.review_policy, name="review-policy"),
     path("drift/bulk", drift.drift_bulk, name="drift-bulk"),
     path("drift/<str:name>/resolve", drift.drift_resolve_view, name="drift-resolve"),
     path("drift/<str:name>/promote", drift.drift_promote, name="drift-promote"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -238,3 +240,29 @@ def signed(value: float) -> str:
     """A weight with its sign: "+9.8", "−4.2" (a minus sign, not a hyphen)."""
     number = float(value)
     return f"+{number:.1f}" if number >= 0 else f"\u2212{abs(number):.1f}"
+
+
+@register.filter
+def flagged_text(turn: Any) -> str:
+    """A turn's text with what made it suspicious marked (``<mark>``, its reason as title)."""
+    text: str = turn.text
+    spans = sorted(
+        (f for f in (turn.flags or []) if 0 <= f["start"] < f["end"] <= len(text)),
+        key=lambda f: (f["start"], -f["end"]),
+    )
+    out, at = [], 0
+    for flag in spans:
+        if flag["start"] < at:
+            continue  # overlapping flags: the first one marks the text
+        out.append(escape(text[at : flag["start"]]))
+        out.append(
+            format_html(
+                '<mark class="flag flag-{}" title="{}">{}</mark>',
+                flag["kind"],
+                flag["label"],
+                text[flag["start"] : flag["end"]],
+            )
+        )
+        at = flag["end"]
+    out.append(escape(text[at:]))
+    return mark_safe("".join(str(part) for part in out))  # noqa: S308  (every part escaped)

@@ -4,7 +4,7 @@ or one of its partials, and turning refusals into clear 4xx pages (never a 500).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import cache, wraps
 from typing import Any, Concatenate, ParamSpec
 
 from django.contrib.auth.decorators import login_required
@@ -20,6 +20,7 @@ from memory.embeddings import embedder_loading
 from memory.errors import DomainError, NotFound
 from memory.models import Role
 from memory.selectors.contexts import context_list
+from memory.selectors.review import pending_count
 
 P = ParamSpec("P")
 
@@ -125,6 +126,8 @@ def render_screen(
         "embedder_loading": embedder_loading(),
         # Lazy: only the full page (its context switcher) runs this query.
         "contexts": context_list(user=request.user),
+        # Lazy too: the navigation's count of facts waiting for review.
+        "pending_review": cache(lambda: pending_count(access=access)),
         **context,
     }
     response = render(request, name, data, status=status)

@@ -66,7 +66,11 @@ def token_create_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         data = form.cleaned_data
         try:
             issued = token_create(
-                access=access, user_id=data["user"], grants=data["grants"], name=data["name"]
+                access=access,
+                user_id=data["user"],
+                grants=data["grants"],
+                name=data["name"],
+                trust=data["trust"],
             )
         except ValidationFailed as exc:
             form.add_error("grants" if exc.code == "invalid_grants" else None, exc.message)

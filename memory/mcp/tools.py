@@ -20,7 +20,13 @@ from memory.mcp.read_tools import (
     get_vocabulary,
     search,
 )
-from memory.mcp.write_tools import add_facts, correct_fact, remember, retract_fact
+from memory.mcp.write_tools import (
+    add_facts,
+    correct_fact,
+    remember,
+    retract_fact,
+    review_facts,
+)
 
 TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (remember, "remember", WRITES),
@@ -33,6 +39,7 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (canonicalize_predicate, "canonicalize_predicate", READ_ONLY),
     (correct_fact, "correct_fact", WRITES),
     (retract_fact, "retract_fact", DESTRUCTIVE),
+    (review_facts, "review_facts", WRITES),
     (get_run, "get_run", READ_ONLY),
 ]
 

@@ -1,6 +1,7 @@
-"""The MCP tools that write: ``remember``, ``add_facts``, ``correct_fact`` and
-``retract_fact``. Each is a thin function over the service the REST API calls, acting with
-the token's access; a write outside its grants is the service's ``scope_forbidden``."""
+"""The MCP tools that write: ``remember``, ``add_facts``, ``correct_fact``,
+``retract_fact`` and ``review_facts``. Each is a thin function over the service the REST
+API calls, acting with the token's access; a write outside its grants is the service's
+``scope_forbidden``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHAR
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import facts_visible
 from memory.services.fact_corrections import fact_correct
+from memory.services.fact_review import MAX_BULK_REVIEW, facts_review
 from memory.services.facts import fact_retract
 from memory.services.ingest import run_create, run_enqueue, run_execute
 from memory.services.turns import turn_fields_clean
@@ -201,3 +203,33 @@ def retract_fact(fact_id: FactId) -> dict[str, Any]:
     Needs a write grant on the fact's scope."""
     fact = fact_retract(access=current_access(), fact=_visible_fact(fact_id))
     return {"fact": fact_shape(_visible_fact(fact.pk))}
+
+
+@as_tool
+def review_facts(
+    fact_ids: Annotated[
+        list[FactId],
+        Field(description="the pending facts to review", min_length=1, max_length=MAX_BULK_REVIEW),
+    ],
+    action: Annotated[
+        Literal["accept", "reject"],
+        Field(description="accept (agents are told it) or reject (it stays refused)"),
+    ],
+    note: Annotated[
+        str, Field(description="why (kept in the audit log)", max_length=500, pattern=NO_NUL)
+    ] = "",
+) -> dict[str, Any]:
+    """A curator's review of pending facts (as POST facts/review): all or nothing, each
+    audited and undoable. Needs the curator role through a trusted token."""
+    reviewed = facts_review(access=current_access(), fact_ids=fact_ids, action=action, note=note)
+    return {
+        "results": [
+            {
+                "action": r.action,
+                "fact": fact_shape(_visible_fact(r.fact.pk)),
+                "superseded": r.superseded.pk if r.superseded else None,
+                "audit_event": r.audit_event.pk,
+            }
+            for r in reviewed
+        ]
+    }

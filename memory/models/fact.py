@@ -173,6 +173,12 @@ class Fact(models.Model):
                 condition=models.Q(trust="pending"),
                 name="fact_pending",
             ),
+            # The extraction prompt leaves out what curators rejected (selectors/vocabulary.py).
+            models.Index(
+                fields=["context", "scope"],
+                condition=models.Q(trust="rejected"),
+                name="fact_rejected",
+            ),
         ]
 
     def __str__(self) -> str:

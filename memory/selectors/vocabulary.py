@@ -30,7 +30,7 @@ from django.db import connection, transaction
 
 from memory.embeddings import embedding_model_id
 from memory.entity_names import LEGAL_SUFFIXES
-from memory.models import Context, FactKind, PredicateStatus
+from memory.models import Context, Fact, FactKind, FactTrust, PredicateStatus
 from memory.scopes import Grants
 
 ENTITY_PLACES = 500
@@ -107,10 +107,12 @@ def vocabulary_gather(
         return Vocabulary(scope, (), (), (), (), (), False)
     usage = _without_drift(context, _usage(context=context, scopes=visible))
     entities, truncated = _entities(context=context, scopes=visible, text=text, embed=embed)
+    hidden_entities, hidden_names = _rejected_forms(context, visible)
+    usage = {k: [u for u in items if u.name not in hidden_names] for k, items in usage.items()}
     return Vocabulary(
         scope=scope,
         visible_scopes=tuple(visible),
-        entities=tuple(entities),
+        entities=tuple(e for e in entities if e.id not in hidden_entities),
         relation_labels=tuple(_most_used(usage[FactKind.RELATION], count=lambda u: u.used)),
         attribute_keys=tuple(
             _most_used_then_recent([u for u in usage[FactKind.ATTRIBUTE] if u.live > 0], "live")
@@ -120,6 +122,34 @@ def vocabulary_gather(
         ),
         entities_truncated=truncated,
     )
+
+
+def _rejected_forms(context: Context, scopes: list[str]) -> tuple[set[int], set[str]]:
+    """What a curator's rejections say the prompt must never offer again: the entities
+    only rejected claims name and the unregistered predicates only rejected claims use.
+    One query (the partial index fact_rejected), a second only when there are any."""
+    rejected = list(
+        Fact.objects.filter(
+            context=context, trust=FactTrust.REJECTED, scope__in=scopes
+        ).values_list(
+            "subject_id", "object_id", "predicate_id", "predicate__name", "predicate__status"
+        )[:1000]
+    )
+    if not rejected:
+        return set(), set()
+    entity_ids = {e for s, o, *_ in rejected for e in (s, o) if e is not None}
+    predicate_ids = {p for _, _, p, _, status in rejected if status == PredicateStatus.OBSERVED}
+    trusted = Fact.objects.filter(context=context, trust=FactTrust.TRUSTED)
+    named = set(
+        trusted.filter(subject_id__in=entity_ids).values_list("subject_id", flat=True).distinct()
+    ) | set(trusted.filter(object_id__in=entity_ids).values_list("object_id", flat=True).distinct())
+    used = set(
+        trusted.filter(predicate_id__in=predicate_ids)
+        .values_list("predicate_id", flat=True)
+        .distinct()
+    )
+    names = {n for _, _, p, n, _ in rejected if p in predicate_ids and p not in used}
+    return entity_ids - named, names
 
 
 # Raw SQL for the two gatherer queries: they run before every prompt, and Django's

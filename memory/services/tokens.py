@@ -95,8 +95,8 @@ def token_create(
         action="token_issue",
         target_type="token",
         target_id=token.pk,
-        summary=f"created {token.trust} token {token.prefix}… for "
-        f"{membership.user.get_username()} ({', '.join(token.grants)})",
+        summary=f"created token {token.prefix}… for {membership.user.get_username()} "
+        f"({', '.join(token.grants)}; {token.trust})",
         after={
             "prefix": token.prefix,
             "user": membership.user.get_username(),

@@ -163,7 +163,8 @@ def test_conflicts_page_query_count_does_not_grow(
                     confidence=0.3,
                 )
         # session, user, context, membership, contexts (switcher); count of conflicts;
-        # one page of conflicts with subject, predicate, both facts and objects joined
-        with django_assert_num_queries(7):
+        # one page of conflicts with subject, predicate, both facts and objects joined;
+        # facts waiting for review (navigation)
+        with django_assert_num_queries(8):
             response = viewer.get(f"{base}/conflicts/")
         assert len(response.context["page"].object_list) == 1 + 5 * round_

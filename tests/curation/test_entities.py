@@ -245,8 +245,8 @@ def test_entity_list_query_count_does_not_grow(
             someone = person(access, f"Person {i}")
             fact_write(access=access, subject=someone, predicate="knows", object=memory.alex)
         # session, user, context, membership, contexts (switcher); count; one page of
-        # entities; their visible current fact counts
-        with django_assert_num_queries(8):
+        # entities; their visible current fact counts; facts waiting for review (navigation)
+        with django_assert_num_queries(9):
             response = viewer.get(f"{base}/entities/")
         assert len(response.context["rows"]) == 3 + extra
 
@@ -265,8 +265,9 @@ def test_entity_detail_query_count_does_not_grow(
             fact_write(access=access, subject=other, predicate="reports_to", object=memory.alex)
         # session, user, context, membership, contexts (switcher); the entity; its
         # identifiers; a page of ranked facts; a page of the timeline and its successors;
-        # a page of incoming relations; the picture's out- and in-edges; audit events
-        with django_assert_num_queries(13):
+        # a page of incoming relations; the picture's out- and in-edges; audit events;
+        # facts waiting for review (navigation)
+        with django_assert_num_queries(14):
             viewer.get(f"{base}/entities/{memory.alex.pk}/")
 
 

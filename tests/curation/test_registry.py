@@ -407,8 +407,9 @@ def test_registry_page_query_count_does_not_grow(
                 access=access, name=f"extra_{i}", category=f"cat_{i}", aliases=[f"other_{i}"]
             )
         # session, user, context, membership, contexts (switcher); categories;
-        # predicates; their aliases; their visible use (the usage log)
-        with django_assert_num_queries(9):
+        # predicates; their aliases; their visible use (the usage log); facts waiting for
+        # review (navigation)
+        with django_assert_num_queries(10):
             response = viewer.get(f"{base}/registry/")
         assert len(response.context["predicates"]) == 44 + extra
 

@@ -151,3 +151,21 @@ def test_a_bearer_header_gets_a_hint_to_use_token(context: Context, agent: Any) 
         "'Authorization: Token <token>', not 'Bearer <token>'"
         in response.json()["error"]["message"]
     )
+
+
+def test_an_admin_creates_an_untrusted_token_the_list_says_so(
+    admin: Client, base: str, agent: Any, context: Context
+) -> None:
+    response = admin.post(
+        f"{base}/tokens/create",
+        {"user": agent.pk, "name": "scraper", "grants": "read,write:*", "trust": "untrusted"},
+    )
+    assert response.status_code == 201
+    token = ApiToken.objects.get(digest=ApiToken.digest_of(_raw(response)))
+    assert token.trust == "untrusted"
+    html = page(admin.get(f"{base}/tokens/"))
+    assert 'data-testid="token-trust">untrusted<' in html
+    refused = admin.post(
+        f"{base}/tokens/create", {"user": agent.pk, "grants": "read:*", "trust": "sometimes"}
+    )
+    assert refused.status_code == 400 and ApiToken.objects.count() == 1

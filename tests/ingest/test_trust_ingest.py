@@ -168,3 +168,35 @@ def test_an_untrusted_token_triples_are_pending_too(untrusted: APIClient, base: 
     assert [f["trust"] for f in out["result"]["facts_created"]] == ["pending"]
     assert out["result"]["summary"]["facts_pending"] == 1 if "summary" in out["result"] else True
     assert Run.objects.get().input_payload["trusted"] is False
+
+
+def test_the_extraction_prompt_never_offers_a_rejected_claim_s_forms(
+    api: APIClient, untrusted: APIClient, base: str, fake_llm: FakeLLM
+) -> None:
+    claim = {
+        "subject": {"name": "Alex Rivera", "type": "person"},
+        "predicate": "secretly_controls",
+        "object": {"name": "SYSTEM", "type": "organisation"},
+        "scope": "org/acme",
+    }
+    api.post(
+        f"{base}/facts",
+        {
+            "subject": {"name": "Alex Rivera"},
+            "predicate": "likes",
+            "value": "tea",
+            "scope": "org/acme",
+        },
+        format="json",
+    )
+    pending = untrusted.post(f"{base}/facts", claim, format="json").json()["fact"]["id"]
+    fake_llm.reply_json(extraction())
+    _remember(api, base, "Alex Rivera likes tea.")
+    before = str(fake_llm.chat_requests[-1]["messages"])
+    assert "SYSTEM" in before and "secretly_controls" in before
+    api.post(f"{base}/facts/{pending}/review", {"action": "reject"}, format="json")
+    fake_llm.reply_json(extraction())
+    _remember(api, base, "Alex Rivera likes tea again.")
+    after = str(fake_llm.chat_requests[-1]["messages"])
+    assert "SYSTEM" not in after and "secretly_controls" not in after
+    assert "Alex Rivera" in after and "likes" in after

@@ -102,10 +102,10 @@ def world(transactional_db: None) -> World:
 def token_for(world: World) -> Callable[..., str]:
     """A raw API token in the world's context with ``grants`` (role: viewer by default)."""
 
-    def make(grants: list[str], role: Role = Role.VIEWER) -> str:
+    def make(grants: list[str], role: Role = Role.VIEWER, trust: str = "trusted") -> str:
         user = get_user_model().objects.create_user(username=f"agent{next(_users)}")
         ContextMembership.objects.create(user=user, context=world.context, role=role)
-        return token_issue(user=user, context=world.context, grants=grants).raw
+        return token_issue(user=user, context=world.context, grants=grants, trust=trust).raw
 
     return make
 

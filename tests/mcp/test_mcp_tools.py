@@ -28,6 +28,7 @@ TOOLS = {
     "canonicalize_predicate",
     "correct_fact",
     "retract_fact",
+    "review_facts",
     "get_run",
 }
 

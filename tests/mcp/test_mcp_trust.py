@@ -1,0 +1,68 @@
+"""MCP and the trust gate: results carry trust, pending facts only when asked for, and a
+curator action through an untrusted token is a tool error naming the role."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp import Client
+
+from memory.models import Fact, Role
+from tests.mcp.conftest import World, call, with_mcp
+
+
+def test_an_untrusted_agent_s_facts_wait_and_only_a_trusted_curator_reviews_them(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    untrusted = token_for(["read,write:org/acme/*"], role=Role.CURATOR, trust="untrusted")
+    curator = token_for(["read,write:org/acme/*"], role=Role.CURATOR)
+
+    async def write(client: Client) -> Any:
+        return await call(
+            client,
+            "add_facts",
+            {
+                "scope": "org/acme",
+                "entities": [{"name": "Alex Rivera", "type": "person"}],
+                "attributes": [
+                    {"subject": "Alex Rivera", "key": "favourite_drink", "value": "tea"}
+                ],
+            },
+        )
+
+    error, _ = with_mcp(mcp_url, untrusted, write)
+    assert not error
+    pending = list(Fact.objects.filter(trust="pending").values_list("pk", flat=True))
+    assert len(pending) == 1
+
+    async def try_to_review(client: Client) -> Any:
+        return await client.call_tool("review_facts", {"fact_ids": pending, "action": "accept"})
+
+    refused = with_mcp(mcp_url, untrusted, try_to_review)
+    assert refused.is_error
+    text = refused.content[0].text
+    assert "role_required" in text and "curator" in text
+
+    async def read_and_review(client: Client) -> Any:
+        _, hidden = await call(client, "find_facts", {"subject": "Alex Rivera"})
+        _, shown = await call(
+            client, "find_facts", {"subject": "Alex Rivera", "include_pending": True}
+        )
+        _, block = await call(
+            client, "get_context", {"entity": "Alex Rivera", "include_pending": True}
+        )
+        error, reviewed = await call(
+            client, "review_facts", {"fact_ids": pending, "action": "accept"}
+        )
+        _, after = await call(client, "find_facts", {"subject": "Alex Rivera"})
+        return hidden, shown, block, error, reviewed, after
+
+    hidden, shown, block, error, reviewed, after = with_mcp(mcp_url, curator, read_and_review)
+    assert "tea" not in str(hidden["facts"])
+    assert all(f["trust"] == "trusted" for f in hidden["facts"])
+    assert [f["trust"] for f in shown["facts"] if f["value"] == "tea"] == ["pending"]
+    assert [f["value"] for f in block["unconfirmed"]] == ["tea"]
+    assert "## Unconfirmed" in block["text"]
+    assert not error and reviewed["results"][0]["fact"]["trust"] == "trusted"
+    assert [f["trust"] for f in after["facts"] if f["value"] == "tea"] == ["trusted"]
