@@ -19,7 +19,7 @@ import importlib
 import inspect
 import pkgutil
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
@@ -47,6 +47,8 @@ class Flag:
 class Screened:
     text: str  # the text with every secret replaced by REDACTED
     flags: list[Flag]
+    # The secrets themselves, as the raw text held them: what no answer may carry.
+    secret_values: list[str] = field(default_factory=list)
 
     @property
     def has_secret(self) -> bool:
@@ -90,7 +92,7 @@ _SENSITIVE_WORD = (
 # between ("the admin's password for the VPN is …") but never a sentence end.
 _PROSE_SECRET = re.compile(
     _SENSITIVE_WORD
-    + r"(?:\s+(?:for|of|to|de|für|du)\s+[\w'’.-]+(?:\s+[\w'’.-]+)?)?"
+    + r"(?:\s+(?:for|of|to|on|de|del|di|da|des|du|für|von|van)\s+[\w'’.-]+(?:\s+[\w'’.-]+){0,2})?"
     + r"\s*(?:is|was|are|=|:|es|est|ist|é|は|是|now\s+is|is\s+now|set\s+to)\s*[\"'`]?"
     + r"(?P<value>[^\s\"'`,;]{4,})",
     re.IGNORECASE,
@@ -152,8 +154,19 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+# Every secret the layers find has one of these: a long run of key-like characters, a
+# secret word, a card's digits, a URL with credentials, a key block, a redaction. A text without
+# any (most fact values: "Berlin", "data engineer") skips the two dozen patterns.
+_MAYBE_SECRET = re.compile(
+    r"[A-Za-z0-9_+/=.\-]{16,}|(?:\d[ -]?){13,}|://|PRIVATE KEY|\[redacted\]|" + _SENSITIVE_WORD,
+    re.IGNORECASE,
+)
+
+
 def secret_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, label) of every secret in ``text``, merged where they overlap."""
+    if not _MAYBE_SECRET.search(text):
+        return []
     spans: list[tuple[int, int, str]] = []
     for label, regex in _plugin_patterns():
         spans += [(m.start(), m.end(), label) for m in regex.finditer(text) if m.end() > m.start()]
@@ -189,6 +202,7 @@ def contains_secret(text: str) -> bool:
 # Names (identifier kinds, predicates) whose value is a secret whatever it looks like.
 SECRET_IDENTIFIER_KINDS = re.compile(
     r"(?:^|_)(?:password|passwd|pwd|passphrase|passcode|pin|pin_code|otp|one_time_code|"
+    r"credentials?|login_secret|"
     r"secret|secret_key|token|access_token|auth_token|api_?key|access_key|private_?key|cvv|"
     r"card_number|credit_card|security_code|verification_code|2fa_code)s?$"
 )
@@ -241,6 +255,7 @@ _INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     ("ignore previous instructions", r"\bignor(?:a|ez|e|ar)\b[^.\n]{0,40}?\binstru[cç][a-zçõ]*"),
     ("ignore previous instructions", r"\bignorier(?:e|en)?\b[^.\n]{0,40}?\banweisung"),
+    ("ignore previous instructions", r"\b(?:dimentica|ignora)\b[^.\n]{0,40}?\bistruzion"),
     ("ignore previous instructions", r"(?:忽略|无视|無視)[^。\n]{0,20}(?:指令|指示|说明)"),
     ("ignore previous instructions", r"指示[^。\n]{0,10}無視"),
     # Telling the memory what to remember or forget.
@@ -309,5 +324,10 @@ def instruction_flags(text: str) -> list[Flag]:
 
 def text_screen(text: str) -> Screened:
     """The text with its secrets redacted, and every flag over that redacted text."""
-    redacted, secret_flags = _redact(text, secret_spans(text))
-    return Screened(text=redacted, flags=secret_flags + instruction_flags(redacted))
+    spans = secret_spans(text)
+    redacted, secret_flags = _redact(text, spans)
+    return Screened(
+        text=redacted,
+        flags=secret_flags + instruction_flags(redacted),
+        secret_values=[text[start:end] for start, end, _ in spans if text[start:end] != REDACTED],
+    )

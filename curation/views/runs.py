@@ -22,6 +22,7 @@ from curation.views.access import (
 from memory.errors import Conflict, PermissionDenied, ServiceUnavailable
 from memory.models import Role, Run, RunOutcome
 from memory.models.run import FINISHED_WRITING
+from memory.screening import text_redact
 from memory.selectors.runs import run_get, run_list
 from memory.services.ingest import run_enqueue, run_retry
 from memory.services.run_retract import run_retract, run_retract_preview
@@ -153,8 +154,14 @@ def run_detail(request: HtmxHttpRequest, ctx: str, run_id: int) -> HttpResponse:
 def _run_page(
     request: HtmxHttpRequest, access: Any, run: Run, retract: dict[str, Any] | None = None
 ) -> HttpResponse:
+    turn = run.turns.first()
     context = {
         "run": run,
+        # The raw text, secrets and all, is for admins; others read it as its turn keeps it.
+        "input_text": run.input_text
+        if access.has_role(Role.ADMIN)
+        else text_redact(run.input_text),
+        "turn_flags": turn.flags if turn is not None else [],
         "payload": _pretty(
             {
                 k: v

@@ -15,8 +15,9 @@ from rest_framework.views import APIView
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
-from memory.models import Run, RunOutcome
+from memory.models import Role, Run, RunOutcome
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
+from memory.screening import text_redact
 from memory.selectors.runs import run_get, run_list
 from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.ingest import (
@@ -74,8 +75,12 @@ class RunDetailSerializer(RunOutputSerializer):
         ]
 
     def get_input(self, run: Run) -> dict[str, Any]:
-        # The grants the run acts with stay internal.
-        return {"text": run.input_text, "triples": (run.input_payload or {}).get("triples")}
+        # The grants the run acts with stay internal; the raw text, secrets and all, is
+        # for admins (others read it redacted, as its turn keeps it).
+        text = (
+            run.input_text if self.context.get("raw_input", True) else text_redact(run.input_text)
+        )
+        return {"text": text, "triples": (run.input_payload or {}).get("triples")}
 
     def get_prompt(self, run: Run) -> Any:
         """The messages sent to the model, exactly (stored as JSON text)."""
@@ -197,7 +202,9 @@ class RunDetailApi(APIView):
     @extend_schema(responses=RunDetailSerializer)
     def get(self, request: Request, ctx: str, run_id: int) -> Response:
         access = access_for(request, ctx)
-        return Response(RunDetailSerializer(run_get(access=access, run_id=run_id)).data)
+        run = run_get(access=access, run_id=run_id)
+        admin = access.has_role(Role.ADMIN)
+        return Response(RunDetailSerializer(run, context={"raw_input": admin}).data)
 
 
 class RunRetryApi(APIView):

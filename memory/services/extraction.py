@@ -9,7 +9,8 @@ its reason, and the rest goes on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,10 @@ class FactDraft:
     confidence: float
     valid_from: datetime | None
     item: dict[str, Any]
+
+
+# What a refused item that held a secret is reported as (the run's result is kept).
+SECRET_ITEM = {"redacted": "this item held a secret; it is not kept"}
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,8 @@ def parse_when(text: str | None) -> datetime | None:
 def _unresolved(
     section: str, position: int, item: dict[str, Any], exc: ValidationFailed
 ) -> Unresolved:
-    return Unresolved(section, position, item, exc.message, exc.code)
+    kept = SECRET_ITEM if exc.code == "secret_refused" else item
+    return Unresolved(section, position, kept, exc.message, exc.code)
 
 
 class _MentionBook:
@@ -258,3 +264,38 @@ class _MentionBook:
         bucket = self.by_key.setdefault(key, [])
         if all(m is not mention for m in bucket):
             bucket.append(mention)
+
+
+def extraction_drop_secrets(
+    normalized: NormalizedExtraction, secrets: list[str]
+) -> NormalizedExtraction:
+    """Refuse (``secret_refused``) every fact and entity of an answer that carries one of
+    ``secrets``, the secrets found in the turn: a model may echo one it was never shown
+    (a caller's triples, a model that saw the raw text)."""
+    if not secrets:
+        return normalized
+
+    def holds(text: str) -> bool:
+        return any(secret in text for secret in secrets)
+
+    leaking = {m.ref for m in normalized.mentions if holds(m.name)}
+    unresolved = list(normalized.unresolved)
+    facts = []
+    for draft in normalized.facts:
+        value = draft.value if isinstance(draft.value, str) else json.dumps(draft.value)
+        refs = {draft.subject.ref} | ({draft.object.ref} if draft.object else set())
+        if holds(value or "") or holds(draft.predicate) or refs & leaking:
+            unresolved.append(
+                Unresolved(
+                    draft.section,
+                    draft.position,
+                    SECRET_ITEM,
+                    "it holds a secret (a password, key, token, code or card number); "
+                    "secrets are never stored as memory",
+                    "secret_refused",
+                )
+            )
+            continue
+        facts.append(draft)
+    mentions = [m for m in normalized.mentions if m.ref not in leaking]
+    return replace(normalized, mentions=mentions, facts=facts, unresolved=unresolved)

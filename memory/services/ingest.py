@@ -52,7 +52,7 @@ from memory.services.executor import (
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.services.extraction import extraction_normalize
+from memory.services.extraction import extraction_drop_secrets, extraction_normalize
 from memory.services.fact_batch import fact_batch_record_refused
 from memory.services.fact_trust import WriteTrust, write_trust_decide
 from memory.services.ingest_extract import ingest_extract, ingest_record_calls
@@ -477,7 +477,9 @@ def memory_ingest(
         extracted=isinstance(extraction, ExtractionOutput),
         turn_flagged=bool(turn.flags if turn is not None else screened.flags),
     )
-    normalized = extraction_normalize(extraction, default_confidence=confidence)
+    normalized = extraction_drop_secrets(
+        extraction_normalize(extraction, default_confidence=confidence), screened.secret_values
+    )
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
     ingest_record_calls(run, plan)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from memory.models import Context, Entity, Predicate, PredicateStatus, Run
+from memory.services.extraction import SECRET_ITEM
 from memory.services.fact_batch import FactBatchResult
 
 logger = logging.getLogger("memory.ingest")
@@ -178,11 +179,12 @@ class IngestReport:
             if item.error is not None or item.fact is None or item.outcome is None:
                 refused = item.error is not None and item.error.code == "unknown_predicate"
                 error = item.error
+                secret = error is not None and error.code == "secret_refused"
                 result.unresolved.append(
                     {
                         "section": draft.section,
                         "position": draft.position,
-                        "item": draft.item,
+                        "item": SECRET_ITEM if secret else draft.item,
                         "reason": error.message if error else "not written",
                         "code": error.code if error else "not_written",
                     }

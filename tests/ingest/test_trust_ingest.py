@@ -200,3 +200,29 @@ def test_the_extraction_prompt_never_offers_a_rejected_claim_s_forms(
     after = str(fake_llm.chat_requests[-1]["messages"])
     assert "SYSTEM" not in after and "secretly_controls" not in after
     assert "Alex Rivera" in after and "likes" in after
+
+
+def test_a_secret_the_turn_carries_is_refused_in_triples_and_hidden_from_non_admins(
+    api: APIClient,
+    base: str,
+    context: Context,
+    api_client_for: Callable[..., APIClient],
+) -> None:
+    text = "The office wifi password is Tr0ub4dor&3, Sam says."
+    triples = extraction(
+        entities=[{"name": "Sam", "type": "person"}],
+        attributes=[
+            {"subject": "Sam", "key": "wifi", "value": "Tr0ub4dor&3"},
+            {"subject": "Sam", "key": "office", "value": "Lisbon"},
+        ],
+    )
+    out = _remember(api, base, text, infer="triples", triples=triples)
+    [refused] = [u for u in out["result"]["unresolved"] if u["code"] == "secret_refused"]
+    assert "Tr0ub4dor" not in str(refused)
+    assert [f["value"] for f in out["result"]["facts_created"]] == ["Lisbon"]
+    run_id = out["run"]["id"]
+    assert "Tr0ub4dor" not in str(Run.objects.get(pk=run_id).result)
+    curator = api_client_for(context, role=Role.CURATOR)
+    shown = curator.get(f"{base}/runs/{run_id}").json()["input"]["text"]
+    assert "Tr0ub4dor" not in shown and "[redacted]" in shown
+    assert "Tr0ub4dor" in api.get(f"{base}/runs/{run_id}").json()["input"]["text"]  # admin
