@@ -15,18 +15,24 @@
    the embedder alone (``embed_texts``) on the same texts, in sentences/s.
 
 Everything runs in a throwaway database (see search_common); medians over ``--repeat``.
+Bulk and small turns also print where a run's time goes (``Breakdown``): each stage's
+share from the runs' stage clock, the statements per run and the heaviest of them, and
+for bulk p95/p50 of the identical turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
+import re
 import statistics
 import time
+from collections import defaultdict
 from typing import Any
 
-from benchmarks.search_common import bench_database, machine_line, markdown_table
+from benchmarks.search_common import bench_database, machine_line, markdown_table, percentile
 
 TYPES = ["person", "organisation", "project", "product", "topic", "location"]
 REGISTERED = ["works_at", "reports_to", "located_in", "is_member_of", "part_of", "manages",
@@ -84,44 +90,109 @@ def turn(rng: random.Random, *, facts: int, prefix: str, per_entity: int = 5) ->
     }
 
 
-def ingest_turns(access: Any, turns: list[dict[str, Any]], scope: str) -> tuple[float, int]:
-    """Seconds to ingest ``turns`` one run each; the number of facts written."""
+class Breakdown:
+    """Where the runs' time went: each run's stage clock (``Run.timings``, stages counted
+    exclusive of those nested in them; "outside" is the rest of ``run_execute``'s wall
+    time: the claim, the commit, the run's record and log line) and every SQL statement
+    the runs sent, grouped by its text (round trip: client and server)."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.stage_ms: dict[str, list[float]] = defaultdict(list)
+        self.statements: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+
+    def add_run(self, timings: dict[str, float], wall_ms: float) -> None:
+        self.runs += 1
+        stages = {k.removesuffix("_ms"): v for k, v in timings.items() if k != "total_ms"}
+        stages["other"] = timings.get("total_ms", wall_ms) - sum(stages.values())
+        stages["outside"] = wall_ms - timings.get("total_ms", wall_ms)
+        for name, ms in stages.items():
+            self.stage_ms[name].append(ms)
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            shape = re.sub(r"\d+", "N", " ".join(sql.split()))[:90]
+            entry = self.statements[shape]
+            entry[0] += 1
+            entry[1] += (time.perf_counter() - began) * 1000
+
+    def report(self, top: int = 12) -> dict[str, Any]:
+        runs = max(self.runs, 1)
+        total = sum(sum(v) for v in self.stage_ms.values()) or 1.0
+        stages = {
+            name: {
+                "ms_per_run": round(sum(values) / runs, 2),
+                "share": round(sum(values) / total, 3),
+            }
+            for name, values in sorted(self.stage_ms.items(), key=lambda kv: -sum(kv[1]))
+        }
+        heaviest = sorted(self.statements.items(), key=lambda kv: -kv[1][1])[:top]
+        return {
+            "stages": stages,
+            "statements_per_run": round(sum(c for c, _ in self.statements.values()) / runs, 1),
+            "sql_ms_per_run": round(sum(ms for _, ms in self.statements.values()) / runs, 2),
+            "heaviest_statements": [
+                {"sql": shape, "per_run": round(c / runs, 2), "ms_per_run": round(ms / runs, 2)}
+                for shape, (c, ms) in heaviest
+            ],
+        }
+
+
+def ingest_turns(
+    access: Any, turns: list[dict[str, Any]], scope: str, breakdown: Breakdown | None = None
+) -> tuple[float, int, list[float]]:
+    """Seconds to ingest ``turns`` one run each, the number of facts written, and each
+    run's seconds."""
+    from django.db import connection
+
     from memory.models import RunOutcome
     from memory.services.ingest import run_create, run_execute
 
     written = 0
+    each: list[float] = []
+    tracer = connection.execute_wrapper(breakdown) if breakdown else contextlib.nullcontext()
     started = time.perf_counter()
-    for triples in turns:
-        run = run_create(access=access, text="", scope=scope, infer="triples", triples=triples)
-        run = run_execute(run_id=run.pk)
-        assert run.outcome == RunOutcome.SUCCEEDED, run.error
-        written += run.summary["facts_created"] + run.summary["facts_reobserved"]
-    return time.perf_counter() - started, written
+    with tracer:
+        for triples in turns:
+            began = time.perf_counter()
+            run = run_create(access=access, text="", scope=scope, infer="triples", triples=triples)
+            executed = time.perf_counter()
+            run = run_execute(run_id=run.pk)
+            each.append(time.perf_counter() - began)
+            assert run.outcome == RunOutcome.SUCCEEDED, run.error
+            written += run.summary["facts_created"] + run.summary["facts_reobserved"]
+            if breakdown is not None:
+                breakdown.add_run(run.timings, (time.perf_counter() - executed) * 1000)
+    return time.perf_counter() - started, written, each
 
 
 def plain_inserts(context_id: int, scope: str, target_scope: str) -> tuple[float, int]:
     """Seconds to INSERT the fact rows of ``scope`` again (under ``target_scope``), 1,000
     rows per statement, in one transaction: the reference for bulk ingest."""
-    from django.db import connection, transaction
+    from django.db import connection, models, transaction
 
-    columns = [
-        "context_id", "scope", "subject_id", "predicate_id", "raw_predicate", "kind",
-        "object_id", "value", "value_text", "confidence", "importance", "valid_from",
-        "valid_until", "recorded_at", "last_seen_at", "observed_count", "status",
-        "status_changed_at", "single_valued", "source_kind", "source_ref", "run_id",
-    ]  # fmt: skip
+    from memory.models import Fact
+
+    # Every column but the id, as the fact writer fills them (the trust gate's included).
+    fields = [f for f in Fact._meta.concrete_fields if not f.primary_key]
+    columns = [str(f.column) for f in fields]
+    json_at = [i for i, f in enumerate(fields) if isinstance(f, models.JSONField)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {', '.join(columns)} FROM memory_fact "  # noqa: S608  (fixed column names)
+            f"SELECT {', '.join(columns)} FROM memory_fact "  # noqa: S608  (model's columns)
             "WHERE context_id = %s AND scope = %s",
             [context_id, scope],
         )
         rows = [list(r) for r in cursor.fetchall()]
     scope_at = columns.index("scope")
-    value_at = columns.index("value")
     for row in rows:
         row[scope_at] = target_scope
-        row[value_at] = json.dumps(row[value_at]) if row[value_at] is not None else None
+        for i in json_at:  # jsonb comes back as its text; a decoded value is encoded again
+            if row[i] is not None and not isinstance(row[i], str):
+                row[i] = json.dumps(row[i])
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as cursor:
@@ -137,12 +208,15 @@ def plain_inserts(context_id: int, scope: str, target_scope: str) -> tuple[float
 
 def bulk(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     ingest_rates, insert_rates, postings_rates = [], [], []
+    turn_seconds: list[float] = []
+    breakdown = Breakdown()
     for rep in range(args.repeat):
         scope = f"bench/bulk/{rep}"
         turns = [
             turn(rng, facts=args.facts_per_turn, prefix=f"B{rep}T{t}") for t in range(args.turns)
         ]
-        seconds, written = ingest_turns(access, turns, scope)
+        seconds, written, each = ingest_turns(access, turns, scope, breakdown)
+        turn_seconds += each
         ingest_rates.append(written / seconds)
         ref_seconds, ref_rows = plain_inserts(access.context.pk, scope, f"bench/reference/{rep}")
         insert_rates.append(ref_rows / ref_seconds)
@@ -159,7 +233,15 @@ def bulk(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str,
         # its transaction: measured alone through its public facts_index().
         "search_postings_facts_per_s": postings,
         "search_postings_share_of_ingest": ingest / postings,
+        # Identical turns (same shape, new entities each): how far apart their times are.
+        "turn_s": {
+            "p50": statistics.median(turn_seconds),
+            "p95": percentile(turn_seconds, 0.95),
+            "p95_over_p50": percentile(turn_seconds, 0.95) / statistics.median(turn_seconds),
+            "each": [round(x, 3) for x in turn_seconds],
+        },
         "runs": {"ingest": ingest_rates, "insert": insert_rates, "postings": postings_rates},
+        "breakdown": breakdown.report(),
     }
 
 
@@ -179,17 +261,21 @@ def search_postings_rate(context_id: int, scope: str) -> float:
 
 
 def small(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
-    rates, per_run_ms = [], []
+    rates, run_ms = [], []
+    breakdown = Breakdown()
     for rep in range(args.repeat):
         turns = [turn(rng, facts=20, prefix=f"S{rep}T{t}") for t in range(args.small_turns)]
-        seconds, written = ingest_turns(access, turns, f"bench/small/{rep}")
+        seconds, written, each = ingest_turns(access, turns, f"bench/small/{rep}", breakdown)
         rates.append(written / seconds)
-        per_run_ms.append(seconds * 1000 / len(turns))
+        run_ms += [x * 1000 for x in each]
     return {
         "turns": args.small_turns,
         "facts_per_turn": 20,
         "ingest_facts_per_s": statistics.median(rates),
-        "ms_per_run": statistics.median(per_run_ms),
+        # Per run: run_create (the accepted run's record) and run_execute, as a caller waits.
+        "ms_per_run": statistics.median(run_ms),
+        "p95_ms_per_run": percentile(run_ms, 0.95),
+        "breakdown": breakdown.report(),
     }
 
 
@@ -235,7 +321,7 @@ def _embedded_shape(
         started = time.perf_counter()
         embed_texts(texts)
         embed_rates.append(len(texts) / (time.perf_counter() - started))
-        seconds, written = ingest_turns(access, turns, scope)
+        seconds, written, _ = ingest_turns(access, turns, scope)
         created = Entity.objects.filter(scope=scope)
         assert created.filter(embedding__isnull=True).count() == 0  # all embedded inline
         # Every mention was embedded once, whether it then attached or created an entity.
@@ -306,12 +392,15 @@ def _print_tables(report: dict[str, Any]) -> None:
             ["of which: search postings of the facts (facts_index alone)",
              round(b["search_postings_facts_per_s"]), "—",
              f"{b['search_postings_share_of_ingest']:.0%} of ingest time"],
+            ["identical bulk turns: p50 / p95 s", f"{b['turn_s']['p50']:.2f}",
+             f"{b['turn_s']['p95']:.2f}", f"p95/p50 {b['turn_s']['p95_over_p50']:.2f}"],
         ]  # fmt: skip
     if "small" in report:
         s = report["small"]
         rows.append(
             [f"small turns ({s['turns']} × 20 facts), embeddings excluded",
-             round(s["ingest_facts_per_s"]), "—", f"{s['ms_per_run']:.1f} ms/run"]
+             round(s["ingest_facts_per_s"]), "—",
+             f"{s['ms_per_run']:.1f} ms/run p50, {s['p95_ms_per_run']:.1f} p95"]
         )  # fmt: skip
     for shape, e in report.get("embedded", {}).items():
         rows.append(
@@ -322,6 +411,31 @@ def _print_tables(report: dict[str, Any]) -> None:
              f"{e['ratio']:.2f} ({round(e['ingest_facts_per_s'])} facts/s)"]
         )  # fmt: skip
     print(markdown_table(["measure", "ingest", "reference", "ratio"], rows))
+    for part in ("bulk", "small"):
+        if part in report:
+            _print_breakdown(part, report[part]["breakdown"])
+
+
+def _print_breakdown(part: str, breakdown: dict[str, Any]) -> None:
+    print(f"\n{part}: where a run's time goes (stage clock, ms per run and share)")
+    print(
+        markdown_table(
+            ["stage", "ms/run", "share"],
+            [[name, f"{v['ms_per_run']:.1f}", f"{v['share']:.0%}"]
+             for name, v in breakdown["stages"].items()],
+        )
+    )  # fmt: skip
+    print(
+        f"\n{part}: {breakdown['statements_per_run']} statements per run, "
+        f"{breakdown['sql_ms_per_run']:.1f} ms of round trips; the heaviest"
+    )
+    print(
+        markdown_table(
+            ["statement", "per run", "ms/run"],
+            [[f"`{x['sql']}`", x["per_run"], f"{x['ms_per_run']:.2f}"]
+             for x in breakdown["heaviest_statements"]],
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

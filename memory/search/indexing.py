@@ -22,6 +22,7 @@ from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
 from memory.search.texts import entity_text, fact_text_of
+from memory.stages import stage
 
 REBUILD_BATCH = 2000
 
@@ -40,8 +41,9 @@ def search_index_batch() -> Iterator[None]:
         yield
         pending = _pending.get()
         assert pending is not None
-        _facts_reindex(sorted(pending[Target.FACT]))
-        _entities_reindex(sorted(pending[Target.ENTITY]))
+        with stage("postings"):
+            _facts_reindex(sorted(pending[Target.FACT]))
+            _entities_reindex(sorted(pending[Target.ENTITY]))
     finally:
         _pending.reset(token)
 

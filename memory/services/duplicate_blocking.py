@@ -194,41 +194,64 @@ def keys_rewrite_and_holders(
     pairs and the rare keys among theirs — one statement: the DELETE and INSERT run as
     data-modifying CTEs, so the holders read beside them are the other entities' keys
     as they were (what these entities held before is filtered out)."""
+    return _blocked_by_keys(context_id, records, rewrite=True, gone=gone)
+
+
+def keys_holders(context_id: int, records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
+    """``keys_rewrite_and_holders`` without the rewrite, for entities whose stored keys
+    are current (a re-estimate's sample): one read, no rows written."""
+    return _blocked_by_keys(context_id, records, rewrite=False)
+
+
+_HOLDERS_SQL = f"""
+    SELECT q.type, q.key, h.entity_id
+    FROM unnest(%s::text[], %s::text[]) AS q(type, key)
+    CROSS JOIN LATERAL (
+        SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
+        WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+          AND NOT k.entity_id = ANY(%s)
+        LIMIT %s
+    ) h
+"""  # noqa: S608 - table names from the models, values are parameters
+
+_REWRITE_SQL = f"""
+    WITH gone AS (
+        DELETE FROM {DuplicateKey._meta.db_table} WHERE context_id = %s AND entity_id = ANY(%s)
+    ), added AS (
+        INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
+        SELECT %s, x.entity_id, x.type, x.key
+        FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(entity_id, type, key)
+    )
+"""  # noqa: S608 - table names from the models, values are parameters
+
+
+def _blocked_by_keys(
+    context_id: int, records: dict[int, Record], *, rewrite: bool, gone: Iterable[int] = ()
+) -> tuple[dict[Pair, set[str]], Rare]:
     mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
     wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
-    rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
-    table = DuplicateKey._meta.db_table
-    sql = f"""
-        WITH gone AS (
-            DELETE FROM {table} WHERE context_id = %s AND entity_id = ANY(%s)
-        ), added AS (
-            INSERT INTO {table} (context_id, entity_id, type, key)
-            SELECT %s, x.entity_id, x.type, x.key
-            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(entity_id, type, key)
-        )
-        SELECT q.type, q.key, h.entity_id
-        FROM unnest(%s::text[], %s::text[]) AS q(type, key)
-        CROSS JOIN LATERAL (
-            SELECT k.entity_id FROM {table} k
-            WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
-              AND NOT k.entity_id = ANY(%s)
-            LIMIT %s
-        ) h
-    """  # noqa: S608 - table names from the models, values are parameters
     mine = sorted(records)
-    params: list[Any] = [
-        context_id,
-        sorted({*mine, *gone}),
-        context_id,
-        [pk for pk, _, _ in rows],
-        [t for _, t, _ in rows],
-        [k for _, _, k in rows],
+    lookup: list[Any] = [
         [t for t, _ in wanted],
         [k for _, k in wanted],
         context_id,
         mine,
         MAX_BLOCK + 1,
     ]
+    if rewrite:
+        rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
+        sql = _REWRITE_SQL + _HOLDERS_SQL
+        params: list[Any] = [
+            context_id,
+            sorted({*mine, *gone}),
+            context_id,
+            [pk for pk, _, _ in rows],
+            [t for _, t, _ in rows],
+            [k for _, _, k in rows],
+            *lookup,
+        ]
+    else:
+        sql, params = _HOLDERS_SQL, lookup
     holders: dict[tuple[str, str], set[int]] = defaultdict(set)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

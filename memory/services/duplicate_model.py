@@ -204,7 +204,7 @@ def fit(samples: Mapping[str, TypeSample]) -> Model:
     types = {
         name: _fit_type(sample, defaults)
         for name, sample in sorted(samples.items())
-        if len(sample.blocked) >= MIN_FIT_PAIRS and _identifiable(sample.blocked)
+        if fits_own_weights(sample.blocked)
     }
     defaults.types = types
     defaults.fitted_pairs = sum(t.fitted_pairs for t in types.values())
@@ -377,6 +377,13 @@ def _unidentified(randoms: list[list[Comparison]]) -> Model:
     u = _u_from_random(randoms, {"embedding": "embedding"})["embedding"]
     weights = FieldWeights("embedding", list(DEFAULT_M["embedding"]), u.round(6).tolist())
     return Model(fields={"embedding": weights})
+
+
+def fits_own_weights(blocked: list[list[Comparison]]) -> bool:
+    """Whether a type with these blocked pairs gets its own weights (``fit``): enough
+    pairs, and identifiable. Otherwise only the embedding's comparisons among its random
+    pairs are read."""
+    return len(blocked) >= MIN_FIT_PAIRS and _identifiable(blocked)
 
 
 def _identifiable(blocked: list[list[Comparison]]) -> bool:

@@ -23,12 +23,12 @@ from memory.services.duplicate_blocking import (
     Pair,
     Rare,
     cosines,
-    keys_rewrite_and_holders,
+    keys_holders,
     pair_of,
     rare_keys,
     records_of,
 )
-from memory.services.duplicate_model import Model, TypeSample, fit
+from memory.services.duplicate_model import Model, TypeSample, fit, fits_own_weights
 from memory.services.duplicate_scoring import (
     DIFFERENT,
     MATCH_PROBABILITY,
@@ -111,17 +111,28 @@ def model_fit(
     for a, b in blocked:
         if a in records and b in records and records[a].type == records[b].type:
             blocked_by_type[records[a].type].append((a, b))
-    randoms = {t: _random_pairs(members, RANDOM_PAIRS, seed=17) for t, members in drawn.items()}
+    blocked_compared = {t: compared(blocked_by_type.get(t, []), similarities) for t in drawn}
+    # A type that gets no weights of its own has only the embedding's comparisons of its
+    # random pairs read (``fit``): without vectors its random pairs are not drawn at all,
+    # with them only those with a cosine are compared. The model comes out the same.
+    own = {t for t, pairs in blocked_compared.items() if fits_own_weights(pairs)}
+    randoms = {
+        t: _random_pairs(members, RANDOM_PAIRS, seed=17) if t in own or with_vectors else []
+        for t, members in drawn.items()
+    }
     every_random = sorted({pair for pairs in randoms.values() for pair in pairs})
     random_sims = cosines(every_random) if with_vectors else {}
     samples = {}
     for type_, members in drawn.items():
         total = (type_counts or {}).get(type_, len(members))
+        pairs = randoms[type_]
+        if type_ not in own:
+            pairs = [pair for pair in pairs if pair in random_sims]
         samples[type_] = TypeSample(
             population=members,
             pairs=_pairs_touching(len(members), total),
-            blocked=compared(blocked_by_type.get(type_, []), similarities),
-            randoms=compared(randoms[type_], random_sims),
+            blocked=blocked_compared[type_],
+            randoms=compared(pairs, random_sims),
         )
     return fit(samples)
 
@@ -146,7 +157,7 @@ def refit_if_grown(context_id: int, model: Model, fitted_on: int) -> Model | Non
         return None
     ids = list(live.order_by("?").values_list("pk", flat=True)[:FIT_SAMPLE])
     sample = records_of(context_id, ids)
-    blocked, rare = keys_rewrite_and_holders(context_id, sample)  # keys unchanged
+    blocked, rare = keys_holders(context_id, sample)  # their stored keys are current
     others = {x for pair in blocked for x in pair} - set(sample)
     records = sample | records_of(context_id, others)
     similarities = cosines(sorted(blocked))

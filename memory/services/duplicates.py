@@ -55,6 +55,7 @@ from memory.services.duplicate_pairs import (
     store,
 )
 from memory.services.duplicate_scoring import MATCH_PROBABILITY, Record
+from memory.stages import stage
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,11 @@ def duplicates_check(entity_ids: Iterable[int]) -> CheckReport | None:
     if collecting is not None:
         collecting.update(ids)
         return None
+    with stage("duplicates"):
+        return _check(ids)
+
+
+def _check(ids: list[int]) -> CheckReport:
     report = CheckReport()
     if not ids:
         return report
@@ -151,7 +157,8 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
         records = mine | records_of(context_id, others)
         similarities |= cosines(needing_cosines(records, proposed, similarities, rare))
         current, fitted_on = model_read(context_id)
-        refitted = refit_if_grown(context_id, current, fitted_on)
+        with stage("duplicates_refit"):
+            refitted = refit_if_grown(context_id, current, fitted_on)
         model = refitted or current
         if refitted is not None:  # the open pairs were re-scored: read them again
             existing = existing_pairs(context_id, list(mine))

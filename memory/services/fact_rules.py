@@ -155,12 +155,15 @@ def fact_unit_value(name: str, value: float) -> float:
     return float(value)
 
 
+_FACT_KINDS = frozenset(FactKind.values)  # computed once: ``values`` rebuilds its list
+
+
 def fact_kind_for(
     predicate_kind: str, *, has_object: bool, has_value: bool, kind: str | None
 ) -> str:
     """The kind a fact is stored as: the one given, else what its predicate implies."""
     if kind is not None:
-        if kind not in FactKind.values:
+        if kind not in _FACT_KINDS:
             raise ValidationFailed(
                 f"kind must be one of {', '.join(FactKind.values)}", code="invalid_kind"
             )

@@ -59,7 +59,6 @@ from memory.services.fact_trust import WriteTrust, write_trust_decide
 from memory.services.ingest_extract import ingest_extract, ingest_record_calls
 from memory.services.ingest_report import (
     IngestResult,
-    StageClock,
     ingest_log,
     new_predicate_examples_note,
     refused_forms,
@@ -78,6 +77,7 @@ from memory.services.turns import (
     turn_of_run,
 )
 from memory.services.vocabulary import vocabulary_usage_compact
+from memory.stages import StageClock, stage
 
 logger = logging.getLogger("memory.ingest")
 
@@ -435,7 +435,8 @@ def _write_transaction(
             )
             result.turn = ingest_turn_summary(turn)
             if turn is not None and not preview:
-                ingest_facts_point_to_turn(run=run, turn=turn)
+                with stage("bookkeeping"):
+                    ingest_facts_point_to_turn(run=run, turn=turn)
         if preview:
             transaction.set_rollback(True)
         elif run is not None:

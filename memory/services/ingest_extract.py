@@ -14,9 +14,9 @@ from memory.llm.schemas import ExtractionOutput
 from memory.models import Run
 from memory.selectors.predicates import registry_render_for_prompt
 from memory.selectors.vocabulary import vocabulary_gather
-from memory.services.ingest_report import StageClock
 from memory.services.resolution import ResolutionPlan
 from memory.services.vocabulary import vocabulary_usage_compact
+from memory.stages import StageClock
 
 
 def ingest_extract(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -92,26 +89,6 @@ def ingest_log(run: Run) -> None:
             ensure_ascii=False,
         )
     )
-
-
-class StageClock:
-    """Milliseconds per stage of a run."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.stages: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            elapsed = (time.perf_counter() - began) * 1000
-            self.stages[f"{name}_ms"] = round(self.stages.get(f"{name}_ms", 0.0) + elapsed, 1)
-
-    def timings(self) -> dict[str, float]:
-        return {**self.stages, "total_ms": round((time.perf_counter() - self.started) * 1000, 1)}
 
 
 class IngestReport:

@@ -16,6 +16,7 @@ from memory.services.ingest_report import (
     new_predicate_examples_note,
 )
 from memory.services.resolution import ResolutionPlan, resolution_apply
+from memory.stages import stage
 
 
 def ingest_write(
@@ -29,7 +30,8 @@ def ingest_write(
     preview: bool,
     trust: WriteTrust,
 ) -> IngestResult:
-    resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
+    with stage("entities"):
+        resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
     report = IngestReport(
         preview=preview, created={r.entity.pk for r in resolved.values() if r.created}
     )
@@ -93,15 +95,16 @@ def ingest_write(
                 valid_from=draft.valid_from,
             )
         )
-    batch = facts_write_batch(
-        access=access,
-        scope=scope,
-        facts=inputs,
-        source_kind=SourceKind.RUN if run is not None else SourceKind.API,
-        source_ref=source,
-        run=run,
-        trust=trust,
-    )
+    with stage("facts"):
+        batch = facts_write_batch(
+            access=access,
+            scope=scope,
+            facts=inputs,
+            source_kind=SourceKind.RUN if run is not None else SourceKind.API,
+            source_ref=source,
+            run=run,
+            trust=trust,
+        )
     report.facts(result, batch, drafts)
     new_predicate_examples_note(access.context, result, status="observed")
     return result

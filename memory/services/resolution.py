@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import CharField, Q, Value
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedding_model_id
@@ -144,7 +145,12 @@ def _by_key_or_alias(
         Entity.objects.filter(
             context=access.context, merged_into__isnull=True, scope__in=list(nearness)
         )
-        .filter(Q(normalized_key__in=keys) | Q(alias_keys__overlap=list(keys)))
+        # The array typed up front: Django otherwise infers the type of a list value
+        # element by element while compiling (~40 ms for a 400-mention turn).
+        .filter(
+            Q(normalized_key__in=keys)
+            | Q(alias_keys__overlap=Value(sorted(keys), output_field=ArrayField(CharField())))
+        )
         .values_list("pk", "type", "scope", "normalized_key", "alias_keys")
     )
     for pk, type_, scope, key, alias_keys in rows:

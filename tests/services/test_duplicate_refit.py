@@ -1,0 +1,105 @@
+"""The incremental re-estimate reads what its fit needs and nothing else: the sample's
+holders from the stored keys (nothing rewritten), and random pairs only where ``fit``
+reads them — the model is the one a fit over every random pair gives."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+
+from memory.access import ContextAccess
+from memory.models.duplicate import DuplicateKey
+from memory.services.duplicate_blocking import (
+    keys_holders,
+    keys_rewrite_and_holders,
+    records_of,
+)
+from memory.services.duplicate_model import TypeSample, fit
+from memory.services.duplicate_pairs import RANDOM_PAIRS, _random_pairs, model_fit
+from memory.services.duplicate_scoring import compare
+from memory.services.entities import entity_upsert
+
+pytestmark = pytest.mark.django_db
+
+SYLLABLES = ["ka", "lo", "mir", "ven", "tas", "dro", "pel", "qui"]
+
+
+def _seed(access: ContextAccess) -> list[int]:
+    """People with dates of birth and postcodes (a type that gets its own weights, with
+    one slip in every fourth name) and bare-named organisations (the defaults)."""
+    rng = random.Random(3)
+    ids = []
+    for i in range(120):
+        given = "".join(rng.choice(SYLLABLES) for _ in range(2)).capitalize()
+        family = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        born, code = f"19{50 + i % 50}-0{1 + i % 9}-1{i % 9}", str(10000 + i)
+        for name in [f"{given} {family}"] + ([f"{given} {family}x"] if i % 4 == 0 else []):
+            ids.append(
+                entity_upsert(
+                    access=access,
+                    name=name,
+                    type="person",
+                    scope="org/acme",
+                    attributes={"date_of_birth": born, "postcode": code},
+                ).entity.pk
+            )
+        org = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        ids.append(
+            entity_upsert(access=access, name=f"{org} Labs", type="organisation", scope="org/acme")
+            .entity.pk
+        )  # fmt: skip
+    return ids
+
+
+def _keys(context_id: int) -> list[tuple[int, int, str, str]]:
+    return sorted(
+        DuplicateKey.objects.filter(context_id=context_id).values_list(
+            "pk", "entity_id", "type", "key"
+        )
+    )
+
+
+def test_the_holders_read_from_stored_keys_are_those_a_rewrite_reads(
+    access: ContextAccess,
+) -> None:
+    ids = _seed(access)
+    context_id = access.context.pk
+    sample = records_of(context_id, ids[::3])
+    before = _keys(context_id)
+
+    read = keys_holders(context_id, sample)
+
+    assert _keys(context_id) == before  # nothing written
+    assert read == keys_rewrite_and_holders(context_id, sample)
+    assert read[0]  # the seeded slips are blocked pairs
+
+
+def test_the_fit_is_the_one_over_every_random_pair(access: ContextAccess) -> None:
+    ids = _seed(access)
+    context_id = access.context.pk
+    records = records_of(context_id, ids)
+    blocked, rare = keys_holders(context_id, records)
+
+    model = model_fit(records, blocked, {}, rare, with_vectors=False)
+
+    # The reference: every type's random pairs drawn and compared, as the fit once was.
+    samples = {}
+    rare = defaultdict(set, rare)
+    for type_ in ("person", "organisation"):
+        members = [records[pk] for pk in sorted(records) if records[pk].type == type_]
+        typed = [p for p in sorted(blocked) if records[p[0]].type == records[p[1]].type == type_]
+        samples[type_] = TypeSample(
+            population=members,
+            pairs=len(members) * (len(members) - 1) / 2,
+            blocked=[compare(records[a], records[b], rare=rare[type_]) for a, b in typed],
+            randoms=[
+                compare(records[a], records[b], rare=rare[type_])
+                for a, b in _random_pairs(members, RANDOM_PAIRS, seed=17)
+            ],
+        )  # fmt: skip
+    reference = fit(samples)
+
+    assert "person" in model.types and "organisation" not in model.types
+    assert model.to_json() == reference.to_json()
