@@ -82,7 +82,9 @@ def test_a_bulk_alias_confirms_first_and_skips_the_weak_item(
     assert Predicate.objects.filter(context=drifted, name="works_for").exists()  # not yet
 
     confirm.locator("[data-testid=bulk-confirm]").click()
-    expect(page.locator("#flash")).to_contain_text("Aliased 1 drift item: works_for", timeout=SLOW)
+    expect(page.locator("#flash")).to_contain_text(
+        "Aliased 1 drift item (works_for → works_at)", timeout=SLOW
+    )
     expect(page.locator("#drift-works_for")).to_have_count(0)
     expect(page.locator("#drift-speaks_language")).to_be_visible()
     screenshot(page, "trust-bulk-done")
