@@ -108,6 +108,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memory.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory.api.errors.BodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -156,6 +157,8 @@ MEMORY_REPLICA_MAX_LAG_SECONDS = env_float("MEMORY_REPLICA_MAX_LAG_SECONDS", 10.
 MEMORY_REPLICA_CHECK_SECONDS = env_float("MEMORY_REPLICA_CHECK_SECONDS", 1.0)
 MEMORY_REPLICA_RETRY_SECONDS = env_float("MEMORY_REPLICA_RETRY_SECONDS", 10.0)
 MEMORY_READ_YOUR_WRITES_SECONDS = env_float("MEMORY_READ_YOUR_WRITES_SECONDS", 30.0)
+# /metrics answers a staff session, or a scraper sending "Authorization: Bearer <this>".
+MEMORY_METRICS_TOKEN = env_str("MEMORY_METRICS_TOKEN")
 CACHES = {"default": _cache()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

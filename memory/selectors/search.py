@@ -20,6 +20,7 @@ from django.db.models import Q
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
+from memory.metrics import SEARCH_SECONDS
 from memory.models import Chunk, Document, Entity, Fact, Turn
 from memory.models.turn import MAX_THREAD_CHARS
 from memory.replicas import read_connection
@@ -238,11 +239,9 @@ def search(
     best = best_refs(scores, k)
     kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
     results = _hydrate(kind, kept, scores=scores, explains=explains)
-    return SearchResponse(
-        results=results,
-        took_ms=(time.perf_counter() - started) * 1000,
-        hidden=len(best) - len(kept),
-    )
+    took = time.perf_counter() - started
+    SEARCH_SECONDS.labels(mode=mode, target=target).observe(took)
+    return SearchResponse(results=results, took_ms=took * 1000, hidden=len(best) - len(kept))
 
 
 def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:

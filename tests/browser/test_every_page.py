@@ -94,14 +94,16 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
         "tokens/",
     ]  # fmt: skip
-    return ["/", *(base + path for path in paths)]
+    return ["/", "/people/", *(base + path for path in paths)]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
     page: Page, member: Callable[..., Any], desk: dict[str, Any], width: int
 ) -> None:
-    member("pages-admin", desk["context"], Role.ADMIN)
+    staff = member("pages-admin", desk["context"], Role.ADMIN)
+    staff.is_staff = True  # for the staff page, Contexts and people
+    staff.save(update_fields=["is_staff"])
     errors: list[str] = []
     page.on(
         "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
@@ -123,5 +125,7 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
             if texts["hits"]:
                 problems.append(f"{path} at {width}px: texts overlap: {texts['hits']}")
             screenshot(page, f"every-page-hub-{width}")
+        if path == "/people/":
+            screenshot(page, f"every-page-people-{width}")
     assert not problems, "\n".join(problems)
     assert not errors, "\n".join(errors)

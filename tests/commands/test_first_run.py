@@ -71,9 +71,17 @@ def test_a_password_from_standard_input_and_a_role_change(monkeypatch: Any) -> N
     assert Client().login(username="lee", password="correct horse battery staple")
     assert get_user_model().objects.get(username="lee").is_staff
 
-    _run("createcontext", "second", "--admin", "lee")
+    _run("createcontext", "second")
     _, err = _run("adduser", "lee", "--context", "second", "--role", "viewer")
     assert "updated dashboard user lee: viewer in second" in err
+    _run("adduser", "lee", "--context", "second", "--role", "curator")
+    assert ContextMembership.objects.get(user__username="lee", context__slug="second").role == (
+        Role.CURATOR
+    )
+
+    _run("createcontext", "third", "--admin", "lee")
+    with pytest.raises(CommandError, match="last admin"):
+        _run("adduser", "lee", "--context", "third", "--role", "viewer")
 
 
 @pytest.mark.parametrize(
