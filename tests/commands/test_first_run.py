@@ -52,6 +52,13 @@ def test_a_new_admin_sets_up_a_context_a_curator_and_an_agent(monkeypatch: Any) 
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {raw.getvalue().strip()}")
     assert api.get("/api/v1/contexts/research/facts").status_code == 200
+    written = api.post(
+        "/api/v1/contexts/research/facts",
+        {"subject": {"name": "Rosa", "type": "person"}, "predicate": "works_at",
+         "object": {"name": "Acme", "type": "company"}, "scope": "team"},
+        format="json",
+    )  # fmt: skip
+    assert written.status_code in (200, 201), written.content
 
     memberships = ContextMembership.objects.filter(context=context)
     assert {(m.user.username, m.role) for m in memberships} == {
