@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.db import connections, router, transaction
-from django.test import Client
+from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
 from memory.embedded_db import replica_start, replica_stop
 from memory.models import Context, Fact, Role
-from memory.replicas import ReplicaRouter, forget_replica_health, read_scope
+from memory.replicas import ReplicaRouter, forget_replica_health, read_scope, reads_only
 from tests.replicas.conftest import (
     caught_up,
     primary_folder,
@@ -207,3 +208,54 @@ def test_transactions_and_migrations_stay_on_the_primary(replicated: tuple[str, 
         with transaction.atomic():
             assert router.db_for_read(Fact) == "default"  # a read deciding a write
     assert router.db_for_read(Fact) == "default"
+
+
+def _mcp(api: APIClient, tool: str, arguments: dict[str, Any]) -> Any:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    response = api.post(
+        "/mcp", body, format="json", HTTP_ACCEPT="application/json, text/event-stream"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["result"]
+
+
+def test_mcp_read_tools_read_on_a_replica_and_write_tools_pin_the_writer(
+    replicated: tuple[str, ...], two_clients: tuple[APIClient, APIClient], base: str
+) -> None:
+    writer, reader = two_clients
+    for alias in replicated:
+        set_replay(alias, paused=True)
+    added = _mcp(
+        writer,
+        "add_facts",
+        {"facts": [{"subject": "Hedy", "predicate": "works_at", "object": "Acme"}]},
+    )
+    assert not added.get("isError"), added
+    with fact_reads() as seen:
+        found = _mcp(writer, "find_facts", {"subject": "Hedy"})  # its own write: the primary
+    assert "Hedy" in json.dumps(found) and set(seen) == {"default"}
+    with fact_reads() as seen:
+        _mcp(reader, "find_facts", {"predicate": "works_at"})  # anyone else: a replica
+    assert seen and set(seen) <= set(replicated)
+
+
+@pytest.mark.parametrize(
+    ("body", "reads"),
+    [
+        ({"method": "tools/call", "params": {"name": "search"}}, True),
+        ({"method": "tools/list"}, True),
+        ({"method": "tools/call", "params": {"name": "remember"}}, False),
+        ([{"method": "tools/call", "params": {"name": "get_entity"}}, {"method": "ping"}], True),
+        ([{"method": "ping"}, {"method": "tools/call", "params": {"name": "add_facts"}}], False),
+        ({"method": "tools/call", "params": "nonsense"}, False),
+        ("not an object", False),
+    ],
+)
+def test_which_mcp_messages_count_as_reads(body: Any, reads: bool) -> None:
+    request = RequestFactory().post("/mcp", json.dumps(body), content_type="application/json")
+    assert reads_only(request) is reads
