@@ -26,6 +26,7 @@ Prints JSON, then a Markdown table; exits 1 if any read was stale or any request
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -47,11 +48,43 @@ from benchmarks.search_common import (
 
 DB_NAME = "bench_replicas"
 STANDBYS = ("bench-1", "bench-2")
-WORDS = (
-    "protein cell gene cancer immune response receptor mutation therapy infection tumour "
-    "signal pathway brain neuron memory sleep diet insulin vitamin bone blood vessel heart "
-    "lung liver kidney virus bacteria antibody vaccine enzyme hormone stress exercise"
-).split()
+WORDS = [
+    "protein",
+    "cell",
+    "gene",
+    "cancer",
+    "immune",
+    "response",
+    "receptor",
+    "mutation",
+    "therapy",
+    "infection",
+    "tumour",
+    "signal",
+    "pathway",
+    "brain",
+    "neuron",
+    "memory",
+    "sleep",
+    "diet",
+    "insulin",
+    "vitamin",
+    "bone",
+    "blood",
+    "vessel",
+    "heart",
+    "lung",
+    "liver",
+    "kidney",
+    "virus",
+    "bacteria",
+    "antibody",
+    "vaccine",
+    "enzyme",
+    "hormone",
+    "stress",
+    "exercise",
+]
 
 
 def _var() -> Path:
@@ -249,10 +282,14 @@ def _kill(folder: Path) -> int:
         if process.info["name"] == "postgres" and process.info["cwd"] == str(folder)
     }
     for process in list(found):
-        found.update(process.children(recursive=True))
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.update(process.children(recursive=True))
+    killed = 0
     for process in found:
-        process.kill()
-    return len(found)
+        with contextlib.suppress(psutil.NoSuchProcess):  # a child that left with its parent
+            process.kill()
+            killed += 1
+    return killed
 
 
 def main() -> int:
