@@ -233,7 +233,10 @@ def test_mcp_read_tools_read_on_a_replica_and_write_tools_pin_the_writer(
     added = _mcp(
         writer,
         "add_facts",
-        {"facts": [{"subject": "Hedy", "predicate": "works_at", "object": "Acme"}]},
+        {
+            "scope": "org/acme",
+            "relations": [{"subject": "Hedy", "predicate": "works_at", "object": "Acme"}],
+        },
     )
     assert not added.get("isError"), added
     with fact_reads() as seen:
