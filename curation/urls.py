@@ -20,6 +20,7 @@ from curation.views import (
     entities,
     facts,
     overview,
+    people,
     registry,
     review,
     runs,
@@ -114,6 +115,19 @@ context_patterns = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("c/<str:ctx>/", include(context_patterns)),
+    path("people/", people.people, name="people"),
+    path("people/contexts", people.people_context_create, name="people-context-create"),
+    path("people/<str:ctx>/members", people.people_member_add, name="people-member-add"),
+    path(
+        "people/<str:ctx>/members/<int:user_id>/role",
+        people.people_member_role,
+        name="people-member-role",
+    ),
+    path(
+        "people/<str:ctx>/members/<int:user_id>/remove",
+        people.people_member_remove,
+        name="people-member-remove",
+    ),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
 ]

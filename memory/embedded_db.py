@@ -112,7 +112,7 @@ def embedded_database_url(pgdata: Path, *, tuning: Mapping[str, str] = TUNING) -
         socket_dir = postmaster.socket_dir or pgdata
         _ensure_database(socket_dir)
         _join(pgdata)
-    return f"postgresql://postgres@/{DATABASE_NAME}?host={quote(str(socket_dir), safe='')}"
+    return _url(socket_dir)
 
 
 def stop_server(pgdata: Path) -> bool:
@@ -363,8 +363,9 @@ def _accepts_connections(socket_dir: Path) -> bool:
         return False
 
 
-def _ensure_running(pgdata: Path) -> Postmaster:
-    """Join a ready server, wait for one starting or stopping, or start one."""
+def _ensure_running(pgdata: Path, *, ready: tuple[str, ...] = ("ready",)) -> Postmaster:
+    """Join a ready server, wait for one starting or stopping, or start one. A hot standby
+    says ``standby`` where a primary says ``ready``."""
     deadline = time.monotonic() + START_TIMEOUT_S
     attempts = 0
     started_at = -1e9
@@ -372,7 +373,7 @@ def _ensure_running(pgdata: Path) -> Postmaster:
         postmaster = _live_postmaster(pgdata)
         if postmaster is not None:
             socket_dir = postmaster.socket_dir or pgdata
-            if postmaster.status == "ready" and _accepts_connections(socket_dir):
+            if postmaster.status in ready and _accepts_connections(socket_dir):
                 return postmaster
             # Starting (perhaps replaying WAL after a crash) or stopping (a process that
             # began a shutdown was killed; the server finishes it): wait and look again.
@@ -509,3 +510,115 @@ def _ensure_database(socket_dir: Path) -> None:
         ).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+# --- streaming replicas -------------------------------------------------------------
+
+# A hot standby must allow at least as many connections and workers as its primary (else
+# it refuses to start), so only the memory sizes are smaller: the replicas share the
+# machine with the primary.
+REPLICA_TUNING: dict[str, str] = {
+    **TUNING,
+    "shared_buffers": "256MB",
+    "effective_cache_size": "2GB",
+    "maintenance_work_mem": "64MB",
+    # Tell the primary which rows a standby query still reads, so vacuum on the primary
+    # does not cancel a long search on the standby.
+    "hot_standby_feedback": "on",
+}
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    """What a replica's data folder and server say about it."""
+
+    folder: Path
+    running: bool
+    url: str | None
+
+
+def replica_start(primary: Path, folder: Path) -> str:
+    """Start a hot standby of the running embedded primary in ``folder`` (made on first
+    use by ``pg_basebackup -R``, which copies the whole cluster and writes the standby's
+    ``primary_conninfo``) and return a URL for its copy of the project database.
+
+    The standby runs detached until :func:`replica_stop`; while the primary is down it
+    waits and reconnects by itself."""
+    primary = primary.expanduser().resolve()
+    folder = folder.expanduser().resolve()
+    postmaster = _live_postmaster(primary)
+    if postmaster is None:
+        raise EmbeddedDatabaseError(f"the embedded primary in {primary} is not running")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(_sibling(folder, ".lock")):
+        if not _is_cluster(folder):
+            _base_backup(postmaster.socket_dir or primary, folder)
+        _write_tuning(folder, REPLICA_TUNING)
+        standby = _ensure_running(folder, ready=("standby", "ready"))
+    return _url(standby.socket_dir or folder)
+
+
+def replica_stop(folder: Path, *, remove: bool = False) -> bool:
+    """Stop the standby in ``folder`` (fast shutdown); ``remove`` also deletes its data.
+    Returns whether it was running."""
+    folder = folder.expanduser().resolve()
+    if not folder.exists():
+        return False
+    with _exclusive(_sibling(folder, ".lock")):
+        running = _live_postmaster(folder) is not None
+        if running:
+            _stop(folder)
+        if remove:
+            _clear_leftovers(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    if remove:
+        _sibling(folder, ".lock").unlink(missing_ok=True)
+    return running
+
+
+def replica_status(folder: Path) -> ReplicaStatus:
+    folder = folder.expanduser().resolve()
+    postmaster = _live_postmaster(folder) if _is_cluster(folder) else None
+    url = _url(postmaster.socket_dir or folder) if postmaster else None
+    return ReplicaStatus(folder=folder, running=postmaster is not None, url=url)
+
+
+def _is_cluster(pgdata: Path) -> bool:
+    return (pgdata / "PG_VERSION").exists() and (pgdata / "global" / "pg_control").exists()
+
+
+def _url(socket_dir: Path) -> str:
+    return f"postgresql://postgres@/{DATABASE_NAME}?host={quote(str(socket_dir), safe='')}"
+
+
+def _base_backup(primary_socket_dir: Path, folder: Path) -> None:
+    """Copy the primary into a staging sibling and rename it into place, so a killed
+    backup never leaves half a cluster where a standby is expected."""
+    for half_made in folder.parent.glob(f".{folder.name}.init-*"):
+        shutil.rmtree(half_made, ignore_errors=True)
+    if folder.exists():
+        _remove_empty_folder(folder)
+    staging = folder.parent / f".{folder.name}.init-{os.getpid()}"
+    staging.mkdir(mode=0o700)
+    _give_to_server_user(staging)
+    logger.info("copying the embedded primary into %s (pg_basebackup)", folder)
+    _run(
+        [
+            _bin("pg_basebackup"),
+            "-D",
+            str(staging),
+            "-h",
+            str(primary_socket_dir),
+            "-U",
+            "postgres",
+            "-X",
+            "stream",  # the WAL written during the copy comes along: a consistent start
+            "-c",
+            "fast",  # checkpoint now rather than at the primary's pace
+            "-R",  # standby.signal and primary_conninfo: start as a streaming standby
+        ],
+        timeout=600,
+    )
+    # The copy brings the primary's log and pid-less state; its own log starts fresh.
+    (staging / "log").unlink(missing_ok=True)
+    os.rename(staging, folder)

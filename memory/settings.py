@@ -54,12 +54,30 @@ def _database() -> dict[str, object]:
         from memory.embedded_db import embedded_database_url
 
         url = embedded_database_url(VAR_DIR / "pgdata")
+    config = _database_config(url)
+    config["TEST"] = {"NAME": env_str("MEMORY_TEST_DATABASE", "test_memorydesk")}
+    return config
+
+
+def _database_config(url: str) -> dict[str, object]:
     config: dict[str, object] = dict(dj_database_url.parse(url, conn_max_age=60))
     options = config.get("OPTIONS")
     if isinstance(options, dict) and "host" in options and not config.get("HOST"):
         config["HOST"] = options.pop("host")  # a Unix socket folder given as ?host=
     config["CONN_HEALTH_CHECKS"] = True
-    config["TEST"] = {"NAME": env_str("MEMORY_TEST_DATABASE", "test_memorydesk")}
+    return config
+
+
+def replica_database(url: str) -> dict[str, object]:
+    """A read replica's alias: the primary's settings with the replica's address. Under
+    the test runner it mirrors the primary (a standby already holds every database the
+    primary has, the test database included)."""
+    config = _database_config(url)
+    config["TEST"] = {"MIRROR": "default"}
+    options = config.setdefault("OPTIONS", {})
+    if isinstance(options, dict):
+        # An unreachable replica is skipped after this long, not after the OS's minutes.
+        options.setdefault("connect_timeout", env_int("MEMORY_REPLICA_CONNECT_TIMEOUT", 2))
     return config
 
 
@@ -90,6 +108,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "memory.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory.api.errors.BodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -122,6 +141,24 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": _database()}
+# Read replicas (docs/DEPLOY.md "Read replicas"): comma-separated URLs, each an alias
+# replica_1, replica_2…; reads go there through memory.replicas. Unset: one database.
+MEMORY_REPLICA_DATABASES: list[str] = []
+for _number, _url in enumerate(env_list("DATABASE_REPLICA_URLS", []), start=1):
+    DATABASES[f"replica_{_number}"] = replica_database(_url)
+    MEMORY_REPLICA_DATABASES.append(f"replica_{_number}")
+if MEMORY_REPLICA_DATABASES:
+    DATABASE_ROUTERS = ["memory.replicas.ReplicaRouter"]
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+        "memory.replicas.ReplicaReadMiddleware",
+    )
+MEMORY_REPLICA_MAX_LAG_SECONDS = env_float("MEMORY_REPLICA_MAX_LAG_SECONDS", 10.0)
+MEMORY_REPLICA_CHECK_SECONDS = env_float("MEMORY_REPLICA_CHECK_SECONDS", 1.0)
+MEMORY_REPLICA_RETRY_SECONDS = env_float("MEMORY_REPLICA_RETRY_SECONDS", 10.0)
+MEMORY_READ_YOUR_WRITES_SECONDS = env_float("MEMORY_READ_YOUR_WRITES_SECONDS", 30.0)
+# /metrics answers a staff session, or a scraper sending "Authorization: Bearer <this>".
+MEMORY_METRICS_TOKEN = env_str("MEMORY_METRICS_TOKEN")
 CACHES = {"default": _cache()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

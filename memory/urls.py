@@ -18,6 +18,7 @@ from memory.api import (
 )
 from memory.api.errors import json_error_view
 from memory.mcp.view import McpEndpoint
+from memory.metrics import metrics_view
 
 ctx = "api/v1/contexts/<str:ctx>"
 
@@ -131,6 +132,7 @@ urlpatterns = [
     path(f"{ctx}/", include("memory.api.search_urls")),
     # MCP (streamable HTTP), in this process: the same tokens, grants and services.
     path("mcp", McpEndpoint.as_view(), name="mcp"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -13,6 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory.replicas import replica_aliases, replica_health
+
 STALLED_AFTER = timedelta(minutes=2)
 
 
@@ -34,6 +36,12 @@ class HealthApi(APIView):
             "keywords), over every context; null when the database is down",
             allow_null=True,
         )
+        replicas = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="each read replica (DATABASE_REPLICA_URLS) measured now: name, status "
+            "(ok, lagging: further behind than MEMORY_REPLICA_MAX_LAG_SECONDS, down: "
+            "unreachable), lag_seconds and, when down, error; empty without replicas",
+        )
 
     @extend_schema(responses={200: OutputSerializer, 503: OutputSerializer}, auth=[])
     def get(self, request: Request) -> Response:
@@ -43,15 +51,18 @@ class HealthApi(APIView):
             "chat_model": _chat_model(),
             "task_worker": _task_worker(),
         }
+        replicas = [replica_health(alias, fresh=True).as_dict() for alias in replica_aliases()]
         if parts["database"]["status"] != "ok":
             overall = "down"
-        elif any(p["status"] not in ("ok", "not_configured") for p in parts.values()):
+        elif any(p["status"] not in ("ok", "not_configured") for p in parts.values()) or any(
+            r["status"] != "ok" for r in replicas
+        ):
             overall = "degraded"
         else:
             overall = "ok"
         backlog = _embedding_backlog() if overall != "down" else None
         return Response(
-            {"status": overall, **parts, "embedding_backlog": backlog},
+            {"status": overall, **parts, "embedding_backlog": backlog, "replicas": replicas},
             status=503 if overall == "down" else 200,
         )
 

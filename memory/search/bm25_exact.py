@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
+from memory.replicas import read_connection
 from memory.search.bm25_scoring import (
     Hit,
     QueryTerm,
@@ -99,7 +100,8 @@ def _ranked(
         FROM visible
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
     params += [depth, *where_params, limit]
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # a replica in a read scope
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         plan_for_posting_lists(cursor)
         cursor.execute(sql, params)
         kept, refs, scores = cursor.fetchone()

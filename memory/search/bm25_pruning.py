@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from memory.pg import array_literal, int_array_literal
+from memory.replicas import read_connection
 from memory.search.bm25_scoring import (
     K1,
     Hit,
@@ -159,7 +160,8 @@ def maxscore_rank(
                coalesce(array_agg(score ORDER BY {tied_sql("score")}, ref), '{{}}')
         FROM visible
     """  # noqa: S608 - identifiers come from fixed tables above, values are parameters
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # a replica in a read scope
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         plan_for_posting_lists(cursor, merge_joins=plan.merged)
         cursor.execute(sql, params)
         refs, scores = cursor.fetchone()
@@ -297,7 +299,7 @@ def _seed_threshold(
         *where_params,
         limit - 1,
     ]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return float(row[0]) if row else 0.0

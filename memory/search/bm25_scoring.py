@@ -19,9 +19,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
 from django.db.models import Q
 
+from memory.replicas import read_connection
 from memory.search.bm25_postings import REF_COLUMN
 from memory.search.models import SearchDoc, Target
 from memory.search.sql import q_where_sql
@@ -65,7 +65,7 @@ def query_terms(
     *, context_id: int, target: Target, bag: Counter[str]
 ) -> tuple[list[QueryTerm], float]:
     """The query's known terms with their weights, and the corpus's average length."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT t.id, t.text, t.df, t.max_tf, t.min_dl, s.doc_count, s.total_length

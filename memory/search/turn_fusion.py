@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.db import connection
 from django.db.models import Q
 
 from memory.models import Turn
+from memory.replicas import read_connection
 from memory.search.sql import q_where_sql
 
 TURN_FUSION_DEPTH = 100
@@ -108,7 +108,7 @@ def _neighbours(
         WHERE ordered.id = ANY(%s)
     """  # noqa: S608 - table names from the model, values are parameters
     found: dict[int, tuple[list[int], list[int]]] = {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, [context_id, ids, *params, ids])
         for ref, *around in cursor:
             before = [n for n in around[0::2] if n is not None]

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, QuerySet, Sum, Value
 from pgvector.django import CosineDistance
 
 from memory.models import Chunk, Entity, Turn
+from memory.replicas import read_connection
 from memory.search.models import FactVector, SearchStats, Target
 
 # Defaults of the settings MEMORY_SEARCH_EXACT_SCAN_MAX and MEMORY_SEARCH_EF_SEARCH
@@ -83,7 +84,8 @@ def _hits(rows: QuerySet[Any]) -> list[VectorHit]:
 
 
 def _hnsw(rows: QuerySet[Any], embedding: list[float], limit: int, ef: int) -> list[VectorHit]:
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # a replica in a read scope
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
         ranked = rows.annotate(distance=CosineDistance("embedding", embedding))
         return _hits(ranked.order_by(F("distance"))[:limit])

@@ -15,14 +15,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from django.db import connection
 from django.db.models import Q
 
 from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
+from memory.metrics import SEARCH_SECONDS
 from memory.models import Chunk, Document, Entity, Fact, Turn
 from memory.models.turn import MAX_THREAD_CHARS
+from memory.replicas import read_connection
 from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
 from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts
@@ -263,11 +264,9 @@ def search(
     best = best_refs(scores, k)
     kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
     results = _hydrate(kind, kept, scores=scores, explains=explains)
-    return SearchResponse(
-        results=results,
-        took_ms=(time.perf_counter() - started) * 1000,
-        hidden=len(best) - len(kept),
-    )
+    took = time.perf_counter() - started
+    SEARCH_SECONDS.labels(mode=mode, target=target).observe(took)
+    return SearchResponse(results=results, took_ms=took * 1000, hidden=len(best) - len(kept))
 
 
 def _search_all(
@@ -437,7 +436,7 @@ def _turns_only(scores: dict[int, float], *, visible: Q) -> dict[int, float]:
 
 def _chunk_rows(ids: list[int]) -> list[tuple[int, str, str, int, str, int]]:
     """(id, text, scope, document id, document title, ordinal) of the chunks in ``ids``."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             SELECT c.id, c.text, c.scope, c.document_id, d.title, c.ordinal

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
 from django.db.models import Max, Sum
 
 from memory.access import ContextAccess
 from memory.models import Context, PredicateUsage
+from memory.replicas import read_connection
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,6 @@ WHERE p.context_id = %s AND p.status = 'registered'
 def predicate_forms(*, context: Context) -> dict[int, int]:
     """How many distinct raw forms the current facts of each registered predicate were
     written in (``worksAt``, ``works_at``…), context-wide like the registry itself."""
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_FORMS_SQL, [context.pk])
         return {pk: forms for pk, forms in cursor.fetchall() if forms}

@@ -26,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from memory.embeddings import embedding_model_id
 from memory.entity_names import LEGAL_SUFFIXES
 from memory.models import Context, Fact, FactKind, FactTrust, PredicateStatus
+from memory.replicas import read_connection
 from memory.scopes import Grants
 
 ENTITY_PLACES = 500
@@ -169,7 +170,7 @@ GROUP BY u.kind, p.name, p.status
 def _usage(*, context: Context, scopes: list[str]) -> dict[str, list[_Usage]]:
     kinds = [FactKind.RELATION, FactKind.ATTRIBUTE, FactKind.ACTION]
     by_kind: dict[str, list[_Usage]] = {kind: [] for kind in kinds}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             _USAGE_SQL,
             [
@@ -292,7 +293,7 @@ def _recent(context: Context, scopes: list[str]) -> list[tuple[int, str, str]]:
     params: list[Any] = []
     for scope in scopes:
         params += [context.pk, scope, ENTITY_PLACES + 1]
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, [*params, ENTITY_PLACES + 1])
         return [(int(i), str(n), str(t)) for i, n, t in cursor.fetchall()]
 
@@ -331,7 +332,7 @@ def _named_in(*, context: Context, scopes: list[str], text: str) -> list[tuple[i
     grams = turn_ngrams(text)
     if not grams:
         return []
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_NAMED_SQL, [context.pk, scopes, grams, grams, NAMED_READ_LIMIT])
         rows = cursor.fetchall()
     rows.sort(key=lambda r: (-r[3], -r[0]))
@@ -353,7 +354,8 @@ def _neighbours(
 ) -> list[tuple[int, str, str]]:
     """The turn's nearest entities (HNSW), kept when similarity ≥ SIMILAR_MIN."""
     literal = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = read_connection()  # a replica in a read scope
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         # A scope filter drops HNSW candidates after the index scan: look a little further
         # than the default, not as far as resolution does (this runs before every prompt).
         cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")

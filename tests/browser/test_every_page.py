@@ -135,14 +135,16 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "tokens/", "review/", "facts/", "facts/?predicate=knows&sort=oldest", f"facts/{fact}/",
         "conversations/", "conversations/weekly%20sync/2024-05/",
     ]  # fmt: skip
-    return ["/", *(base + path for path in paths)]
+    return ["/", "/people/", *(base + path for path in paths)]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
     page: Page, member: Callable[..., Any], desk: dict[str, Any], width: int
 ) -> None:
-    member("pages-admin", desk["context"], Role.ADMIN)
+    staff = member("pages-admin", desk["context"], Role.ADMIN)
+    staff.is_staff = True  # for the staff page, Contexts and people
+    staff.save(update_fields=["is_staff"])
     errors: list[str] = []
     page.on(
         "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
@@ -170,5 +172,7 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
             screenshot(page, f"every-page-hub-{width}")
         if "/seed/jobs/" in path:
             screenshot(page, f"every-page-seed-job-{width}")
+        if path == "/people/":
+            screenshot(page, f"every-page-people-{width}")
     assert not problems, "\n".join(problems)
     assert not errors, "\n".join(errors)
