@@ -296,10 +296,17 @@ def reads_only(request: HttpRequest) -> bool:
     return name == "mcp" and _mcp_reads_only(request)
 
 
-def _mcp_reads_only(request: HttpRequest) -> bool:
-    from memory.mcp.tools import TOOLS
+# The MCP tools that only read, as the MCP server declares them (memory.mcp.tools): the
+# engine below the faces cannot import them, so the face registers its own.
+MCP_READ_TOOLS: set[str] = set()
 
-    read_tools = {name for _, name, hints in TOOLS if hints.read_only_hint}
+
+def mcp_read_tools_register(names: set[str]) -> None:
+    MCP_READ_TOOLS.update(names)
+
+
+def _mcp_reads_only(request: HttpRequest) -> bool:
+    read_tools = MCP_READ_TOOLS
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):

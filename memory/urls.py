@@ -17,8 +17,8 @@ from memory.api import (
     predicates,
 )
 from memory.api.errors import json_error_view
+from memory.api.metrics import metrics_view
 from memory.mcp.view import McpEndpoint
-from memory.metrics import metrics_view
 
 ctx = "api/v1/contexts/<str:ctx>"
 

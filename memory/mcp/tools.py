@@ -27,6 +27,7 @@ from memory.mcp.write_tools import (
     retract_fact,
     review_facts,
 )
+from memory.replicas import mcp_read_tools_register
 
 TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (remember, "remember", WRITES),
@@ -42,5 +43,8 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (review_facts, "review_facts", WRITES),
     (get_run, "get_run", READ_ONLY),
 ]
+
+# Requests that call only these may read from a replica (memory.replicas).
+mcp_read_tools_register({name for _, name, hints in TOOLS if hints.read_only_hint})
 
 __all__ = ["TOOLS", "bind_access", "current_access"]
