@@ -501,3 +501,16 @@ class TokenCreateForm(forms.Form):
 
     def clean_grants(self) -> list[str]:
         return _lines(self.cleaned_data["grants"])
+
+
+class ReconcileKeyForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Who uses the URL, e.g. “OpenRefine, seeding team”.",
+    )
+    scope = forms.CharField(
+        max_length=300,
+        initial="*",
+        help_text="The scopes it may read: * for every scope, P/* for P and below, P for P alone.",
+    )

@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from memory.api import contexts, curation_api, entities, facts, health, merges_api, predicates
+from memory.api import (
+    contexts,
+    curation_api,
+    entities,
+    facts,
+    health,
+    merges_api,
+    predicates,
+    reconcile_api,
+)
 from memory.api.errors import json_error_view
 from memory.mcp.view import McpEndpoint
 
@@ -88,7 +99,38 @@ api_patterns = [
     ),
 ]
 
+
+def _reconcile_patterns(root: str, suffix: str) -> list[Any]:
+    """The reconciliation service's routes below ``root`` (the header one, or the one
+    with a key in its path)."""
+    routes = [
+        ("", reconcile_api.ReconcileRootApi, "api-reconcile"),
+        ("/match", reconcile_api.ReconcileMatchApi, "api-reconcile-match"),
+        ("/extend", reconcile_api.ReconcileExtendApi, "api-reconcile-extend"),
+        ("/extend/propose", reconcile_api.ReconcileProposeApi, "api-reconcile-propose"),
+        (
+            "/suggest/entity",
+            reconcile_api.ReconcileSuggestEntityApi,
+            "api-reconcile-suggest-entity",
+        ),
+        ("/suggest/type", reconcile_api.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
+        (
+            "/suggest/property",
+            reconcile_api.ReconcileSuggestPropertyApi,
+            "api-reconcile-suggest-property",
+        ),
+        ("/preview", reconcile_api.ReconcilePreviewApi, "api-reconcile-preview"),
+    ]
+    return [path(f"{root}{sub}", view.as_view(), name=name + suffix) for sub, view, name in routes]
+
+
+reconcile_patterns = [
+    *_reconcile_patterns(f"{ctx}/reconcile", ""),
+    *_reconcile_patterns(f"{ctx}/reconcile/k/<str:key>", "-key"),
+]
+
 urlpatterns = [
+    *reconcile_patterns,
     *api_patterns,
     *curation_patterns,
     path(f"{ctx}/", include("memory.api.ingest_urls")),

@@ -1,6 +1,6 @@
 """Memory Desk's data model, one module per concept."""
 
-from memory.models.access import ApiToken, ContextMembership, Role
+from memory.models.access import ApiToken, ContextMembership, Role, TokenPurpose
 from memory.models.audit import AuditEvent
 from memory.models.context import Context, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
@@ -53,5 +53,6 @@ __all__ = [
     "Run",
     "RunOutcome",
     "SourceKind",
+    "TokenPurpose",
     "Turn",
 ]
