@@ -172,7 +172,7 @@ def _values(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def query_v02(raw: Any, kinds: set[str]) -> rc.ReconcileQuery:
+def query_v02(raw: Any, kinds: rc.IdentifierKinds) -> rc.ReconcileQuery:
     query = _object(raw, "each query")
     name = query.get("query", "")
     if not isinstance(name, str):
@@ -196,7 +196,7 @@ def query_v02(raw: Any, kinds: set[str]) -> rc.ReconcileQuery:
     )
 
 
-def query_v1(raw: Any, kinds: set[str]) -> tuple[rc.ReconcileQuery | None, list[str]]:
+def query_v1(raw: Any, kinds: rc.IdentifierKinds) -> tuple[rc.ReconcileQuery | None, list[str]]:
     """A 1.0-draft query, or the entity ids its ``id`` conditions name."""
     query = _object(raw, "each query")
     conditions = query.get("conditions")
@@ -295,7 +295,7 @@ class ReconcileRootApi(ReconcileView):
             raise ValidationFailed(
                 f"at most {rc.MAX_QUERIES} queries a batch", code="too_many_queries"
             )
-        kinds = rc.identifier_kinds(access)
+        kinds = rc.IdentifierKinds(access)
         built = {name: query_v02(query, kinds) for name, query in batch.items()}
         results = rc.reconcile_match(access=access, queries=list(built.values()))
         return {
@@ -365,7 +365,7 @@ class ReconcileMatchApi(ReconcileView):
             raise ValidationFailed(
                 f"at most {rc.MAX_QUERIES} queries a batch", code="too_many_queries"
             )
-        kinds = rc.identifier_kinds(access)
+        kinds = rc.IdentifierKinds(access)
         built = [query_v1(q, kinds) for q in queries]
         matched = iter(
             rc.reconcile_match(access=access, queries=[q for q, _ in built if q is not None])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -120,8 +120,22 @@ def identifier_kinds(access: ContextAccess) -> set[str]:
     )
 
 
+class IdentifierKinds:
+    """The context's identifier kinds, read the first time a bare property id needs
+    them (a batch of ``attr:`` and ``id:`` properties never does)."""
+
+    def __init__(self, access: ContextAccess) -> None:
+        self.access = access
+        self._kinds: set[str] | None = None
+
+    def __contains__(self, kind: object) -> bool:
+        if self._kinds is None:
+            self._kinds = identifier_kinds(self.access)
+        return kind in self._kinds
+
+
 def property_resolve(
-    pid: str, *, identifier_kinds: set[str], predicates: set[str] | None = None
+    pid: str, *, identifier_kinds: Container[str], predicates: set[str] | None = None
 ) -> PropertyRef:
     """What a property id names (module docstring); ValidationFailed if it names nothing."""
     text = pid.strip()
@@ -160,7 +174,7 @@ def query_build(
     types: Sequence[str],
     properties: Iterable[tuple[str, Sequence[Any]]],
     limit: int | None,
-    identifier_kinds: set[str],
+    identifier_kinds: Container[str],
 ) -> ReconcileQuery:
     """A query from a client's fields; ValidationFailed naming what is wrong."""
     for type_ in types:
@@ -238,15 +252,12 @@ def _match_one(
         if len(members) <= limit:
             found.update(members)
     found.update(_identifier_holders(access, query, types))
-    visible = set(
-        entities_visible(access=access)
-        .filter(pk__in=sorted(found), merged_into__isnull=True)
-        .values_list("pk", flat=True)
-    )
-    records = records_of(access.context.pk, visible)
+    # Live entities only (records_of reads no redirect); the grants are checked on
+    # each record's scope rather than by one more statement.
+    records = records_of(access.context.pk, found)
     scored: list[tuple[float, float, Record, list[dict[str, Any]]]] = []
     for record in records.values():
-        if record.type not in types:
+        if record.type not in types or not access.grants.can_read(record.scope):
             continue
         mine = query_record(query, record.type)
         comparisons = compare(mine, record, rare=rare.get(record.type, set()))

@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import psycopg
@@ -228,19 +229,19 @@ class _Staging:
         return header, end, extras
 
     def _add(self, kind: Kind, record: dict[str, Any], number: int) -> None:
-        row = []
-        known = kind.fields()
-        unknown = set(record) - {f.attname for f in known} - SKIPPED_COLUMNS
+        plan = _plan(kind)
+        unknown = record.keys() - plan.names
         if unknown:
             raise ValidationFailed(
                 f"line {number}: {kind.name} has no field {sorted(unknown)[0][:40]!r}",
                 code="invalid_export",
             )
-        for f in known:
+        row = []
+        for f, convert in plan.cells:
             value = record[f.attname] if f.attname in record else _default(f)
             if value is None and not f.null and _stamped(f):
                 value = _default(f)  # a time the row was written: now, when not known
-            row.append(_cell(f, value, kind, number))
+            row.append(convert(f, value, kind, number))
         buffer = self.buffers.setdefault(kind.name, [])
         buffer.append(tuple(row))
         if len(buffer) >= FLUSH_ROWS:
@@ -417,17 +418,48 @@ def _default(f: models.Field) -> Any:
 
 
 _SCALARS = (str, int, float, bool)
+Cell = Callable[[models.Field, Any, Kind, int], Any]
 
 
-def _cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
-    """A value as COPY takes it; a value of the wrong shape is refused with its line."""
-    if isinstance(f, models.JSONField):
-        return None if value is None and f.null else Jsonb(value)
-    if f.get_internal_type() == "ArrayField":
-        if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
-            return [_text_checked(v, f, kind, number) for v in value]
-    elif value is None or isinstance(value, _SCALARS):
+@dataclass(frozen=True)
+class _Plan:
+    """How a line type's values become COPY cells (worked out once per type)."""
+
+    names: frozenset[str]
+    cells: tuple[tuple[models.Field, Cell], ...]
+
+
+@cache
+def _plan(kind: Kind) -> _Plan:
+    fields = kind.fields()
+    cells: list[tuple[models.Field, Cell]] = []
+    for f in fields:
+        if isinstance(f, models.JSONField):
+            cells.append((f, _json_cell))
+        elif f.get_internal_type() == "ArrayField":
+            cells.append((f, _array_cell))
+        else:
+            cells.append((f, _scalar_cell))
+    return _Plan(frozenset(f.attname for f in fields) | SKIPPED_COLUMNS, tuple(cells))
+
+
+def _json_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    return None if value is None and f.null else Jsonb(value)
+
+
+def _array_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
+        return [_text_checked(v, f, kind, number) for v in value]
+    return _wrong_shape(f, kind, number)
+
+
+def _scalar_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if value is None or isinstance(value, _SCALARS):
         return _text_checked(value, f, kind, number)
+    return _wrong_shape(f, kind, number)
+
+
+def _wrong_shape(f: models.Field, kind: Kind, number: int) -> Any:
     raise ValidationFailed(
         f"line {number}: {kind.name}.{f.attname} has a value of the wrong shape",
         code="invalid_export",
