@@ -8,7 +8,7 @@ shipped weights), side by side in one run: sentences/s and SciFact vector nDCG@1
 
 Relevance is exact cosine over the abstracts (title + text, as one passage each; the
 queries whose relevant abstracts are all loaded), in memory — the same ranking the API's
-exact vector scan gives, without the database. Adoption rule (issue 16): ≥ 1.8× faster
+exact vector scan gives, without the database. Adoption rule: ≥ 1.8× faster
 and nDCG@10 lower by ≤ 0.005.
 """
 

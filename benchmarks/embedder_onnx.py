@@ -12,7 +12,7 @@ embedded by each variant in turn, ``--repeat`` rounds interleaved so every varia
 the same machine load (medians); also short texts (LoCoMo-sized, one sentence) since
 conversations are mostly those. Relevance: exact cosine over the abstracts (title + text
 as one passage), nDCG@10 over the test queries whose relevant abstracts are loaded — all
-300 at full scale. Adoption rule (issue 16): ≥ 1.8× faster and nDCG@10 lower by ≤ 0.005.
+300 at full scale. Adoption rule: ≥ 1.8× faster and nDCG@10 lower by ≤ 0.005.
 ``--torch-int8`` adds ``torch.quantization.quantize_dynamic`` (benchmarks.embedder_int8).
 """
 

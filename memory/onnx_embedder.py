@@ -8,7 +8,8 @@ graph and pools as sentence-transformers does (attention-masked mean, then L2
 normalization), so its float32 vectors match the PyTorch model's.
 
 The default embedder (``memory.embeddings.LocalInt8Embedder``) is the per-channel int8
-graph, built here into ``MEMORY_VAR_DIR/models`` at its first start (docs/decisions/0055); ``benchmarks.embedder_onnx`` measures every variant against PyTorch float32.
+graph, built here into ``MEMORY_VAR_DIR/models`` at its first start (docs/decisions/0055);
+``benchmarks.embedder_onnx`` measures every variant against PyTorch float32.
 """
 
 from __future__ import annotations

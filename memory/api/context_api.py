@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from memory.api.common import ErrorSerializer, access_for
 from memory.api.fields import NON_BLANK_TEXT_PATTERN, JsonInput, ScopeFilterField
-from memory.selectors.entity_card import MAX_REF_CHARS
+from memory.selectors.entity_lookup import MAX_REF_CHARS
 from memory.selectors.memory_context import (
     DEFAULT_BUDGET_TOKENS,
     MAX_BUDGET_TOKENS,

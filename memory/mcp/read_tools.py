@@ -30,7 +30,8 @@ from memory.mcp.shapes import (
 )
 from memory.models.turn import MAX_THREAD_CHARS
 from memory.selectors import search as search_selectors
-from memory.selectors.entity_card import entity_card, entity_find
+from memory.selectors.entity_card import entity_card
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import fact_list
 from memory.selectors.memory_context import (
     DEFAULT_BUDGET_TOKENS,
@@ -172,8 +173,8 @@ def find_facts(
     """Facts by subject, predicate (any form: worksAt finds works_at) and object, newest
     first; current ones unless `as_of` or `include_superseded` says otherwise."""
     access = current_access()
-    subject_entity = entity_find(access=access, ref=subject).entity if subject else None
-    object_entity = entity_find(access=access, ref=object).entity if object else None
+    subject_entity = resolve_entity_name(access=access, ref=subject).entity if subject else None
+    object_entity = resolve_entity_name(access=access, ref=object).entity if object else None
     canonical = (
         predicate_canonicalize(context=access.context, name=predicate).canonical
         if predicate

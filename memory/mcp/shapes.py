@@ -105,7 +105,7 @@ def entity_card_shape(card: EntityCard) -> dict[str, Any]:
             "updated_at": _iso(entity.updated_at),
         },
         "matched_by": card.matched_by,
-        "other_matches": [entity_ref(e) for e in card.others],
+        "other_matches": [entity_ref(e) for e in card.other_matches],
         "identifiers": [
             {"kind": i.kind, "value": i.value, "scope": i.scope} for i in card.identifiers
         ],

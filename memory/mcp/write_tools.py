@@ -17,7 +17,7 @@ from memory.mcp.calls import as_tool, current_access
 from memory.mcp.shapes import fact_shape, run_shape
 from memory.models import Fact
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
-from memory.selectors.entity_card import entity_find
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import facts_visible
 from memory.services.fact_corrections import fact_correct
 from memory.services.facts import fact_retract
@@ -180,7 +180,11 @@ def correct_fact(
     access = current_access()
     with transaction.atomic():
         fact = _visible_fact(fact_id)
-        target = entity_find(access=access, ref=object).entity if object is not None else None
+        target = (
+            resolve_entity_name(access=access, ref=object, prefer_scope=fact.scope).entity
+            if object is not None
+            else None
+        )
         correction = fact_correct(
             access=access, fact=fact, value=value, object=target, reason=reason
         )

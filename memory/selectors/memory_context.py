@@ -25,7 +25,7 @@ from django.utils import timezone
 from memory.access import ContextAccess
 from memory.errors import ServiceUnavailable, ValidationFailed
 from memory.models import Entity, Fact, FactStatus
-from memory.selectors.entity_card import entity_find
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import (
     RANK_MIN_CONFIDENCE,
     entity_facts_ranked,
@@ -127,7 +127,7 @@ def memory_context(
     if query:
         finder.embed_early(query)  # while the focus entities are looked up
     if entity is not None:
-        block.focus = [entity_find(access=access, ref=entity).entity]
+        block.focus = [resolve_entity_name(access=access, ref=entity).entity]
     elif query:
         block.focus = finder.entities(query)
     fact_lines = _fact_lines(access, focus=block.focus, query=query, finder=finder)

@@ -137,10 +137,8 @@ def drift_alias(
     )
     _check_kinds(observed, goal, moved, inverse=inverse)
     if inverse:
-        for fact in moved:  # the stored ends, once the alias reads backwards
-            # _check_kinds made sure every one has an object.
-            fact.subject_id, fact.object_id = fact.object_id, fact.subject_id  # type: ignore[assignment]
-            fact.subject, fact.object = fact.object, fact.subject  # type: ignore[assignment]
+        for fact in moved:
+            _swap_ends(fact)
     _lock_subjects(moved)  # before reading the target's current facts: writers queue here
     existing = list(
         Fact.objects.filter(
@@ -204,6 +202,17 @@ def drift_alias(
             "conflicts_created": [c.pk for c in conflicts],
         },
     )
+
+
+def _swap_ends(fact: Fact) -> None:
+    """Give the in-memory ``fact`` the ends it is stored with once the alias reads
+    backwards, so the plan, the fold and the single-valued check see the stored
+    direction. Both related objects are read before either is assigned: assigning one
+    sets its id, and Django drops a cached relation whose id changes, so swapping the ids
+    first would make the second read fetch the ends already swapped (and swap them back)."""
+    subject, obj = fact.subject, fact.object
+    assert obj is not None  # _check_kinds refused an inverse move of a fact without one
+    fact.subject, fact.object = obj, subject
 
 
 def _fold_into_target(

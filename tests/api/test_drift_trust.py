@@ -1,4 +1,4 @@
-"""Drift resolution that cannot corrupt data (issue 13): suggestions that say how sure they
+"""Drift resolution that cannot corrupt data: suggestions that say how sure they
 are, inverse aliases, and the alias checks (kinds, single values, type hints)."""
 
 from __future__ import annotations
@@ -228,3 +228,74 @@ def test_the_schema_documents_the_new_fields(openapi: dict[str, Any]) -> None:
         schemas["Suggestion"]["properties"]
     )
     assert "read_through_inverse" in schemas["FactOutput"]["properties"]
+
+
+MARIA = ("Maria Chen", "person")
+ACME_CORP = ("Acme Corp", "organisation")
+
+
+def test_an_inverse_alias_previews_swapped_and_folds_into_the_identical_fact(
+    api: APIClient, base: str
+) -> None:
+    _relation(api, base, MARIA, "works_at", ACME_CORP)
+    _relation(api, base, ACME_CORP, "has_staff", MARIA)
+    existing = Fact.objects.get(predicate__name="works_at")
+
+    plan = _resolve(api, base, "has_staff", target="works_at", inverse=True, preview=True)
+
+    assert plan.status_code == 200, plan.content
+    assert plan.json()["moving"] == ["Maria Chen works_at Acme Corp"]
+    assert plan.json()["warnings"] == []
+    assert plan.json()["subjects_with_several_values"] == 0
+
+    event = _resolve(api, base, "has_staff", target="works_at", inverse=True)
+
+    assert event.status_code == 200, event.content
+    maria = existing.subject_id
+    current = api.get(f"{base}/facts", {"subject": maria, "predicate": "works_at"}).json()
+    assert [f["id"] for f in current["results"]] == [existing.pk]
+    assert current["results"][0]["observed_count"] == 2
+    assert Fact.objects.filter(status="current", predicate__name="works_at").count() == 1
+
+    assert api.post(f"{base}/audit/{event.json()['id']}/undo").status_code == 200
+    staff = Fact.objects.get(predicate__name="has_staff")
+    assert (staff.subject.name, staff.object.name, staff.status) == (
+        "Acme Corp",
+        "Maria Chen",
+        "current",
+    )
+    existing.refresh_from_db()
+    assert (existing.status, existing.observed_count) == ("current", 1)
+
+
+def test_an_inverse_alias_checks_a_single_valued_target_in_the_stored_direction(
+    api: APIClient, base: str
+) -> None:
+    """Sam's line manager is Maria; "Maria manager_of Sam" read backwards is "Sam
+    line_manager Maria", the same value: no subject gets a second one. "Maria manager_of
+    Alex" read backwards gives Alex a first manager, not Maria a second report."""
+    registered = api.post(
+        f"{base}/predicates",
+        {"name": "line_manager", "kind": "relation", "single_valued": True},
+        format="json",
+    )
+    assert registered.status_code == 201, registered.content
+    _relation(api, base, SAM, "line_manager", MARIA)
+    _relation(api, base, MARIA, "manager_of", SAM)
+    _relation(api, base, MARIA, "manager_of", ALEX)
+
+    plan = _resolve(api, base, "manager_of", target="line_manager", inverse=True, preview=True)
+
+    assert plan.status_code == 200, plan.content
+    assert plan.json()["subjects_with_several_values"] == 0
+    assert sorted(plan.json()["moving"]) == [
+        "Alex line_manager Maria Chen",
+        "Sam line_manager Maria Chen",
+    ]
+    moved = _resolve(api, base, "manager_of", target="line_manager", inverse=True)
+    assert moved.status_code == 200, moved.content
+    current = Fact.objects.filter(status="current", predicate__name="line_manager")
+    assert sorted((f.subject.name, f.object.name) for f in current) == [
+        ("Alex", "Maria Chen"),
+        ("Sam", "Maria Chen"),
+    ]

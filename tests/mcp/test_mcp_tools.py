@@ -12,6 +12,7 @@ from mcp import Client
 
 from memory.access import system_access
 from memory.models import AuditEvent, Fact, FactStatus, Run
+from memory.services.entities import entity_update, entity_upsert
 from memory.services.ingest import run_create, run_execute
 from memory.services.turns import turn_fields_clean
 from tests.mcp.conftest import World, call, with_mcp
@@ -490,3 +491,28 @@ def test_bad_arguments_are_tool_errors_with_a_clear_message(
     assert is_error
     assert says in text
     assert "Traceback" not in text
+
+
+def test_get_entity_and_find_facts_answer_the_entity_named_so_not_a_key_twin(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    """The twin "ACME Inc." (another scope) shares the key ``acme`` with "Acme Corp" and was
+    edited last: a name still means the entity named so, the twin is an other match."""
+    access = system_access(world.context)
+    twin = entity_upsert(
+        access=access, name="ACME Inc.", type="organisation", scope="org/other"
+    ).entity
+    entity_update(access=access, entity=twin, attributes={"edited": True})
+
+    async def work(client: Client) -> Any:
+        return [
+            await call(client, "get_entity", {"entity": "Acme Corp"}),
+            await call(client, "find_facts", {"object": "Acme Corp", "predicate": "works_at"}),
+        ]
+
+    (e1, card), (e2, found) = with_mcp(mcp_url, token_for(["read:*"]), work)
+    assert not (e1 or e2), (card, found)
+    assert (card["entity"]["id"], card["matched_by"]) == (world.acme.pk, "name")
+    assert [m["id"] for m in card["other_matches"]] == [twin.pk]
+    assert found["object"]["id"] == world.acme.pk
+    assert [f["id"] for f in found["facts"]] == [world.works_fact]

@@ -76,7 +76,7 @@ def test_check_text_length_counts_the_normalized_form() -> None:
         ("wprks_at", "works_at"),
         ("commited_to", "committed_to"),
         ("manage", "manages"),
-        # Two slips in a name of six or more letters (issue 13), in one token or two.
+        # Two slips in a name of six or more letters, in one token or two.
         ("acquird", "acquired"),
         ("acqired", "acquired"),
         ("colleage_of", "colleague_of"),
