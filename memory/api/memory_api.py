@@ -79,7 +79,7 @@ class MemoryImportApi(APIView):
             OpenApiParameter("format", OpenApiTypes.STR, enum=list(MEMORY_IMPORT_FORMATS)),
         ],
         request={
-            "application/x-ndjson": OpenApiTypes.STR,
+            "application/x-ndjson": {"type": "string", "minLength": 1},
             "application/json": OpenApiTypes.OBJECT,
             "multipart/form-data": {
                 "type": "object",

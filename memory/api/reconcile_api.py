@@ -142,7 +142,7 @@ def _json_param(text: str, name: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
-        raise ValidationFailed(f"{name} is not valid JSON", code="malformed") from None
+        raise ValidationFailed(f"{name} is not valid JSON", code=f"invalid_{name}") from None
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:
@@ -433,7 +433,7 @@ class ReconcileProposeApi(ReconcileView):
     @extend_schema(
         parameters=[
             OpenApiParameter("type", OpenApiTypes.STR, enum=list(ENTITY_TYPES)),
-            OpenApiParameter("limit", OpenApiTypes.INT),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 200}),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
@@ -458,25 +458,25 @@ def _int_param(request: Request, name: str, default: int, most: int) -> int:
     if raw is None or raw == "":
         return default
     if not raw.isdigit() or not 1 <= int(raw) <= most:
-        raise ValidationFailed(f"{name} must be 1–{most}", code="invalid")
+        raise ValidationFailed(f"{name} must be 1–{most}", code=f"invalid_{name}")
     return int(raw)
 
 
 # --- suggest and preview ------------------------------------------------------------------
 
 SUGGEST_PARAMS = [
-    OpenApiParameter("prefix", OpenApiTypes.STR, required=True),
+    OpenApiParameter("prefix", {"type": "string", "maxLength": 300}, required=True),
     OpenApiParameter("type", OpenApiTypes.STR),
-    OpenApiParameter("limit", OpenApiTypes.INT),
+    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": rc.MAX_SUGGEST}),
 ]
 
 
 def _prefix(request: Request) -> str:
     prefix = request.query_params.get("prefix")
     if prefix is None:
-        raise ValidationFailed("prefix is required", code="invalid")
+        raise ValidationFailed("prefix is required", code="missing_prefix")
     if len(prefix) > 300:
-        raise ValidationFailed("prefix: at most 300 characters", code="invalid")
+        raise ValidationFailed("prefix: at most 300 characters", code="invalid_prefix")
     return prefix
 
 
@@ -525,7 +525,9 @@ class ReconcileSuggestPropertyApi(ReconcileView):
 
 class ReconcilePreviewApi(ReconcileView):
     @extend_schema(
-        parameters=[OpenApiParameter("id", OpenApiTypes.STR, required=True)],
+        parameters=[
+            OpenApiParameter("id", OpenApiTypes.STR, required=True, pattern=r"^[0-9]{1,18}$")
+        ],
         responses={(200, "text/html"): OpenApiTypes.STR},
         description="A small HTML card of the entity (name, type, aliases, best facts).",
     )
@@ -533,7 +535,7 @@ class ReconcilePreviewApi(ReconcileView):
         access = self.access(request, ctx)
         raw = request.query_params.get("id", "")
         if not raw.isdigit() or len(raw) > 18:
-            raise ValidationFailed("id must be an entity id", code="invalid")
+            raise ValidationFailed("id must be an entity id", code="invalid_id")
         card = rc.preview_card(access=access, entity_id=int(raw))
         if card is None:
             raise NotFound(f"entity {raw} not found", code="entity_not_found")

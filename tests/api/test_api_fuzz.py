@@ -199,6 +199,21 @@ UNSTATABLE_REFUSALS = {
     "missing_query": "a context block needs a query or an entity (one of two fields)",
     "invalid_action": "drift resolve's inverse and force go with action alias only",
     "invalid_registry_file": "a registry import is an export file or a list of predicates",
+    "invalid_export": "a memory import is an export (or a mem0/Graphiti one): its lines, "
+    "references and counts",
+    "context_not_empty": "a memory is imported into a context that holds none (stored rows)",
+    "invalid_queries": "a reconciliation batch is JSON text in a form field (queries=)",
+    "invalid_extend": "a data extension request is JSON text in a form field, and its "
+    "predicates are the context's (stored rows)",
+    "invalid_query": "a reconciliation query has a name with a letter or digit, or an id",
+    "invalid_type": "a reconciliation type is one of the entity types (free text in the "
+    "W3C query schema)",
+    "invalid_limit": "a reconciliation limit is a whole number 1-25 (a JSON number in the "
+    "W3C query schema)",
+    "invalid_property": "a property id names an identifier, an attribute or a predicate",
+    "invalid_identifier": "an identifier kind is lowercase letters, digits and _",
+    "too_many_queries": "at most 100 reconciliation queries a batch",
+    "missing_prefix": "suggest needs a prefix (0.2 clients send it in the query string)",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
 # run (SPEC §1): a 503 the schema states, not a server error.

@@ -185,7 +185,7 @@ def test_candidates_respect_the_callers_grants(
 @pytest.mark.parametrize(
     ("queries", "code"),
     [
-        ("{not json", "malformed"),
+        ("{not json", "invalid_queries"),
         ('["a"]', "invalid_query"),
         ('{"q": {"query": 5}}', "invalid_query"),
         ('{"q": {"query": "Ada", "type": "wizard"}}', "invalid_type"),
