@@ -135,7 +135,9 @@ def _param(request: Request, name: str) -> str | None:
     value = request.query_params.get(name)
     if value is None and request.method == "POST" and hasattr(request.data, "get"):
         value = request.data.get(name)
-    return value if isinstance(value, str) else None
+    if value is not None and not isinstance(value, str):
+        raise ValidationFailed(f"{name} is JSON text in a string", code=f"invalid_{name}")
+    return value
 
 
 def _json_param(text: str, name: str) -> Any:
@@ -285,8 +287,26 @@ class ReconcileRootApi(ReconcileView):
             )
         return Response(manifest(access, self.base_url(request, ctx), request, version))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request={
+            media: {
+                "type": "object",
+                "properties": {"queries": {"type": "string"}, "extend": {"type": "string"}},
+            }
+            for media in (
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+                "application/json",
+            )
+        },
+        responses={200: OpenApiTypes.OBJECT},
+        description="The 0.2 match (`queries=`) or data extension (`extend=`) as a form.",
+    )
     def post(self, request: Request, ctx: str, key: str = "") -> Response:
+        if not hasattr(request.data, "get"):
+            raise ValidationFailed(
+                "a POST here carries a form with queries= or extend=", code="invalid_body"
+            )
         return self.get(request, ctx, key)
 
     def match_v02(self, access: ContextAccess, text: str) -> dict[str, Any]:

@@ -85,6 +85,7 @@ def test_manifest_0_2_and_1_0(api: APIClient, service: str, people: dict[str, En
 
 def test_unknown_version_is_400(api: APIClient, service: str) -> None:
     assert_error(api.get(service, {"version": "3"}), 400, "invalid_version")
+    assert_error(api.post(service, [1, 2], format="json"), 400, "invalid_body")
 
 
 # --- match --------------------------------------------------------------------------------
