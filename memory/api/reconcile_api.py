@@ -133,8 +133,20 @@ def reconcile_key_access(ctx: str, key: str) -> ContextAccess:
 def _param(request: Request, name: str) -> str | None:
     """A parameter from the query string or a form body (0.2 clients send either)."""
     value = request.query_params.get(name)
-    if value is None and request.method == "POST" and hasattr(request.data, "get"):
+    if value is None and request.method == "POST":
+        if not hasattr(request.data, "get"):
+            raise ValidationFailed(
+                "a POST here carries a form with queries= or extend=", code="invalid_body"
+            )
         value = request.data.get(name)
+        upload = request.FILES.get(name) if value is None else None
+        if upload is not None:  # a multipart field sent as a file part
+            try:
+                value = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValidationFailed(
+                    f"{name} is not UTF-8 text", code=f"invalid_{name}"
+                ) from None
     if value is not None and not isinstance(value, str):
         raise ValidationFailed(f"{name} is JSON text in a string", code=f"invalid_{name}")
     return value
@@ -292,6 +304,7 @@ class ReconcileRootApi(ReconcileView):
             media: {
                 "type": "object",
                 "properties": {"queries": {"type": "string"}, "extend": {"type": "string"}},
+                "anyOf": [{"required": ["queries"]}, {"required": ["extend"]}],
             }
             for media in (
                 "application/x-www-form-urlencoded",
@@ -303,7 +316,7 @@ class ReconcileRootApi(ReconcileView):
         description="The 0.2 match (`queries=`) or data extension (`extend=`) as a form.",
     )
     def post(self, request: Request, ctx: str, key: str = "") -> Response:
-        if not hasattr(request.data, "get"):
+        if _param(request, "queries") is None and _param(request, "extend") is None:
             raise ValidationFailed(
                 "a POST here carries a form with queries= or extend=", code="invalid_body"
             )
@@ -475,7 +488,7 @@ class ReconcileProposeApi(ReconcileView):
 
 def _int_param(request: Request, name: str, default: int, most: int) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     if not raw.isdigit() or not 1 <= int(raw) <= most:
         raise ValidationFailed(f"{name} must be 1–{most}", code=f"invalid_{name}")

@@ -214,6 +214,8 @@ UNSTATABLE_REFUSALS = {
     "invalid_identifier": "an identifier kind is lowercase letters, digits and _",
     "too_many_queries": "at most 100 reconciliation queries a batch",
     "missing_prefix": "suggest needs a prefix (0.2 clients send it in the query string)",
+    "invalid_body": "a reconciliation POST names queries= or extend= (an empty multipart "
+    "field arrives as no field at all)",
     "missing_file": "a memory import needs a body or a multipart file: one of two request "
     "forms, which the document cannot make required together",
 }
