@@ -558,3 +558,16 @@ class TokenCreateForm(forms.Form):
 
     def clean_trust(self) -> str:
         return str(self.cleaned_data.get("trust") or "trusted")
+
+
+class ReconcileKeyForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="Who uses the URL, e.g. “OpenRefine, seeding team”.",
+    )
+    scope = forms.CharField(
+        max_length=300,
+        initial="*",
+        help_text="The scopes it may read: * for every scope, P/* for P and below, P for P alone.",
+    )

@@ -107,6 +107,7 @@ context_patterns = [
     path("runs/<int:run_id>/retract", runs.run_retract_view, name="run-retract"),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/create", tokens.token_create_view, name="token-create"),
+    path("tokens/reconcile", tokens.reconcile_key_create_view, name="reconcile-key-create"),
     path("tokens/<int:token_id>/revoke", tokens.token_revoke_view, name="token-revoke"),
     path("audit/", audit.audit, name="audit"),
     path("audit/<int:event_id>/undo", audit.audit_undo_view, name="audit-undo"),

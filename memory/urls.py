@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
@@ -13,8 +15,10 @@ from memory.api import (
     fact_actions_api,
     facts,
     health,
+    memory_api,
     merges_api,
     predicates,
+    reconcile_api,
 )
 from memory.api.errors import json_error_view
 from memory.api.metrics import metrics_view
@@ -67,6 +71,13 @@ api_patterns = [
         f"{ctx}/entities/<int:entity_id>/history",
         entities.EntityHistoryApi.as_view(),
         name="api-entity-history",
+    ),
+    path(f"{ctx}/export", memory_api.MemoryExportApi.as_view(), name="api-memory-export"),
+    path(f"{ctx}/import", memory_api.MemoryImportApi.as_view(), name="api-memory-import"),
+    path(
+        f"{ctx}/import/<int:job_id>",
+        memory_api.MemoryImportJobApi.as_view(),
+        name="api-memory-import-job",
     ),
     path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
     path(
@@ -125,7 +136,38 @@ api_patterns = [
     ),
 ]
 
+
+def _reconcile_patterns(root: str, suffix: str) -> list[Any]:
+    """The reconciliation service's routes below ``root`` (the header one, or the one
+    with a key in its path)."""
+    routes = [
+        ("", reconcile_api.ReconcileRootApi, "api-reconcile"),
+        ("/match", reconcile_api.ReconcileMatchApi, "api-reconcile-match"),
+        ("/extend", reconcile_api.ReconcileExtendApi, "api-reconcile-extend"),
+        ("/extend/propose", reconcile_api.ReconcileProposeApi, "api-reconcile-propose"),
+        (
+            "/suggest/entity",
+            reconcile_api.ReconcileSuggestEntityApi,
+            "api-reconcile-suggest-entity",
+        ),
+        ("/suggest/type", reconcile_api.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
+        (
+            "/suggest/property",
+            reconcile_api.ReconcileSuggestPropertyApi,
+            "api-reconcile-suggest-property",
+        ),
+        ("/preview", reconcile_api.ReconcilePreviewApi, "api-reconcile-preview"),
+    ]
+    return [path(f"{root}{sub}", view.as_view(), name=name + suffix) for sub, view, name in routes]
+
+
+reconcile_patterns = [
+    *_reconcile_patterns(f"{ctx}/reconcile", ""),
+    *_reconcile_patterns(f"{ctx}/reconcile/k/<str:key>", "-key"),
+]
+
 urlpatterns = [
+    *reconcile_patterns,
     *api_patterns,
     *curation_patterns,
     path(f"{ctx}/", include("memory.api.ingest_urls")),

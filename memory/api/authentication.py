@@ -7,7 +7,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from memory.models import ApiToken
+from memory.models import ApiToken, TokenPurpose
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -32,7 +32,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("the token is not valid") from exc
         token = (
             ApiToken.objects.select_related("user", "context")
-            .filter(digest=ApiToken.digest_of(raw), revoked_at__isnull=True)
+            .filter(
+                digest=ApiToken.digest_of(raw), revoked_at__isnull=True, purpose=TokenPurpose.API
+            )
             .first()
         )
         if token is None or not token.user.is_active:

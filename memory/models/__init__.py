@@ -1,6 +1,6 @@
 """Memory Desk's data model, one module per concept."""
 
-from memory.models.access import ApiToken, ContextMembership, Role, TokenTrust
+from memory.models.access import ApiToken, ContextMembership, Role, TokenPurpose, TokenTrust
 from memory.models.audit import AuditEvent
 from memory.models.context import Context, FactReview, PredicateMode
 from memory.models.document import Chunk, Document, Keyword, KeywordLink
@@ -63,6 +63,7 @@ __all__ = [
     "Run",
     "RunOutcome",
     "SourceKind",
+    "TokenPurpose",
     "TokenTrust",
     "TrustReason",
     "Turn",

@@ -49,6 +49,13 @@ class ContextMembership(models.Model):
         return f"{self.user_id}@{self.context_id}:{self.role}"
 
 
+class TokenPurpose(models.TextChoices):
+    API = "api"  # sent as ``Authorization: Token …``
+    # A read-only key carried in the path of a reconciliation URL, for clients that
+    # cannot send headers (OpenRefine); it never authenticates a header.
+    RECONCILE = "reconcile"
+
+
 class ApiToken(models.Model):
     """A bearer token for one user in one context, carrying its own scope grants.
 
@@ -64,6 +71,9 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     grants = ArrayField(models.CharField(max_length=300), default=list)
     trust = models.CharField(max_length=10, choices=TokenTrust.choices, default=TokenTrust.TRUSTED)
+    purpose = models.CharField(
+        max_length=10, choices=TokenPurpose.choices, default=TokenPurpose.API
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -26,6 +26,8 @@ from memory.services.executor import (
 logger = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.25
+# Jobs that import a whole memory (memory.services.memory_import_jobs), not seeding rows.
+MEMORY_FORMATS = ("memory", "mem0", "graphiti")
 
 IMPORT_JOB_LIFECYCLE = Lifecycle(
     model=ImportJob,
@@ -103,6 +105,10 @@ def import_job_execute(*, job_id: int) -> str:
 def _import(job: ImportJob) -> str:
     if job.created_by is None:
         return _fail(job, "the user who uploaded this file no longer exists")
+    if job.format in MEMORY_FORMATS:
+        from memory.services.memory_import_jobs import memory_import_job_run
+
+        return memory_import_job_run(job, progress=_ProgressWriter(job.pk), fail=_fail)
     try:
         access = context_access_resolve(user=job.created_by, slug=job.context.slug)
         report = entities_import(

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import ApiToken, Context, ContextMembership, Role, TokenTrust
+from memory.models import ApiToken, Context, ContextMembership, Role, TokenPurpose, TokenTrust
 from memory.scopes import ScopeError, grants_parse
 from memory.services.audit import audit_record
 
@@ -30,6 +30,7 @@ def token_issue(
     grants: list[str],
     name: str = "",
     trust: str = TokenTrust.TRUSTED,
+    purpose: TokenPurpose = TokenPurpose.API,
 ) -> IssuedToken:
     """Issue a token; ``grants`` like ``["read,write:org/acme/*"]`` (validated here).
     An ``untrusted`` token's facts wait for review (the context's ``fact_review``)."""
@@ -38,7 +39,7 @@ def token_issue(
         raise ValidationFailed(
             f"trust must be one of {', '.join(TokenTrust.values)}", code="invalid_trust"
         )
-    raw = "md_" + secrets.token_urlsafe(32)
+    raw = ("md_" if purpose == TokenPurpose.API else "mdr_") + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
         context=context,
@@ -47,6 +48,7 @@ def token_issue(
         digest=ApiToken.digest_of(raw),
         grants=[str(g) for g in parsed],
         trust=trust,
+        purpose=purpose,
     )
     return IssuedToken(token=token, raw=raw)
 
@@ -133,3 +135,36 @@ def token_revoke(*, access: ContextAccess, token_id: int) -> ApiToken:
         before={"prefix": token.prefix, "user": token.user.get_username(), "grants": token.grants},
     )
     return token
+
+
+@transaction.atomic
+def reconcile_key_create(*, access: ContextAccess, scope: str = "*", name: str = "") -> IssuedToken:
+    """An admin creates a read-only reconciliation key (for a URL with the key in its
+    path), reading ``scope`` (a pattern: ``*``, ``P/*`` or ``P``) as the admin. Audited;
+    the key is returned once. Revoked like any token (``token_revoke``)."""
+    access.require_role(Role.ADMIN)
+    if access.user is None:
+        raise ValidationFailed("a reconciliation key acts as a user", code="invalid_user")
+    try:
+        grants = [str(g) for g in grants_parse([f"read:{scope.strip() or '*'}"])]
+    except ScopeError as exc:
+        raise ValidationFailed(str(exc), code="invalid_grants") from None
+    if len(name) > 100:
+        raise ValidationFailed("name: at most 100 characters", code="invalid_name")
+    issued = token_issue(
+        user=access.user,
+        context=access.context,
+        grants=grants,
+        name=name,
+        purpose=TokenPurpose.RECONCILE,
+    )
+    audit_record(
+        context=access.context,
+        actor=access.user,
+        action="token_issue",
+        target_type="token",
+        target_id=issued.token.pk,
+        summary=f"created reconciliation key {issued.token.prefix}… ({', '.join(grants)})",
+        after={"prefix": issued.token.prefix, "purpose": "reconcile", "grants": grants},
+    )
+    return issued

@@ -206,6 +206,25 @@ UNSTATABLE_REFUSALS = {
     "not_a_relation": "only a relation's subject and object swap (the stored fact)",
     "invalid_correction": "a correction gives a value or an object (one of two fields)",
     "invalid_thread": "a thread in the path has at most 200 characters",
+    "invalid_export": "a memory import is an export (or a mem0/Graphiti one): its lines, "
+    "references and counts",
+    "context_not_empty": "a memory is imported into a context that holds none (stored rows)",
+    "invalid_queries": "a reconciliation batch is JSON text in a form field (queries=)",
+    "invalid_extend": "a data extension request is JSON text in a form field, and its "
+    "predicates are the context's (stored rows)",
+    "invalid_query": "a reconciliation query has a name with a letter or digit, or an id",
+    "invalid_type": "a reconciliation type is one of the entity types (free text in the "
+    "W3C query schema)",
+    "invalid_limit": "a reconciliation limit is a whole number 1-25 (a JSON number in the "
+    "W3C query schema)",
+    "invalid_property": "a property id names an identifier, an attribute or a predicate",
+    "invalid_identifier": "an identifier kind is lowercase letters, digits and _",
+    "too_many_queries": "at most 100 reconciliation queries a batch",
+    "missing_prefix": "suggest needs a prefix (0.2 clients send it in the query string)",
+    "invalid_body": "a reconciliation POST names queries= or extend= (an empty multipart "
+    "field arrives as no field at all)",
+    "missing_file": "a memory import needs a body or a multipart file: one of two request "
+    "forms, which the document cannot make required together",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
 # run (SPEC §1): a 503 the schema states, not a server error.

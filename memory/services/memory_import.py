@@ -1,0 +1,514 @@
+"""Import a memory export (``memory.services.memory_transfer``) into an empty context.
+
+Two phases. Reading: every line is checked and copied (COPY, a few thousand rows at a
+time) into a session-local staging table per line type, holding the exporting
+database's ids; progress is reported as lines are read. Writing, in one transaction:
+each staged row gets a new id from its table's sequence, and one INSERT … SELECT per
+type writes the rows with every reference remapped through the staging tables. A bad
+line, a reference to a row the file does not hold, or counts that disagree with the
+``end`` line stop the import before anything is written. Then the search index, the
+blocking keys of the duplicate finder and the embedding queue are brought up to date.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import psycopg
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DatabaseError, connection, models, transaction
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+from memory.access import ContextAccess
+from memory.errors import Conflict, ValidationFailed
+from memory.models import (
+    Chunk,
+    Context,
+    Document,
+    Entity,
+    Fact,
+    Predicate,
+    PredicateAlias,
+    Role,
+    Turn,
+)
+from memory.queueing import embeddings_drain_enqueue
+from memory.search.analyzer import analyze
+from memory.search.bm25 import IndexItem, postings_replace
+from memory.search.indexing import search_index_rebuild
+from memory.search.models import Target
+from memory.search.texts import chunk_index_text, turn_index_text
+from memory.services.duplicate_blocking import keys_write_all, records_of
+from memory.services.duplicate_model import Model
+from memory.services.duplicate_pairs import model_save
+from memory.services.memory_transfer import (
+    CONTEXT_SETTINGS,
+    FORMAT,
+    FORMAT_VERSION,
+    KIND_BY_NAME,
+    KIND_OF_MODEL,
+    KINDS,
+    SKIPPED_COLUMNS,
+    Kind,
+)
+
+FLUSH_ROWS = 5_000
+INDEX_BATCH = 2_000
+MAX_LINE_ERRORS_SHOWN = 1
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class MemoryImportReport:
+    counts: dict[str, int] = field(default_factory=dict)
+    lines: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def memory_import_check_empty(context: Context) -> None:
+    """An import adds a whole memory: only into a context that holds none."""
+    for model in (Entity, Fact, Turn, Document):
+        if model._default_manager.filter(context=context).exists():
+            raise Conflict(
+                f"context {context.slug!r} already holds {model._meta.verbose_name_plural}; "
+                "import a memory into a new, empty context",
+                code="context_not_empty",
+            )
+
+
+def memory_import(
+    *,
+    access: ContextAccess,
+    lines: Iterable[str],
+    total_lines: int = 0,
+    on_progress: Progress | None = None,
+    apply_settings: bool = True,
+) -> MemoryImportReport:
+    """Read ``lines`` (an export) into the empty context; see the module docstring."""
+    access.require_role(Role.ADMIN)
+    context = access.context
+    memory_import_check_empty(context)
+    report = MemoryImportReport()
+    started = time.perf_counter()
+    staging = _Staging()
+    try:
+        header, end, extras = staging.read(lines, total_lines, on_progress, report)
+        report.seconds["read"] = round(time.perf_counter() - started, 3)
+        _check_counts(end, report.counts)
+        with transaction.atomic():
+            Context.objects.select_for_update().filter(pk=context.pk).first()
+            memory_import_check_empty(context)
+            staging.write(context.pk, report)
+            if apply_settings:
+                _apply_settings(context, header)
+            model_json = extras.get("duplicate_model")
+            entity_count = Entity.objects.filter(context=context, merged_into__isnull=True)
+            if model_json is not None:
+                model_save(context.pk, Model.from_json(model_json), entity_count.count())
+            report.seconds["write"] = round(time.perf_counter() - started, 3)
+            _index(context)
+        report.seconds["index"] = round(time.perf_counter() - started, 3)
+    finally:
+        staging.drop()
+    embeddings_drain_enqueue()
+    return report
+
+
+def _check_counts(end: dict[str, Any] | None, counts: dict[str, int]) -> None:
+    if end is None:
+        raise ValidationFailed(
+            "the file has no end line: the export is cut short", code="export_truncated"
+        )
+    expected = end.get("counts")
+    if not isinstance(expected, dict):
+        raise ValidationFailed("the end line needs its counts", code="invalid_export")
+    for name, want in expected.items():
+        if counts.get(name, 0) != want:
+            raise ValidationFailed(
+                f"the end line counts {want} {name} lines, the file holds "
+                f"{counts.get(name, 0)}: the export is incomplete",
+                code="export_truncated",
+            )
+
+
+def _apply_settings(context: Context, header: dict[str, Any]) -> None:
+    settings = header.get("context")
+    if not isinstance(settings, dict):
+        return
+    changed = {k: settings[k] for k in CONTEXT_SETTINGS if k in settings}
+    for name, value in changed.items():
+        setattr(context, name, value)
+    try:
+        context.full_clean(exclude=["slug", "name"])
+    except DjangoValidationError as exc:
+        raise ValidationFailed(
+            f"the header's context settings: {exc}", code="invalid_export"
+        ) from None
+    context.save(update_fields=list(changed))
+
+
+# --- staging ------------------------------------------------------------------------------
+
+
+def _table(kind: Kind) -> str:
+    return f"memory_import_{kind.name}"
+
+
+class _Staging:
+    """Session-local staging tables, one per line type, holding rows as exported."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.buffers: dict[str, list[tuple[Any, ...]]] = {}
+
+    def read(
+        self,
+        lines: Iterable[str],
+        total: int,
+        on_progress: Progress | None,
+        report: MemoryImportReport,
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+        with connection.cursor() as cursor:
+            for kind in KINDS:
+                table = _table(kind)
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+                cursor.execute(
+                    f"CREATE TEMP TABLE {table} AS "  # noqa: S608 - names from the models
+                    f"SELECT * FROM {kind.model._meta.db_table} WITH NO DATA"
+                )
+                cursor.execute(f"ALTER TABLE {table} ADD COLUMN new_id bigint")
+                self.created.append(table)
+        header: dict[str, Any] | None = None
+        end: dict[str, Any] | None = None
+        extras: dict[str, Any] = {}
+        number = 0
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            record = _parse(raw, number)
+            type_ = record.pop("record")
+            if number == 1 or header is None:
+                if type_ != "header":
+                    raise ValidationFailed(
+                        "line 1 is not the header of a memory export", code="invalid_export"
+                    )
+                header = _check_header(record)
+                continue
+            if end is not None:
+                raise ValidationFailed(
+                    f"line {number}: a line after the end line", code="invalid_export"
+                )
+            if type_ == "end":
+                end = record
+            elif type_ == "duplicate_model":
+                extras["duplicate_model"] = record.get("params")
+            elif type_ in KIND_BY_NAME:
+                self._add(KIND_BY_NAME[type_], record, number)
+                report.counts[type_] = report.counts.get(type_, 0) + 1
+            else:
+                raise ValidationFailed(
+                    f"line {number}: unknown line type {str(type_)[:40]!r}", code="invalid_export"
+                )
+            if on_progress is not None and number % 1_000 == 0:
+                on_progress(number, max(total, number))
+        if header is None:
+            raise ValidationFailed("the file is empty", code="invalid_export")
+        for name in list(self.buffers):
+            self._flush(KIND_BY_NAME[name])
+        report.lines = number
+        if on_progress is not None:
+            on_progress(number, max(total, number))
+        return header, end, extras
+
+    def _add(self, kind: Kind, record: dict[str, Any], number: int) -> None:
+        plan = _plan(kind)
+        unknown = record.keys() - plan.names
+        if unknown:
+            raise ValidationFailed(
+                f"line {number}: {kind.name} has no field {sorted(unknown)[0][:40]!r}",
+                code="invalid_export",
+            )
+        row = []
+        for f, convert in plan.cells:
+            value = record[f.attname] if f.attname in record else _default(f)
+            if value is None and not f.null and _stamped(f):
+                value = _default(f)  # a time the row was written: now, when not known
+            row.append(convert(f, value, kind, number))
+        buffer = self.buffers.setdefault(kind.name, [])
+        buffer.append(tuple(row))
+        if len(buffer) >= FLUSH_ROWS:
+            self._flush(kind)
+
+    def _flush(self, kind: Kind) -> None:
+        rows = self.buffers.pop(kind.name, [])
+        if not rows:
+            return
+        columns = ", ".join(str(f.column) for f in kind.fields())
+        sql = f"COPY {_table(kind)} ({columns}) FROM STDIN"
+        try:
+            with (
+                transaction.atomic(),
+                connection.cursor() as cursor,
+                cursor.cursor.copy(sql) as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+        except (DatabaseError, psycopg.Error) as exc:  # COPY speaks psycopg's errors
+            raise ValidationFailed(
+                f"{kind.name} lines: {_first_line(exc)}", code="invalid_export"
+            ) from None
+
+    def write(self, context_id: int, report: MemoryImportReport) -> None:
+        replace_registry = report.counts.get("predicate", 0) > 0
+        with connection.cursor() as cursor:
+            for kind in KINDS:
+                table = _table(kind)
+                try:
+                    with transaction.atomic():
+                        cursor.execute(f"CREATE UNIQUE INDEX ON {table} (id)")
+                except DatabaseError:
+                    raise ValidationFailed(
+                        f"two {kind.name} lines have one id", code="invalid_export"
+                    ) from None
+                cursor.execute(f"ANALYZE {table}")
+                self._check_references(cursor, kind)
+                # New ids in the order of the old ones: an export of the import lists
+                # its rows in the same order as the file.
+                sequence = f"pg_get_serial_sequence('{kind.model._meta.db_table}', 'id')"
+                cursor.execute(
+                    f"""
+                    UPDATE {table} t SET new_id = n.new_id
+                    FROM (SELECT id, nextval({sequence}) AS new_id
+                          FROM (SELECT id FROM {table} ORDER BY id) o) n
+                    WHERE t.id = n.id
+                    """  # noqa: S608 - names from the models
+                )
+            if replace_registry:
+                PredicateAlias.objects.filter(context_id=context_id).delete()
+                Predicate.objects.filter(context_id=context_id).delete()
+            for kind in KINDS:
+                try:
+                    with transaction.atomic():
+                        cursor.execute(*_insert_sql(kind, context_id))
+                except DatabaseError as exc:
+                    raise ValidationFailed(
+                        f"the {kind.name} lines could not be written: {_first_line(exc)}",
+                        code="invalid_export",
+                    ) from None
+
+    def _check_references(self, cursor: Any, kind: Kind) -> None:
+        for f in kind.fields():
+            target = _target_kind(f)
+            if target is None:
+                continue
+            cursor.execute(
+                f"""
+                SELECT s.id, s.{f.column} FROM {_table(kind)} s
+                LEFT JOIN {_table(target)} m ON m.id = s.{f.column}
+                WHERE s.{f.column} IS NOT NULL AND m.id IS NULL LIMIT 1
+                """  # noqa: S608 - names from the models
+            )
+            dangling = cursor.fetchone()
+            if dangling is not None:
+                raise ValidationFailed(
+                    f"{kind.name} {dangling[0]}: {f.attname} {dangling[1]} is not in the file",
+                    code="invalid_export",
+                )
+
+    def drop(self) -> None:
+        with connection.cursor() as cursor:
+            for table in self.created:
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        self.created = []
+
+
+def _target_kind(f: models.Field) -> Kind | None:
+    if not f.is_relation or f.related_model is None:
+        return None
+    return KIND_OF_MODEL.get(f.related_model)
+
+
+def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
+    """One INSERT … SELECT: new ids, the target context, references remapped through
+    the staging tables, references to what an export does not carry (users, runs) NULL,
+    vectors left for the worker."""
+    table = kind.model._meta.db_table
+    columns: list[str] = ["id"]
+    values: list[str] = ["s.new_id"]
+    joins: list[str] = []
+    params: list[Any] = []
+    for f in kind.model._meta.concrete_fields:
+        if f.attname == "id":
+            continue
+        columns.append(str(f.column))
+        if f.attname == "context_id":
+            values.append("%s")
+            params.append(context_id)
+        elif f.column == "embedding":
+            values.append("NULL")
+        elif f.column == "embedding_model":
+            values.append("''")
+        elif f.is_relation:
+            target = _target_kind(f)
+            if target is None:
+                values.append("NULL")
+            else:
+                alias = f"j{len(joins)}"
+                joins.append(f"LEFT JOIN {_table(target)} {alias} ON {alias}.id = s.{f.column}")
+                values.append(f"{alias}.new_id")
+        else:
+            values.append(f"s.{f.column}")
+    sql = (
+        f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 - names from the models
+        f"SELECT {', '.join(values)} FROM {_table(kind)} s {' '.join(joins)}"
+    )
+    return sql, params
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().split("\n", 1)[0][:300]
+
+
+def _parse(raw: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        raise ValidationFailed(f"line {number} is not JSON", code="invalid_export") from None
+    if not isinstance(record, dict) or not isinstance(record.get("record"), str):
+        raise ValidationFailed(
+            f"line {number}: each line is an object naming its record type",
+            code="invalid_export",
+        )
+    return record
+
+
+def _check_header(record: dict[str, Any]) -> dict[str, Any]:
+    if record.get("format") != FORMAT:
+        raise ValidationFailed("the header does not name a memory export", code="invalid_export")
+    if record.get("version") != FORMAT_VERSION:
+        raise ValidationFailed(
+            f"export format version {record.get('version')!r}; this server reads {FORMAT_VERSION}",
+            code="invalid_export",
+        )
+    return record
+
+
+def _stamped(f: models.Field) -> bool:
+    return bool(getattr(f, "auto_now_add", False) or getattr(f, "auto_now", False))
+
+
+def _default(f: models.Field) -> Any:
+    if f.has_default():
+        return f.get_default()
+    if f.null:
+        return None
+    if _stamped(f):
+        return timezone.now().isoformat()
+    if isinstance(f, (models.CharField, models.TextField)):
+        return ""
+    return None
+
+
+_SCALARS = (str, int, float, bool)
+Cell = Callable[[models.Field, Any, Kind, int], Any]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How a line type's values become COPY cells (worked out once per type)."""
+
+    names: frozenset[str]
+    cells: tuple[tuple[models.Field, Cell], ...]
+
+
+@cache
+def _plan(kind: Kind) -> _Plan:
+    fields = kind.fields()
+    cells: list[tuple[models.Field, Cell]] = []
+    for f in fields:
+        if isinstance(f, models.JSONField):
+            cells.append((f, _json_cell))
+        elif f.get_internal_type() == "ArrayField":
+            cells.append((f, _array_cell))
+        else:
+            cells.append((f, _scalar_cell))
+    return _Plan(frozenset(f.attname for f in fields) | SKIPPED_COLUMNS, tuple(cells))
+
+
+def _json_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    return None if value is None and f.null else Jsonb(value)
+
+
+def _array_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
+        return [_text_checked(v, f, kind, number) for v in value]
+    return _wrong_shape(f, kind, number)
+
+
+def _scalar_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if value is None or isinstance(value, _SCALARS):
+        return _text_checked(value, f, kind, number)
+    return _wrong_shape(f, kind, number)
+
+
+def _wrong_shape(f: models.Field, kind: Kind, number: int) -> Any:
+    raise ValidationFailed(
+        f"line {number}: {kind.name}.{f.attname} has a value of the wrong shape",
+        code="invalid_export",
+    )
+
+
+def _text_checked(value: Any, f: models.Field, kind: Kind, number: int) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        raise ValidationFailed(
+            f"line {number}: {kind.name}.{f.attname} holds a NUL character",
+            code="invalid_export",
+        )
+    return value
+
+
+# --- after the rows -------------------------------------------------------------------------
+
+
+def _index(context: Context) -> None:
+    """Search postings of every imported fact, entity, chunk and turn; the duplicate
+    finder's blocking keys."""
+    search_index_rebuild(context=context)
+    chunks = (
+        Chunk.objects.filter(context=context)
+        .order_by("pk")
+        .values_list("pk", "scope", "text", "document__title")
+    )
+    _postings(context, Target.CHUNK, (
+        (pk, scope, chunk_index_text(title=title, text=text))
+        for pk, scope, text, title in chunks.iterator(chunk_size=INDEX_BATCH)
+    ))  # fmt: skip
+    turns = (
+        Turn.objects.filter(context=context)
+        .order_by("pk")
+        .values_list("pk", "scope", "text", "speaker", "said_at")
+    )
+    _postings(context, Target.TURN, (
+        (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
+        for pk, scope, text, speaker, said_at in turns.iterator(chunk_size=INDEX_BATCH)
+    ))  # fmt: skip
+    keys_write_all(context.pk, records_of(context.pk, None))
+
+
+def _postings(context: Context, target: Target, rows: Iterable[tuple[int, str, str]]) -> None:
+    batch: list[IndexItem] = []
+    for pk, scope, text in rows:
+        batch.append(IndexItem(ref_id=pk, scope=scope, terms=analyze(text)))
+        if len(batch) >= INDEX_BATCH:
+            postings_replace(context_id=context.pk, target=target, items=batch)
+            batch = []
+    if batch:
+        postings_replace(context_id=context.pk, target=target, items=batch)

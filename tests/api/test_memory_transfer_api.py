@@ -1,0 +1,344 @@
+"""Export and import of a whole memory: the round trip is exact (ids new, every row and
+every reference equal), through the API (a job with progress) and the commands; bad
+files and wrong callers write nothing."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from memory.access import ContextAccess, system_access
+from memory.models import (
+    Conflict,
+    Context,
+    Entity,
+    Fact,
+    FactStatus,
+    ImportJob,
+    Predicate,
+    Role,
+    Turn,
+)
+from memory.services.documents import document_create
+from memory.services.entities import entity_upsert
+from memory.services.facts import fact_retract, fact_write
+from memory.services.memory_export import memory_export_lines
+from memory.services.memory_import import memory_import
+from memory.services.memory_transfer import KIND_BY_NAME
+from memory.services.merges import entity_merge
+from memory.services.predicates import predicate_alias_add
+from tests.api.conftest import assert_error
+from tests.ingest.conftest import extraction
+
+pytestmark = pytest.mark.django_db
+NDJSON = "application/x-ndjson"
+
+
+@pytest.fixture
+def immediate_tasks(settings: Any) -> None:
+    """Run enqueued tasks at once, in the test's process."""
+    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+
+
+@pytest.fixture
+def source(
+    make_context: Callable[..., Context], api_client_for: Callable[..., APIClient]
+) -> Context:
+    """A memory with something of every kind: a merge, identifiers, attributes, a
+    superseded value, a retracted fact, validity, a contested value and its conflict,
+    turns with the facts extracted from them, a document with chunks and keywords."""
+    context = make_context("source")
+    access = system_access(context)
+
+    def entity(name: str, type_: str = "person", **fields: Any) -> Entity:
+        return entity_upsert(
+            access=access, name=name, scope="org/acme", type=type_, **fields
+        ).entity
+
+    ada = entity(
+        "Ada Lovelace",
+        aliases=["Augusta Ada King"],
+        identifiers=[{"kind": "email", "value": "ada@example.org"}],
+        attributes={"date_of_birth": "1815-12-10", "notes": {"nested": [1, 2]}},
+    )
+    twin = entity("Ada Lovelace-King")
+    entity_merge(access=access, survivor_id=ada.pk, merged_ids=[twin.pk])
+    acme = entity("Acme", "organisation", identifiers=[{"kind": "domain", "value": "acme.io"}])
+    now = timezone.now()
+    fact_write(
+        access=access,
+        subject=ada,
+        predicate="works_at",
+        object=acme,
+        valid_from=now - timedelta(days=400),
+        valid_until=now + timedelta(days=30),
+    )
+    fact_write(access=access, subject=ada, predicate="current_title", value="Analyst")
+    fact_write(access=access, subject=ada, predicate="current_title", value="Chief Analyst")
+    fact_write(access=access, subject=ada, predicate="current_title", value="Poet", confidence=0.3)
+    doomed = fact_write(access=access, subject=acme, predicate="located_in", value="Leeds")
+    fact_retract(access=access, fact=doomed.fact, reason="wrong city")
+    works_at = Predicate.objects.get(context=context, name="works_at")
+    predicate_alias_add(access=access, predicate=works_at, alias="employed_by")
+    document_create(
+        access=access,
+        title="Analytical Engine notes",
+        text="The Analytical Engine weaves algebraic patterns. " * 40,
+        scope="org/acme",
+        metadata={"source": "archive"},
+    )
+    api = api_client_for(context)
+    triples = extraction(
+        entities=[{"name": "Caroline", "type": "person"}, {"name": "Acme", "type": "organisation"}],
+        relations=[{"subject": "Caroline", "predicate": "works_at", "object": "Acme"}],
+    )
+    response = api.post(
+        f"/api/v1/contexts/{context.slug}/memories",
+        {
+            "text": "Caroline works at Acme.",
+            "scope": "org/acme",
+            "infer": "triples",
+            "triples": triples,
+            "wait": True,
+            "speaker": "Mel",
+            "thread": "conv-1",
+            "said_at": "2024-05-08T13:56:00.123456+00:00",
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return context
+
+
+def _records(context: Context) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in memory_export_lines(access=system_access(context))]
+
+
+def assert_same_memory(a: Context, b: Context) -> None:
+    """Every exported row of ``b`` equals ``a``'s, field by field, once ids are mapped
+    (rows keep their order: new ids follow the old ones)."""
+    first, second = _records(a), _records(b)
+    assert first[0]["record"] == second[0]["record"] == "header"
+    assert first[-1] == second[-1]  # the counts
+    ids: dict[str, dict[int, int]] = {}
+    by_kind_a: dict[str, list[dict[str, Any]]] = {}
+    by_kind_b: dict[str, list[dict[str, Any]]] = {}
+    for record in first[1:-1]:
+        by_kind_a.setdefault(record["record"], []).append(record)
+    for record in second[1:-1]:
+        by_kind_b.setdefault(record["record"], []).append(record)
+    assert by_kind_a.keys() == by_kind_b.keys()
+    for kind, rows in by_kind_a.items():
+        if "id" in rows[0]:
+            ids[kind] = {x["id"]: y["id"] for x, y in zip(rows, by_kind_b[kind], strict=True)}
+    for kind, rows in by_kind_a.items():
+        if kind not in KIND_BY_NAME:
+            assert rows == by_kind_b[kind]
+            continue
+        references = {
+            f.attname: next(k.name for k in KIND_BY_NAME.values() if k.model is f.related_model)
+            for f in KIND_BY_NAME[kind].fields()
+            if f.is_relation and any(k.model is f.related_model for k in KIND_BY_NAME.values())
+        }
+        for x, y in zip(rows, by_kind_b[kind], strict=True):
+            mapped = dict(x)
+            mapped["id"] = ids[kind][x["id"]]
+            for name, target in references.items():
+                if x[name] is not None:
+                    mapped[name] = ids[target][x[name]]
+            # Users and runs are the installation's, not the memory's.
+            for name in ("created_by_id", "resolved_by_id", "run_id"):
+                if name in mapped:
+                    mapped[name] = None
+            assert y == mapped, kind
+
+
+def test_round_trip_through_the_api_is_exact(
+    source: Context,
+    make_context: Callable[..., Context],
+    api_client_for: Callable[..., APIClient],
+    django_capture_on_commit_callbacks: Any,
+    immediate_tasks: None,
+) -> None:
+    exported = api_client_for(source).get("/api/v1/contexts/source/export")
+    assert exported.status_code == 200
+    assert exported["Content-Type"] == "application/x-ndjson"
+    body = b"".join(exported.streaming_content).decode()
+    kinds = [json.loads(line)["record"] for line in body.splitlines()]
+    assert kinds[0] == "header" and kinds[-1] == "end"
+    assert {"entity", "identifier", "fact", "turn", "document", "chunk", "keyword"} <= set(kinds)
+    assert {"keyword_link", "conflict", "predicate", "predicate_alias"} <= set(kinds)
+
+    target = make_context("target")
+    admin = api_client_for(target)
+    with django_capture_on_commit_callbacks(execute=True):
+        started = admin.post("/api/v1/contexts/target/import", body, content_type=NDJSON)
+    assert started.status_code == 202, started.content
+    job = admin.get(started["Location"]).json()
+    assert job["status"] == "succeeded", job
+    assert job["percent"] == 100 and job["done"] == len(kinds)
+    assert_same_memory(source, target)
+    # New ids; the same statements, status, validity and history.
+    assert not set(Fact.objects.filter(context=source).values_list("pk", flat=True)) & set(
+        Fact.objects.filter(context=target).values_list("pk", flat=True)
+    )
+    statuses = sorted(Fact.objects.filter(context=target).values_list("status", flat=True))
+    assert statuses == sorted(Fact.objects.filter(context=source).values_list("status", flat=True))
+    assert {FactStatus.SUPERSEDED, FactStatus.RETRACTED, FactStatus.CONTESTED} <= set(statuses)
+    assert Conflict.objects.filter(context=target).count() == 1
+    assert Entity.objects.filter(context=target, merged_into__isnull=False).count() == 1
+    # Imported rows are searchable and reconcilable at once.
+    found = admin.post(
+        "/api/v1/contexts/target/search",
+        {"query": "Analytical Engine", "mode": "bm25"},
+        format="json",
+    )
+    assert found.status_code == 200 and found.json()["results"]
+    queries = json.dumps({"q": {"query": "Ada Lovelace", "properties": [
+        {"pid": "email", "v": "ada@example.org"}]}})  # fmt: skip
+    matched = admin.get("/api/v1/contexts/target/reconcile", {"queries": queries}).json()
+    ada = Entity.objects.get(context=target, name="Ada Lovelace")
+    assert matched["q"]["result"][0]["id"] == str(ada.pk)
+
+
+def test_commands_round_trip(source: Context, tmp_path: Path) -> None:
+    path = tmp_path / "source.jsonl"
+    call_command("export_memory", "--context", "source", "--output", str(path))
+    out = io.StringIO()
+    call_command("import_memory", str(path), "--context", "copy", "--create", stdout=out)
+    assert (
+        json.loads(out.getvalue())["counts"]["fact"] == Fact.objects.filter(context=source).count()
+    )
+    assert_same_memory(source, Context.objects.get(slug="copy"))
+
+
+def _lines(context: Context) -> list[str]:
+    return list(memory_export_lines(access=system_access(context)))
+
+
+def _nothing_written(context: Context) -> None:
+    for model in (Entity, Fact, Turn):
+        assert not model.objects.filter(context=context).exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda lines: lines[:-1], "cut short"),
+        (lambda lines: lines[:-3] + lines[-1:], "incomplete"),
+        (lambda lines: ["{not json", *lines[1:]], "line 1"),
+        (lambda lines: lines[1:], "header"),
+        (lambda lines: [lines[0].replace('"version":1', '"version":9'), *lines[1:]],
+         "version"),
+        (lambda lines: [*lines[:2], '{"record": "spaceship"}', *lines[2:]], "spaceship"),
+        (lambda lines: [lines[0], '{"record": "entity", "colour": "red"}', *lines[1:]],
+         "colour"),
+        (lambda lines: [x.replace('"subject_id":', '"subject_id":99999999,"x":') if
+                        '"record":"fact"' in x else x for x in lines], "no field"),
+        (lambda lines: [x.replace('"value_text":"Chief Analyst"', '"value_text":{"a":1}')
+                        for x in lines], "wrong shape"),
+        (lambda lines: [x.replace('"observed_count":1', '"observed_count":"many"')
+                        for x in lines], "many"),
+    ],
+)  # fmt: skip
+def test_a_damaged_file_writes_nothing(
+    source: Context,
+    make_context: Callable[..., Context],
+    damage: Callable[[list[str]], list[str]],
+    message: str,
+) -> None:
+    target = make_context("damaged")
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as caught:
+        memory_import(access=system_access(target), lines=damage(_lines(source)))
+    assert message in str(caught.value)
+    _nothing_written(target)
+
+
+def test_a_dangling_reference_writes_nothing(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("dangling")
+    lines = [x for x in _lines(source) if not ('"record":"entity"' in x and '"Acme"' in x)]
+    lines = [x.replace('"entity":', '"entity":') for x in lines]
+    end = json.loads(lines[-1])
+    end["counts"]["entity"] -= 1
+    lines[-1] = json.dumps({"record": "end", "counts": end["counts"]})
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="is not in the file"):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
+
+
+def test_import_needs_an_empty_context_and_an_admin(
+    source: Context,
+    api_client_for: Callable[..., APIClient],
+    make_context: Callable[..., Context],
+) -> None:
+    body = "".join(_lines(source))
+    # The source is not empty.
+    admin = api_client_for(source)
+    refused = admin.post("/api/v1/contexts/source/import", body, content_type=NDJSON)
+    assert_error(refused, 409, "context_not_empty")
+    empty = make_context("empty")
+    curator = api_client_for(empty, role=Role.CURATOR)
+    assert_error(
+        curator.post("/api/v1/contexts/empty/import", body, content_type=NDJSON),
+        403,
+    )
+    assert_error(curator.get("/api/v1/contexts/empty/export"), 403)
+    owner = api_client_for(empty)
+    for bad, code in [
+        ("", "missing_file"),
+        ("hello\n", "invalid_export"),
+        ('{"record": "entity"}\n', "invalid_export"),
+    ]:
+        response = owner.post("/api/v1/contexts/empty/import", bad, content_type=NDJSON)
+        assert_error(response, 400, code)
+    assert_error(
+        owner.post("/api/v1/contexts/empty/import?format=zep", body, content_type=NDJSON),
+        400,
+        "invalid_format",
+    )
+    assert_error(owner.get("/api/v1/contexts/empty/import/999999"), 404, "import_not_found")
+    assert not ImportJob.objects.filter(context=empty).exists()
+    _nothing_written(empty)
+
+
+def test_a_failed_import_job_says_why_and_writes_nothing(
+    source: Context,
+    api_client_for: Callable[..., APIClient],
+    make_context: Callable[..., Context],
+    django_capture_on_commit_callbacks: Any,
+    immediate_tasks: None,
+) -> None:
+    target = make_context("half")
+    lines = _lines(source)
+    body = "".join(lines[:-1])  # no end line
+    admin = api_client_for(target)
+    with django_capture_on_commit_callbacks(execute=True):
+        started = admin.post("/api/v1/contexts/half/import", body, content_type=NDJSON)
+    job = admin.get(started["Location"]).json()
+    assert job["status"] == "failed" and "cut short" in job["error"]
+    _nothing_written(target)
+
+
+def test_access_helper_is_admin_only(source: Context) -> None:
+    viewer = ContextAccess(
+        context=source, user=None, role=Role.VIEWER, grants=system_access(source).grants
+    )
+    from memory.errors import PermissionDenied
+
+    with pytest.raises(PermissionDenied):
+        next(memory_export_lines(access=viewer))
