@@ -240,6 +240,12 @@ SPECTACULAR_SETTINGS = {
         {"name": "vocabulary", "description": "What the extraction prompt shows."},
         {"name": "audit", "description": "Curation history and undo."},
         {"name": "contexts", "description": "Contexts, their settings and checks."},
+        {
+            "name": "reconcile",
+            "description": "The W3C Reconciliation API (0.2 and 1.0-draft) for OpenRefine.",
+        },
+        {"name": "export", "description": "A whole memory as JSON lines."},
+        {"name": "import", "description": "A whole memory in: an export, mem0 or Graphiti."},
         {"name": "health", "description": "Liveness of each part."},
     ],
     "ENUM_NAME_OVERRIDES": {

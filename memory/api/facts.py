@@ -312,6 +312,7 @@ class FactsReviewApi(APIView):
         request=InputSerializer,
         responses=OutputSerializer,
         description="Review several pending facts alike (all or nothing).",
+        operation_id="api_v1_contexts_facts_review_many",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)

@@ -97,6 +97,11 @@ SUMMARIES = {
     "POST contexts/{ctx}/facts/{fact_id}/correct": "Correct a fact: the new value supersedes",
     "POST contexts/{ctx}/facts/{fact_id}/restore": "Restore a retracted fact",
     "POST contexts/{ctx}/facts/retract": "Retract many facts in one action",
+    "GET contexts/{ctx}/export": "Export the whole memory as JSON lines",
+    "POST contexts/{ctx}/import": "Import a memory into an empty context",
+    "GET contexts/{ctx}/import/{job_id}": "Show a memory import's progress",
+    "POST contexts/{ctx}/facts/{fact_id}/review": "Accept or reject a pending fact",
+    "POST contexts/{ctx}/facts/review": "Accept or reject several pending facts",
     "GET contexts/{ctx}/threads": "List conversations (threads)",
     "GET contexts/{ctx}/threads/{thread}": "Show a conversation's turns and their facts",
     "GET contexts/{ctx}/keywords": "List keywords of visible documents",
@@ -120,6 +125,26 @@ SUMMARIES = {
     "GET contexts/{ctx}/vocabulary": "Show the vocabulary the extraction prompt would use",
     "GET health": "Check that each part of the service is up",
 }
+
+# The reconciliation service answers on two roots: the token's and a keyed URL's.
+RECONCILE_SUMMARIES = {
+    "GET": "Reconciliation manifest, or v0.2 queries=",
+    "POST": "Reconcile a batch of names (v0.2 form)",
+    "POST /match": "Reconcile a batch of names (1.0-draft)",
+    "POST /extend": "Extend reconciled entities with fact values",
+    "GET /extend/propose": "Properties a data extension can ask for",
+    "GET /preview": "Preview card of an entity",
+    "GET /suggest/entity": "Suggest entities by name prefix",
+    "GET /suggest/type": "Suggest entity types",
+    "GET /suggest/property": "Suggest properties (predicates, attributes)",
+}
+for _root, _keyed in (
+    ("contexts/{ctx}/reconcile", ""),
+    ("contexts/{ctx}/reconcile/k/{key}", " (key)"),
+):
+    for _operation, _summary in RECONCILE_SUMMARIES.items():
+        _method, _, _suffix = _operation.partition(" ")
+        SUMMARIES[f"{_method} {_root}{_suffix}"] = _summary + _keyed
 
 
 def resource_tag(path: str) -> str:

@@ -30,7 +30,8 @@ from memory.models import (
 )
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
-from memory.services.facts import fact_retract, fact_write
+from memory.services.fact_curation import fact_retract
+from memory.services.facts import fact_write
 from memory.services.memory_export import memory_export_lines
 from memory.services.memory_import import memory_import
 from memory.services.memory_transfer import KIND_BY_NAME

@@ -61,6 +61,7 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.CURATOR),
     ("entities/{alex}/delete", {}, Role.CURATOR),
     ("tokens/create", {"user": "1", "grants": "read:*"}, Role.ADMIN),
+    ("tokens/reconcile", {"name": "OpenRefine", "scope": "*"}, Role.ADMIN),
     ("facts/retract", {"fact": ["1"]}, Role.CURATOR),
     ("facts/{fact}/retract", {}, Role.CURATOR),
     ("facts/{fact}/restore", {}, Role.CURATOR),
