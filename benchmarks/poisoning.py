@@ -404,7 +404,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
             access = replace(system_access(contexts[name]), trusted=writer_trusted)
             turns = [turn(rng, facts=20, prefix=f"R{rep}T{t}{name[:3]}")
                      for t in range(args.small_turns)]  # fmt: skip
-            seconds, written = ingest_turns(access, turns, f"bench/{rep}")
+            seconds, written, _ = ingest_turns(access, turns, f"bench/{rep}")
             rates[name].append(written / seconds)
     sample = [t.text for t in labelled_turns()]
     started = time.perf_counter()
