@@ -90,3 +90,21 @@ def test_the_entity_page_shows_pending_facts_with_their_badge(
     html = page(viewer.get(f"{base}/entities/{sam}/"))
     assert "tea" in html
     assert "badge pending" in html
+
+
+def test_the_fact_page_and_its_conversation_show_the_flags_and_the_pending_badge(
+    viewer: Client, base: str, pending: list[int]
+) -> None:
+    from memory.models import Turn
+
+    fact_html = page(viewer.get(f"{base}/facts/{pending[0]}/"))
+    assert 'data-testid="fact-trust"' in fact_html and ">pending</a>" in fact_html
+    assert '<mark class="flag flag-instruction"' in fact_html
+    assert "hunter2" not in fact_html and 'data-testid="turn-flags"' in fact_html
+    Turn.objects.update(thread="incident/42")
+    thread_html = page(viewer.get(f"{base}/conversations/incident/42/"))
+    assert '<mark class="flag flag-instruction"' in thread_html
+    assert "hunter2" not in thread_html
+    assert thread_html.count('<span class="badge pending">pending</span>') == len(pending)
+    listing = page(viewer.get(f"{base}/facts/?status=current"))
+    assert '<span class="badge pending">pending</span>' in listing
