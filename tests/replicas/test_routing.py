@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Iterator
@@ -210,6 +211,19 @@ def test_transactions_and_migrations_stay_on_the_primary(replicated: tuple[str, 
     assert router.db_for_read(Fact) == "default"
 
 
+@pytest.fixture
+def outside_any_event_loop() -> Iterator[None]:
+    """The MCP view runs its own event loop, as in a WSGI worker thread. Playwright's sync
+    API (the browser tests) keeps a loop marked running on this thread for the whole
+    session; set it aside while the view runs."""
+    running = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio._set_running_loop(running)
+
+
 def _mcp(api: APIClient, tool: str, arguments: dict[str, Any]) -> Any:
     body = {
         "jsonrpc": "2.0",
@@ -224,6 +238,7 @@ def _mcp(api: APIClient, tool: str, arguments: dict[str, Any]) -> Any:
     return response.json()["result"]
 
 
+@pytest.mark.usefixtures("outside_any_event_loop")
 def test_mcp_read_tools_read_on_a_replica_and_write_tools_pin_the_writer(
     replicated: tuple[str, ...], two_clients: tuple[APIClient, APIClient], base: str
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from typing import Any
 
 import pytest
 
@@ -102,4 +103,15 @@ def test_the_fit_is_the_one_over_every_random_pair(access: ContextAccess) -> Non
     reference = fit(samples)
 
     assert "person" in model.types and "organisation" not in model.types
-    assert model.to_json() == reference.to_json()
+    # The same fit, up to the last bits of a float sum taken in another order.
+    assert _rounded(model.to_json()) == _rounded(reference.to_json())
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
