@@ -109,6 +109,8 @@ def _fact_page(
         "correct_form": correct or FactCorrectForm(),
         "edit_form": edit or FactEditForm.for_fact(fact),
         "here": request.get_full_path(),
+        # A pending claim is reviewed where it is read, too (the review queue's actions).
+        "review_choices": [("accept", "Accept"), ("reject", "Reject")],
     }
     return render_screen(
         request, "curation/fact.html", access, context, section="facts", status=status

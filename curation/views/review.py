@@ -14,6 +14,7 @@ from curation.views.access import (
     _get_context_for_user,
     audit_mark,
     dashboard_view,
+    next_url,
     render_screen,
     undo_tag,
 )
@@ -61,8 +62,10 @@ def review_decide(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     action = request.POST.get("action", "")
     ids = [int(v) for v in request.POST.getlist("fact") if v.isdigit()]
     focus = request.POST.get("focus", "0")
-    back = reverse("review", args=[access.context.slug]) + (
-        f"?focus={focus}" if focus.isdigit() else ""
+    back = next_url(
+        request,
+        reverse("review", args=[access.context.slug])
+        + (f"?focus={focus}" if focus.isdigit() else ""),
     )
     if action not in REVIEW_ACTIONS or not ids:
         messages.error(request, "Choose accept or reject for at least one fact.")

@@ -108,3 +108,18 @@ def test_the_fact_page_and_its_conversation_show_the_flags_and_the_pending_badge
     assert thread_html.count('<span class="badge pending">pending</span>') == len(pending)
     listing = page(viewer.get(f"{base}/facts/?status=current"))
     assert '<span class="badge pending">pending</span>' in listing
+
+
+def test_a_curator_accepts_a_pending_fact_from_its_page_and_returns_there(
+    curator: Client, viewer: Client, base: str, pending: list[int]
+) -> None:
+    assert 'data-testid="fact-accept"' not in page(viewer.get(f"{base}/facts/{pending[0]}/"))
+    fact_url = f"{base}/facts/{pending[0]}/"
+    assert 'data-testid="fact-accept"' in page(curator.get(fact_url))
+    response = curator.post(
+        f"{base}/review/decide", {"action": "accept", "fact": [pending[0]], "next": fact_url}
+    )
+    assert response.status_code == 302 and response["Location"] == fact_url
+    assert Fact.objects.get(pk=pending[0]).trust == "trusted"
+    html = page(curator.get(fact_url))
+    assert 'data-testid="fact-trust"' not in html and "Accepted fact" in html
