@@ -70,9 +70,17 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=12)
     digest = models.CharField(max_length=64, unique=True)
     grants = ArrayField(models.CharField(max_length=300), default=list)
-    trust = models.CharField(max_length=10, choices=TokenTrust.choices, default=TokenTrust.TRUSTED)
+    trust = models.CharField(
+        max_length=10,
+        choices=TokenTrust.choices,
+        default=TokenTrust.TRUSTED,
+        db_default=TokenTrust.TRUSTED,
+    )
     purpose = models.CharField(
-        max_length=10, choices=TokenPurpose.choices, default=TokenPurpose.API
+        max_length=10,
+        choices=TokenPurpose.choices,
+        default=TokenPurpose.API,
+        db_default=TokenPurpose.API,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

@@ -43,7 +43,10 @@ class Context(models.Model):
     )
     llm_judge_enabled = models.BooleanField(default=False)
     fact_review = models.CharField(
-        max_length=10, choices=FactReview.choices, default=FactReview.UNTRUSTED
+        max_length=10,
+        choices=FactReview.choices,
+        default=FactReview.UNTRUSTED,
+        db_default=FactReview.UNTRUSTED,
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

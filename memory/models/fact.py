@@ -110,8 +110,16 @@ class Fact(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
-    trust = models.CharField(max_length=10, choices=FactTrust.choices, default=FactTrust.TRUSTED)
-    trust_reason = models.CharField(max_length=20, choices=TrustReason.choices, blank=True)
+    # Database defaults too: rows written by bulk SQL (COPY, INSERT … SELECT) are trusted.
+    trust = models.CharField(
+        max_length=10,
+        choices=FactTrust.choices,
+        default=FactTrust.TRUSTED,
+        db_default=FactTrust.TRUSTED,
+    )
+    trust_reason = models.CharField(
+        max_length=20, choices=TrustReason.choices, blank=True, default="", db_default=""
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -120,7 +128,7 @@ class Fact(models.Model):
         blank=True,
         related_name="+",
     )
-    review_note = models.CharField(max_length=500, blank=True)
+    review_note = models.CharField(max_length=500, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

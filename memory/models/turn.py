@@ -31,7 +31,9 @@ class Turn(models.Model):
     ref = models.CharField(max_length=MAX_REF_CHARS, blank=True)
     # What made the turn suspicious, if anything: [{"kind", "label", "start", "end"}]
     # over ``text`` (memory/screening.py). Its facts wait for review.
-    flags = models.JSONField(default=list, blank=True)
+    flags = models.JSONField(
+        default=list, blank=True, db_default=models.Value([], output_field=models.JSONField())
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)
