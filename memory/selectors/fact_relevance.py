@@ -173,8 +173,12 @@ def fact_candidates(
     """The facts that may answer: around the named entities (and their neighbours, for
     a relation question) and the ``found`` ones (id → normalized BM25 score or 0).
     Trusted facts only, unless ``include_pending``."""
-    base = current_facts(access=access, include_pending=include_pending).select_related(
-        "subject", "object", "predicate"
+    # The ends' embeddings are 384 floats each that nothing here reads: parsing them cost
+    # more than the rest of the candidates' read.
+    base = (
+        current_facts(access=access, include_pending=include_pending)
+        .select_related("subject", "object", "predicate")
+        .defer("subject__embedding", "object__embedding")
     )
     linked_ids = [link.entity.pk for link in links]
     candidates: dict[int, FactCandidate] = {}

@@ -215,7 +215,13 @@ class _Finder:
             return None
 
     def _search(
-        self, query: str, target: str, k: int, mode: str | None = None, floor: float | None = None
+        self,
+        query: str,
+        target: str,
+        k: int,
+        mode: str | None = None,
+        floor: float | None = None,
+        ranked_only: bool = False,
     ) -> SearchResponse:
         mode = mode or self.mode
         try:
@@ -228,18 +234,20 @@ class _Finder:
                 query_vector=self._vector(query) if mode != "bm25" else None,
                 vector_floor=floor,
                 include_pending=self.include_pending,
+                ranked_only=ranked_only,
             )
         except ServiceUnavailable as exc:
             if self.mode == "bm25" or exc.code != "embedder_unavailable":
                 raise
             self.mode = "bm25"
             self.notes.append(f"{exc.message.split(';')[0]}: found by BM25 only")
-            return self._search(query, target, k, floor=floor)
+            return self._search(query, target, k, floor=floor, ranked_only=ranked_only)
 
     def facts_found(self, query: str) -> dict[int, float]:
         """The facts the query finds, each with its BM25 score over the best one's (0
         when only the vector found it)."""
-        results = self._search(query, "facts", QUERY_FACTS).results
+        # Ids and scores only: fact_candidates reads the facts it keeps.
+        results = self._search(query, "facts", QUERY_FACTS, ranked_only=True).results
         bm25 = {r.id: r.explain.bm25.score for r in results if r.explain.bm25 is not None}
         if self.mode == "bm25":
             bm25 = {r.id: r.score for r in results}

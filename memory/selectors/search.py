@@ -174,13 +174,16 @@ def search(
     thread: str | None = None,
     query_vector: QueryVector | None = None,
     include_pending: bool = False,
+    ranked_only: bool = False,
 ) -> SearchResponse:
     """The ``k`` best visible ``target`` records for ``query`` under ``mode`` (for turns,
     of the conversation ``thread`` when given). Facts are the trusted ones, with the
     pending ones too when ``include_pending`` (each says its ``trust``).
 
     ``query_vector``, from ``query_vector_start`` for this same query, saves embedding it
-    again; the results are the same.
+    again; the results are the same. ``ranked_only`` answers the ranked ids with their
+    scores and explanations and leaves their text, scope and meta empty, for a caller
+    that reads the records itself (the memory context).
 
     With ``vector_floor``, a result among them that only vector similarity found (no BM25
     match) and whose cosine is below the floor is left out and counted in ``hidden``: the
@@ -263,7 +266,13 @@ def search(
         scores = _trusted_only(scores, include_pending=include_pending)
     best = best_refs(scores, k)
     kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
-    results = _hydrate(kind, kept, scores=scores, explains=explains)
+    if ranked_only:
+        results = [
+            SearchResult(kind.value, ref, "", scores[ref], "", explains.get(ref, Explain()))
+            for ref in kept
+        ]
+    else:
+        results = _hydrate(kind, kept, scores=scores, explains=explains)
     took = time.perf_counter() - started
     SEARCH_SECONDS.labels(mode=mode, target=target).observe(took)
     return SearchResponse(results=results, took_ms=took * 1000, hidden=len(best) - len(kept))
