@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet, Sum, Value
+from django.db.models import F, Q, QuerySet, Value
 from pgvector.django import CosineDistance
 
 from memory.models import Chunk, Entity, Turn
@@ -62,13 +62,20 @@ def _visible_rows(*, context_id: int, target: Target, visible: Q) -> QuerySet[An
     return rows.filter(embedding__isnull=False)
 
 
+# One fixed statement: building the ORM aggregate took longer than running it, three
+# times for every memory context block.
+_CORPUS_SIZES_SQL = f"""
+SELECT coalesce(sum(doc_count) FILTER (WHERE context_id = %s), 0), coalesce(sum(doc_count), 0)
+FROM {SearchStats._meta.db_table} WHERE target = %s
+"""  # noqa: S608 - the table name from the model
+
+
 def _corpus_sizes(*, context_id: int, target: Target) -> tuple[int, int]:
     """Rows of this context and of all contexts: the HNSW index holds every context."""
-    sizes = SearchStats.objects.filter(target=target).aggregate(
-        mine=Sum("doc_count", filter=Q(context_id=context_id), default=0),
-        everyone=Sum("doc_count", default=0),
-    )
-    return int(sizes["mine"]), int(sizes["everyone"])
+    with read_connection().cursor() as cursor:
+        cursor.execute(_CORPUS_SIZES_SQL, [context_id, target.value])
+        mine, everyone = cursor.fetchone()
+    return int(mine), int(everyone)
 
 
 def _exact(rows: QuerySet[Any], embedding: list[float], limit: int) -> list[VectorHit]:

@@ -21,7 +21,7 @@ from memory.access import ContextAccess
 from memory.embeddings import embed_texts, embedder_unavailable
 from memory.errors import ValidationFailed
 from memory.metrics import SEARCH_SECONDS
-from memory.models import Chunk, Document, Entity, Fact, Turn
+from memory.models import Chunk, Document, Entity, Fact, FactTrust, Turn
 from memory.models.turn import MAX_THREAD_CHARS
 from memory.replicas import read_connection
 from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
@@ -31,7 +31,6 @@ from memory.search.models import Target
 from memory.search.texts import fact_text
 from memory.search.turn_fusion import TURN_FUSION_DEPTH, normalized_sum, window_boosts
 from memory.search.vector import vector_rank
-from memory.selectors.facts import trust_q
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
 SearchTarget = Literal["all", "chunks", "turns", "facts", "entities"]
@@ -336,13 +335,18 @@ def _cosine(result: SearchResult) -> float:
     return result.explain.vector.score if result.explain.vector is not None else -1.0
 
 
+_TOLD_SQL = f"SELECT id FROM {Fact._meta.db_table} WHERE id = ANY(%s) AND trust = ANY(%s)"  # noqa: S608 - the table name from the model
+
+
 def _trusted_only(scores: dict[int, float], *, include_pending: bool) -> dict[int, float]:
-    """The facts agents may be told (one query over the candidates)."""
-    told = set(
-        Fact.objects.filter(
-            trust_q(include_pending=include_pending), pk__in=list(scores)
-        ).values_list("pk", flat=True)
-    )
+    """The facts agents may be told (one fixed statement over the candidates: every facts
+    search runs it, and building it with the ORM cost more than running it)."""
+    if not scores:
+        return scores
+    trusts = [FactTrust.TRUSTED, FactTrust.PENDING] if include_pending else [FactTrust.TRUSTED]
+    with read_connection().cursor() as cursor:
+        cursor.execute(_TOLD_SQL, [list(scores), [str(t) for t in trusts]])
+        told = {row[0] for row in cursor.fetchall()}
     return {ref: score for ref, score in scores.items() if ref in told}
 
 
