@@ -21,7 +21,7 @@ SPEAKERS_SHOWN = 6
 # What a fact row under a turn shows: no entity vectors, no registry details.
 FACT_ROW_FIELDS = (
     "status", "raw_predicate", "value_text", "turn_id", "subject__name", "object__name",
-    "predicate__name", "scope",
+    "predicate__name", "scope", "trust",
 )  # fmt: skip
 
 

@@ -150,3 +150,29 @@ def test_a_conversation_lists_its_turns_with_their_facts_and_retracts_one_turn(
     assert Fact.objects.get(pk=fact.pk).status == FactStatus.RETRACTED
     assert curator.post(f"{base}/turns/{turns[1].pk}/retract").status_code == 409
     assert curator.get(f"{base}/conversations/nope/").status_code == 404
+
+
+def test_a_conversation_page_reads_the_same_few_queries_however_many_facts_it_shows(
+    viewer: Client, base: str, access: ContextAccess, context: Context
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    alex = person(access, "Alex")
+
+    def page_queries(turns: int) -> int:
+        thread = f"t/{turns}"
+        for i in range(turns):
+            turn = Turn.objects.create(
+                context=context, scope="org/acme", text=f"turn {i}", speaker="Kim", thread=thread
+            )
+            written = fact_write(
+                access=access, subject=alex, predicate="likes", value=f"tea {thread} {i}"
+            )
+            Fact.objects.filter(pk=written.fact.pk).update(turn=turn)
+        with CaptureQueriesContext(connection) as captured:
+            html = _text(viewer.get(f"{base}/conversations/{thread}/"))
+        assert html.count('data-testid="turn"') == turns
+        return len(captured)
+
+    assert page_queries(2) == page_queries(8)  # no query per turn or per fact
