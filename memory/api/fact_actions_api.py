@@ -29,7 +29,14 @@ from memory.selectors.conversations import (
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import fact_get
 from memory.services.fact_corrections import fact_correct
-from memory.services.fact_curation import FactEdit, fact_edit, fact_restore, facts_retract
+from memory.services.fact_curation import (
+    FactEdit,
+    FactEdited,
+    FactRestored,
+    fact_edit,
+    fact_restore,
+    facts_retract,
+)
 
 MAX_RETRACT_IDS = 500
 
@@ -163,13 +170,7 @@ class FactDetailApi(facts.FactDetailApi):
         data = FactEditSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         edited = fact_edit(access=access, fact_id=fact_id, edit=data.edit())
-        body = {
-            "fact": _fact_out(access, edited.fact.pk),
-            "conflict": edited.conflict.pk if edited.conflict is not None else None,
-            "audit_event": edited.audit_event_id,
-            "summary": edited.summary,
-        }
-        return Response(ActionOutputSerializer(body).data)
+        return Response(_action_out(access, edited))
 
 
 class FactRestoreApi(APIView):
@@ -190,13 +191,18 @@ class FactRestoreApi(APIView):
         restored = fact_restore(
             access=access, fact_id=fact_id, reason=data.validated_data["reason"]
         )
-        body = {
-            "fact": _fact_out(access, restored.fact.pk),
-            "conflict": restored.conflict.pk if restored.conflict is not None else None,
-            "audit_event": restored.audit_event_id,
-            "summary": restored.summary,
-        }
-        return Response(ActionOutputSerializer(body).data)
+        return Response(_action_out(access, restored))
+
+
+def _action_out(access: ContextAccess, done: FactEdited | FactRestored) -> dict[str, Any]:
+    """An edit's or a restore's answer: the fact as it is now, the conflict it recorded."""
+    body = {
+        "fact": _fact_out(access, done.fact.pk),
+        "conflict": done.conflict.pk if done.conflict is not None else None,
+        "audit_event": done.audit_event_id,
+        "summary": done.summary,
+    }
+    return dict(ActionOutputSerializer(body).data)
 
 
 class FactsRetractApi(APIView):

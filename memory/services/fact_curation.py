@@ -338,9 +338,17 @@ def _undo_blocked_unless(fact: Fact, after: dict[str, Any], fields: tuple[str, .
 
 
 def fact_restore_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
+    _one_fact_put_back(access, undo, _STATE)
+
+
+def _one_fact_put_back(
+    access: ContextAccess, undo: dict[str, Any], fields: tuple[str, ...]
+) -> None:
+    """Undo a restore or an edit of one fact: only over the state it left (``fields``),
+    dropping the conflict it recorded."""
     (fact,) = _lock(access, [undo["fact"]["id"]])
     access.require_write(fact.scope)
-    _undo_blocked_unless(fact, undo["after"], _STATE)
+    _undo_blocked_unless(fact, undo["after"], fields)
     if undo.get("conflict_id"):
         ConflictRecord.objects.filter(pk=undo["conflict_id"], context=access.context).delete()
     _states_put_back([undo["fact"]])
@@ -502,10 +510,4 @@ def _check_types(fact: Fact) -> None:
 
 
 def fact_edit_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
-    (fact,) = _lock(access, [undo["fact"]["id"]])
-    access.require_write(fact.scope)
-    _undo_blocked_unless(fact, undo["after"], _EDIT_FIELDS)
-    if undo.get("conflict_id"):
-        ConflictRecord.objects.filter(pk=undo["conflict_id"], context=access.context).delete()
-    _states_put_back([undo["fact"]])
-    facts_index([fact.pk])
+    _one_fact_put_back(access, undo, _EDIT_FIELDS)
