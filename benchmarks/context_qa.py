@@ -238,6 +238,19 @@ def write_memory(access: Any, types: dict[str, str], facts: list[Triple]) -> dic
     return written
 
 
+def written_before(context: Any) -> dict[int, Triple]:
+    """The facts a ``--keep`` run wrote, read back as the triples they were written from."""
+    from memory.models import Fact
+
+    rows = Fact.objects.filter(context=context).values_list(
+        "pk", "subject__name", "raw_predicate", "object__name", "value"
+    )
+    return {
+        pk: Triple(subject, predicate, obj, value if isinstance(value, str) else None)
+        for pk, subject, predicate, obj, value in rows
+    }
+
+
 def previous_ordering(access: Any, query: str, budget: int) -> list[int]:
     """The fact ids the block held before relevance ranking, in its order: the two
     entities BM25 finds in the query, their facts as subject (40 each) and the 20 facts
@@ -294,6 +307,11 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=650)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="question the memory a --keep run left (same --people) instead of writing it again",
+    )
     parser.add_argument("--misses", action="store_true", help="print the questions missed")
     args = parser.parse_args()
     people, count = (80, 60) if args.tiny else (args.people, args.questions)
@@ -301,22 +319,23 @@ def main() -> None:
     types, facts = build_memory(people, rng)
     questions = build_questions(facts, count, rng, set(types))
 
-    with bench_database("md_bench_context_qa", keep=args.keep):
+    with bench_database("md_bench_context_qa", keep=args.keep or args.reuse, reuse=args.reuse):
         from django.contrib.auth import get_user_model
         from rest_framework.test import APIClient
 
         from memory.access import system_access
         from memory.embeddings import embed_texts
-        from memory.models import ContextMembership, Role
+        from memory.models import Context, ContextMembership, Role
         from memory.services.contexts import context_create
         from memory.services.tokens import token_issue
         from memory.services.vectors import embeddings_drain
 
         embed_texts(["warm up"])
-        context = context_create(slug="bench", name="Context QA")
+        kept = Context.objects.filter(slug="bench").first() if args.reuse else None
+        context = kept or context_create(slug="bench", name="Context QA")
         access = system_access(context)
         started = time.perf_counter()
-        written = write_memory(access, types, facts)
+        written = written_before(context) if kept else write_memory(access, types, facts)
         write_s = time.perf_counter() - started
         started = time.perf_counter()
         drain = embeddings_drain()
@@ -325,9 +344,9 @@ def main() -> None:
         for q in questions:
             a = q.answer
             q.fact_id = ids[(a.subject, a.predicate, a.object, a.value)]
-        user = get_user_model().objects.create_user(username="bench", password="x-bench-only")
-        ContextMembership.objects.create(
-            user=user, context=context, role=Role.ADMIN, grants=["read,write:*"]
+        user, _ = get_user_model().objects.get_or_create(username="bench")
+        ContextMembership.objects.get_or_create(
+            user=user, context=context, defaults={"role": Role.ADMIN, "grants": ["read,write:*"]}
         )
         raw = token_issue(user=user, context=context, grants=["read,write:*"]).raw
         client = APIClient()

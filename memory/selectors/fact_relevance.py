@@ -55,6 +55,17 @@ COSINE_FULL = 0.7
 _DESCRIPTION_NOISE = frozenset(analyze("subject object person organisation thing one another"))
 
 
+# What scoring a candidate and writing its line read. A block reads a few hundred
+# candidates to keep a handful: the other columns (the ends' embeddings, attributes and
+# aliases, the predicate's registry fields) cost more to parse than the rest of the read.
+CANDIDATE_FIELDS = (
+    "id", "scope", "kind", "value", "value_text", "confidence", "importance", "trust",
+    "valid_from", "last_seen_at", "source_kind", "source_ref", "run_id", "document_id",
+    "turn_id", "subject__id", "subject__name", "subject__type", "object__id", "object__name",
+    "object__type", "predicate__id", "predicate__name", "predicate__ranking_weight",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class PredicateMatch:
     score: float  # 0..1
@@ -173,12 +184,10 @@ def fact_candidates(
     """The facts that may answer: around the named entities (and their neighbours, for
     a relation question) and the ``found`` ones (id → normalized BM25 score or 0).
     Trusted facts only, unless ``include_pending``."""
-    # The ends' embeddings are 384 floats each that nothing here reads: parsing them cost
-    # more than the rest of the candidates' read.
     base = (
         current_facts(access=access, include_pending=include_pending)
         .select_related("subject", "object", "predicate")
-        .defer("subject__embedding", "object__embedding")
+        .only(*CANDIDATE_FIELDS)
     )
     linked_ids = [link.entity.pk for link in links]
     candidates: dict[int, FactCandidate] = {}
