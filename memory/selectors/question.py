@@ -107,8 +107,27 @@ def _stopwords() -> frozenset[str]:
     return STOPWORDS
 
 
+# Everyday words for a relation that no predicate name or description uses: each brings
+# the words the standard predicates are named and described with ("Who is Dana's boss?"
+# asks about her line manager: reports_to, manages). The question's own words stay.
+RELATION_PARAPHRASES: dict[str, str] = {
+    "boss": "manager", "supervisor": "manager", "superior": "manager",
+    "employer": "employed works", "employers": "employed works", "job": "title",
+    "hometown": "lives", "home": "lives", "reside": "lives", "resides": "lives",
+    "birthplace": "born", "allergy": "allergic", "allergies": "allergic",
+    "language": "speaks", "languages": "speaks", "leader": "leads", "lead": "leads",
+    "founder": "founded", "founders": "founded", "mentee": "mentors", "mentor": "mentors",
+    "coworker": "works with", "coworkers": "works with", "teammate": "works with",
+    "teammates": "works with", "colleague": "works with", "colleagues": "works with",
+    "headquartered": "located", "headquarters": "located", "based": "located",
+}  # fmt: skip
+
+
 def _content_terms(text: str) -> frozenset[str]:
     words = [w for w in text.split() if w.casefold() not in QUESTION_WORDS]
+    words += [
+        RELATION_PARAPHRASES[w.casefold()] for w in words if w.casefold() in RELATION_PARAPHRASES
+    ]
     return frozenset(analyze(" ".join(words)))
 
 

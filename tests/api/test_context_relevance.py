@@ -98,6 +98,13 @@ def test_a_fact_written_a_moment_ago_answers_who_mentors_dana_lee(
         ("Where is Acme located?", "Acme Corp is_located_in Berlin"),
         ("What is Maria Chen's title?", "Maria Chen current_title: Director of Engineering"),
         ("What does Project Phoenix depend on?", "Project Phoenix depends_on Kubernetes"),
+        # Everyday words for a relation that no predicate is named or described with.
+        ("Who is Hannah Ortiz's employer?", "Hannah Ortiz works_at Globex Corporation"),
+        ("What is Alex's job?", "Alex Rivera current_title: Staff Engineer"),
+        (
+            "Where is Globex Corporation headquartered?",
+            "Globex Corporation located_in Cypress Creek",
+        ),
     ],
 )
 def test_the_answering_fact_comes_first(
@@ -105,6 +112,16 @@ def test_the_answering_fact_comes_first(
 ) -> None:
     body = _context(api, base, query=query, budget_tokens=300)
     assert _statements(body)[0] == answer, _statements(body)
+
+
+def test_a_boss_is_the_line_manager_read_either_way(
+    api: APIClient, base: str, demo: dict[str, Any]
+) -> None:
+    body = _context(api, base, query="Who is Alex's boss?", budget_tokens=300)
+    assert set(_statements(body)[:2]) == {
+        "Alex Rivera reports_to Maria Chen",
+        "Maria Chen manages Alex Rivera",
+    }, _statements(body)
 
 
 def test_explain_says_why_each_line_is_there(
