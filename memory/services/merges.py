@@ -23,6 +23,7 @@ from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
 from memory.queueing import entity_embeddings_enqueue
+from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
 from memory.services.duplicates import duplicates_check
 from memory.services.fact_batch import fact_fold_identical
@@ -71,6 +72,13 @@ def entity_merge(
     )
     Fact.objects.filter(pk__in=plan.contested).update(**contested_fields(now=now))
     _supersede(plan, now)  # priors leave "current" before the winners move into their slot
+    # The facts whose sentence changes: the moved ones, and the survivor's when it is renamed.
+    renamed = [survivor.pk] if plan.final_name != survivor.name else []
+    restated = list(
+        Fact.objects.filter(
+            Q(subject_id__in=[*ids, *renamed]) | Q(object_id__in=[*ids, *renamed])
+        ).values_list("pk", flat=True)
+    )
     Fact.objects.filter(subject_id__in=ids).update(subject=survivor)
     Fact.objects.filter(object_id__in=ids).update(object=survivor)
     snapshot["conflicts_created"] = _record_contests(
@@ -113,6 +121,9 @@ def entity_merge(
         after={"merge": record.pk, **record.summary},
         undo={"op": "merge_undo", "merge_id": record.pk},
     )
+    # Search finds the survivor by its new names and the moved facts by the survivor's.
+    entities_index([survivor.pk, *ids])
+    facts_index(restated)
     entity_embeddings_enqueue([survivor.pk])
     duplicates_check([survivor.pk, *ids])  # the survivor's new names; the merged leave
     return record
@@ -278,6 +289,8 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
         summary=f"undid merge {record.pk}",
         after={"restored": ids},
     )
+    entities_index(ids)
+    facts_index(f["id"] for f in snap["facts"])
     entity_embeddings_enqueue(ids)
     duplicates_check(ids)  # the restored entities are checked again
     return record

@@ -58,3 +58,31 @@ def test_concurrent_writers_keep_statistics_exact() -> None:
     for term in SearchTerm.objects.filter(context=context):
         assert term.df == SearchPosting.objects.filter(term_id=term.pk).count(), term.text
     assert SearchTerm.objects.get(context=context, text="writer").df == 15
+
+
+def _found(access: ContextAccess, query: str, target: str) -> set[int]:
+    from memory.selectors.search import search
+
+    return {r.id for r in search(access=access, query=query, mode="bm25", target=target).results}
+
+
+def test_a_merge_and_its_undo_keep_the_names_search_finds(access: ContextAccess) -> None:
+    from memory.services.merges import entity_merge, merge_undo
+
+    john = entity_upsert(access=access, name="John Smith", type="person", scope="s").entity
+    smythe = entity_upsert(access=access, name="Jonathan Smythe", type="person", scope="s").entity
+    acme = entity_upsert(access=access, name="Acme", type="organisation", scope="s").entity
+    moved = fact_write(access=access, subject=smythe, predicate="works_at", object=acme).fact
+    assert _found(access, "Smythe", "entities") == {smythe.pk}
+
+    record = entity_merge(access=access, survivor_id=john.pk, merged_ids=[smythe.pk])
+    # The survivor is found by the merged name, now its alias; the moved fact by the
+    # survivor's name and no longer by the name it left.
+    assert john.pk in _found(access, "Smythe", "entities")
+    assert moved.pk in _found(access, "John Smith Acme", "facts")
+    assert moved.pk not in _found(access, "Jonathan Smythe", "facts")
+
+    merge_undo(access=access, merge_id=record.pk)
+    assert _found(access, "Smythe", "entities") == {smythe.pk}
+    assert moved.pk in _found(access, "Jonathan Smythe", "facts")
+    assert moved.pk not in _found(access, "John", "facts")
