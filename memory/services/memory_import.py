@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -39,11 +39,9 @@ from memory.models import (
     Turn,
 )
 from memory.queueing import embeddings_drain_enqueue
-from memory.search.analyzer import analyze
-from memory.search.bm25 import IndexItem, postings_replace
-from memory.search.indexing import search_index_rebuild
+from memory.search.bm25_load import postings_load
 from memory.search.models import Target
-from memory.search.texts import chunk_index_text, turn_index_text
+from memory.search.texts import chunk_index_text, entity_text, fact_text_of, turn_index_text
 from memory.services.duplicate_blocking import keys_write_all, records_of
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
@@ -59,7 +57,7 @@ from memory.services.memory_transfer import (
 )
 
 FLUSH_ROWS = 5_000
-INDEX_BATCH = 2_000
+INDEX_BATCH = 5_000  # rows a fetch of the server-side cursors that feed indexing
 MAX_LINE_ERRORS_SHOWN = 1
 
 Progress = Callable[[int, int], None]
@@ -115,6 +113,8 @@ def memory_import(
                 model_save(context.pk, Model.from_json(model_json), entity_count.count())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
             _index(context)
+            report.seconds["postings"] = round(time.perf_counter() - started, 3)
+            keys_write_all(context.pk, records_of(context.pk, None))
         report.seconds["index"] = round(time.perf_counter() - started, 3)
     finally:
         staging.drop()
@@ -168,6 +168,7 @@ class _Staging:
     def __init__(self) -> None:
         self.created: list[str] = []
         self.buffers: dict[str, list[tuple[Any, ...]]] = {}
+        self.defaults: dict[str, tuple[Any, ...]] = {}
 
     def read(
         self,
@@ -237,15 +238,26 @@ class _Staging:
                 code="invalid_export",
             )
         row = []
-        for f, convert in plan.cells:
-            value = record[f.attname] if f.attname in record else _default(f)
-            if value is None and not f.null and _stamped(f):
-                value = _default(f)  # a time the row was written: now, when not known
+        for (f, convert), missing in zip(plan.cells, self._missing(kind), strict=True):
+            value = record.get(f.attname, _ABSENT)
+            if value is _ABSENT:
+                value = missing
+            elif value is None and not f.null and _stamped(f):
+                value = missing  # a time the row was written: now, when not known
             row.append(convert(f, value, kind, number))
         buffer = self.buffers.setdefault(kind.name, [])
         buffer.append(tuple(row))
         if len(buffer) >= FLUSH_ROWS:
             self._flush(kind)
+
+    def _missing(self, kind: Kind) -> tuple[Any, ...]:
+        """What each field of ``kind`` holds when a line leaves it out, worked out once
+        per import: the defaults are constants (or empty lists and objects, which no
+        row changes), and a stamped field's "now" is the import's."""
+        missing = self.defaults.get(kind.name)
+        if missing is None:
+            missing = self.defaults[kind.name] = tuple(_default(f) for f in kind.fields())
+        return missing
 
     def _flush(self, kind: Kind) -> None:
         rows = self.buffers.pop(kind.name, [])
@@ -418,6 +430,7 @@ def _default(f: models.Field) -> Any:
 
 
 _SCALARS = (str, int, float, bool)
+_ABSENT = object()
 Cell = Callable[[models.Field, Any, Kind, int], Any]
 
 
@@ -454,8 +467,10 @@ def _array_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
 
 
 def _scalar_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if type(value) is str:  # most cells: one check, not two calls
+        return value if "\x00" not in value else _text_checked(value, f, kind, number)
     if value is None or isinstance(value, _SCALARS):
-        return _text_checked(value, f, kind, number)
+        return value
     return _wrong_shape(f, kind, number)
 
 
@@ -479,36 +494,36 @@ def _text_checked(value: Any, f: models.Field, kind: Kind, number: int) -> Any:
 
 
 def _index(context: Context) -> None:
-    """Search postings of every imported fact, entity, chunk and turn; the duplicate
-    finder's blocking keys."""
-    search_index_rebuild(context=context)
-    chunks = (
-        Chunk.objects.filter(context=context)
-        .order_by("pk")
-        .values_list("pk", "scope", "text", "document__title")
+    """Search postings of every imported fact, entity, chunk and turn, loaded in bulk:
+    none of them is indexed yet (the context was empty)."""
+    facts = Fact.objects.filter(context=context).values_list(
+        "pk", "scope", "subject__name", "predicate__name", "object__name", "value_text"
     )
-    _postings(context, Target.CHUNK, (
+    postings_load(context_id=context.pk, target=Target.FACT, items=(
+        (pk, scope, fact_text_of(subject=subject, predicate=predicate,
+                                 obj=object_name if object_name is not None else value_text))
+        for pk, scope, subject, predicate, object_name, value_text in _stream(facts)
+    ))  # fmt: skip
+    entities = Entity.objects.filter(context=context).only("scope", "name", "aliases")
+    postings_load(context_id=context.pk, target=Target.ENTITY, items=(
+        (entity.pk, entity.scope, entity_text(entity)) for entity in _stream(entities)
+    ))  # fmt: skip
+    chunks = Chunk.objects.filter(context=context).values_list(
+        "pk", "scope", "text", "document__title"
+    )
+    postings_load(context_id=context.pk, target=Target.CHUNK, items=(
         (pk, scope, chunk_index_text(title=title, text=text))
-        for pk, scope, text, title in chunks.iterator(chunk_size=INDEX_BATCH)
+        for pk, scope, text, title in _stream(chunks)
     ))  # fmt: skip
-    turns = (
-        Turn.objects.filter(context=context)
-        .order_by("pk")
-        .values_list("pk", "scope", "text", "speaker", "said_at")
+    turns = Turn.objects.filter(context=context).values_list(
+        "pk", "scope", "text", "speaker", "said_at"
     )
-    _postings(context, Target.TURN, (
+    postings_load(context_id=context.pk, target=Target.TURN, items=(
         (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
-        for pk, scope, text, speaker, said_at in turns.iterator(chunk_size=INDEX_BATCH)
+        for pk, scope, text, speaker, said_at in _stream(turns)
     ))  # fmt: skip
-    keys_write_all(context.pk, records_of(context.pk, None))
 
 
-def _postings(context: Context, target: Target, rows: Iterable[tuple[int, str, str]]) -> None:
-    batch: list[IndexItem] = []
-    for pk, scope, text in rows:
-        batch.append(IndexItem(ref_id=pk, scope=scope, terms=analyze(text)))
-        if len(batch) >= INDEX_BATCH:
-            postings_replace(context_id=context.pk, target=target, items=batch)
-            batch = []
-    if batch:
-        postings_replace(context_id=context.pk, target=target, items=batch)
+def _stream(rows: models.QuerySet[Any, Any]) -> Iterator[Any]:
+    """In id order (documents get ids in the order of their items), a fetch at a time."""
+    return rows.order_by("pk").iterator(chunk_size=INDEX_BATCH)
