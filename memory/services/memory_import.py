@@ -6,15 +6,16 @@ database's ids; progress is reported as lines are read. Writing, in one transact
 each staged row gets a new id from its table's sequence, and one INSERT … SELECT per
 type writes the rows with every reference remapped through the staging tables. A bad
 line, a reference to a row the file does not hold, or counts that disagree with the
-``end`` line stop the import before anything is written. Then the search index, the
-blocking keys of the duplicate finder and the embedding queue are brought up to date.
+``end`` line stop the import before anything is written. Then the search postings are
+loaded in bulk (memory_import_index.py), the blocking keys of the duplicate finder
+written, and the embedding queue told.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -28,7 +29,6 @@ from psycopg.types.json import Jsonb
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import (
-    Chunk,
     Context,
     Document,
     Entity,
@@ -39,12 +39,10 @@ from memory.models import (
     Turn,
 )
 from memory.queueing import embeddings_drain_enqueue
-from memory.search.bm25_load import postings_load
-from memory.search.models import Target
-from memory.search.texts import chunk_index_text, entity_text, fact_text_of, turn_index_text
 from memory.services.duplicate_blocking import keys_write_all, records_of
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
+from memory.services.memory_import_index import memory_import_index
 from memory.services.memory_transfer import (
     CONTEXT_SETTINGS,
     FORMAT,
@@ -57,7 +55,6 @@ from memory.services.memory_transfer import (
 )
 
 FLUSH_ROWS = 5_000
-INDEX_BATCH = 5_000  # rows a fetch of the server-side cursors that feed indexing
 MAX_LINE_ERRORS_SHOWN = 1
 
 Progress = Callable[[int, int], None]
@@ -112,7 +109,7 @@ def memory_import(
             if model_json is not None:
                 model_save(context.pk, Model.from_json(model_json), entity_count.count())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
-            _index(context)
+            memory_import_index(context)
             report.seconds["postings"] = round(time.perf_counter() - started, 3)
             keys_write_all(context.pk, records_of(context.pk, None))
         report.seconds["index"] = round(time.perf_counter() - started, 3)
@@ -488,42 +485,3 @@ def _text_checked(value: Any, f: models.Field, kind: Kind, number: int) -> Any:
             code="invalid_export",
         )
     return value
-
-
-# --- after the rows -------------------------------------------------------------------------
-
-
-def _index(context: Context) -> None:
-    """Search postings of every imported fact, entity, chunk and turn, loaded in bulk:
-    none of them is indexed yet (the context was empty)."""
-    facts = Fact.objects.filter(context=context).values_list(
-        "pk", "scope", "subject__name", "predicate__name", "object__name", "value_text"
-    )
-    postings_load(context_id=context.pk, target=Target.FACT, items=(
-        (pk, scope, fact_text_of(subject=subject, predicate=predicate,
-                                 obj=object_name if object_name is not None else value_text))
-        for pk, scope, subject, predicate, object_name, value_text in _stream(facts)
-    ))  # fmt: skip
-    entities = Entity.objects.filter(context=context).only("scope", "name", "aliases")
-    postings_load(context_id=context.pk, target=Target.ENTITY, items=(
-        (entity.pk, entity.scope, entity_text(entity)) for entity in _stream(entities)
-    ))  # fmt: skip
-    chunks = Chunk.objects.filter(context=context).values_list(
-        "pk", "scope", "text", "document__title"
-    )
-    postings_load(context_id=context.pk, target=Target.CHUNK, items=(
-        (pk, scope, chunk_index_text(title=title, text=text))
-        for pk, scope, text, title in _stream(chunks)
-    ))  # fmt: skip
-    turns = Turn.objects.filter(context=context).values_list(
-        "pk", "scope", "text", "speaker", "said_at"
-    )
-    postings_load(context_id=context.pk, target=Target.TURN, items=(
-        (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
-        for pk, scope, text, speaker, said_at in _stream(turns)
-    ))  # fmt: skip
-
-
-def _stream(rows: models.QuerySet[Any, Any]) -> Iterator[Any]:
-    """In id order (documents get ids in the order of their items), a fetch at a time."""
-    return rows.order_by("pk").iterator(chunk_size=INDEX_BATCH)
