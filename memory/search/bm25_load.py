@@ -4,8 +4,9 @@
 per batch: it deletes their old documents first and looks their terms up batch by batch,
 which is what a writer changing live items needs. A whole corpus arriving at once needs
 neither. Here the analyzed items are copied (COPY) into two session-local staging tables
-as they are read, and three INSERT … SELECT statements then write the corpus's new terms,
-its search documents and their postings. The triggers of search/models.py run once per
+as they are read; the postings are joined to their term ids once the corpus's new terms
+are in, and three INSERT … SELECT statements write the terms, the search documents and
+their postings. The triggers of search/models.py run once per
 statement: the corpus statistics and each term's df and bounds come out exactly as
 ``postings_replace`` would leave them.
 """
@@ -59,14 +60,15 @@ class WordTerms:
 def postings_load(*, context_id: int, target: Target, items: Iterable[tuple[int, str, str]]) -> int:
     """Index ``items`` (id, scope, text), none of which has a search document yet, in the
     caller's transaction. Returns how many were indexed."""
+    # A failure leaves the staging tables to the caller's rollback, which drops them:
+    # they are created in its transaction (and dropped first, should an earlier call
+    # outside a transaction have left them).
     _staging_create()
-    try:
-        count = _stage(items)
-        if count:
-            _write(context_id, target)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
+    count = _stage(items)
+    if count:
+        _write(context_id, target)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
     return count
 
 
