@@ -10,9 +10,9 @@ a file and imported with ``manage.py import_memory`` into an empty context (impo
 that context is exported with ``manage.py export_memory`` (export); the export is
 imported again into a second context (import 2), and both contexts' counts compared.
 Each step runs in a child process so its peak resident memory (``ru_maxrss``) is its
-own. Reported: facts per second each way (the import's seconds split into reading,
-writing and indexing — search postings and the duplicate finder's keys), peak RSS
-of each step, and the file's size.
+own. Reported: facts per second each way (the import's cumulative seconds after reading,
+writing, loading the search postings, and the duplicate finder's keys with the commit),
+peak RSS of each step, and the file's size.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ database's ids; progress is reported as lines are read. Writing, in one transact
 each staged row gets a new id from its table's sequence, and one INSERT … SELECT per
 type writes the rows with every reference remapped through the staging tables. A bad
 line, a reference to a row the file does not hold, or counts that disagree with the
-``end`` line stop the import before anything is written. Then the search index, the
-blocking keys of the duplicate finder and the embedding queue are brought up to date.
+``end`` line stop the import before anything is written. Then the search postings are
+loaded in bulk (memory_import_index.py), the blocking keys of the duplicate finder
+written, and the embedding queue told.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from psycopg.types.json import Jsonb
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
 from memory.models import (
-    Chunk,
     Context,
     Document,
     Entity,
@@ -39,14 +39,10 @@ from memory.models import (
     Turn,
 )
 from memory.queueing import embeddings_drain_enqueue
-from memory.search.analyzer import analyze
-from memory.search.bm25 import IndexItem, postings_replace
-from memory.search.indexing import search_index_rebuild
-from memory.search.models import Target
-from memory.search.texts import chunk_index_text, turn_index_text
 from memory.services.duplicate_blocking import keys_write_all, records_of
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
+from memory.services.memory_import_index import memory_import_index
 from memory.services.memory_transfer import (
     CONTEXT_SETTINGS,
     FORMAT,
@@ -59,7 +55,6 @@ from memory.services.memory_transfer import (
 )
 
 FLUSH_ROWS = 5_000
-INDEX_BATCH = 2_000
 MAX_LINE_ERRORS_SHOWN = 1
 
 Progress = Callable[[int, int], None]
@@ -114,7 +109,9 @@ def memory_import(
             if model_json is not None:
                 model_save(context.pk, Model.from_json(model_json), entity_count.count())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
-            _index(context)
+            memory_import_index(context)
+            report.seconds["postings"] = round(time.perf_counter() - started, 3)
+            keys_write_all(context.pk, records_of(context.pk, None))
         report.seconds["index"] = round(time.perf_counter() - started, 3)
     finally:
         staging.drop()
@@ -168,6 +165,7 @@ class _Staging:
     def __init__(self) -> None:
         self.created: list[str] = []
         self.buffers: dict[str, list[tuple[Any, ...]]] = {}
+        self.defaults: dict[str, tuple[Any, ...]] = {}
 
     def read(
         self,
@@ -237,15 +235,26 @@ class _Staging:
                 code="invalid_export",
             )
         row = []
-        for f, convert in plan.cells:
-            value = record[f.attname] if f.attname in record else _default(f)
-            if value is None and not f.null and _stamped(f):
-                value = _default(f)  # a time the row was written: now, when not known
+        for (f, convert), missing in zip(plan.cells, self._missing(kind), strict=True):
+            value = record.get(f.attname, _ABSENT)
+            if value is _ABSENT:
+                value = missing
+            elif value is None and not f.null and _stamped(f):
+                value = missing  # a time the row was written: now, when not known
             row.append(convert(f, value, kind, number))
         buffer = self.buffers.setdefault(kind.name, [])
         buffer.append(tuple(row))
         if len(buffer) >= FLUSH_ROWS:
             self._flush(kind)
+
+    def _missing(self, kind: Kind) -> tuple[Any, ...]:
+        """What each field of ``kind`` holds when a line leaves it out, worked out once
+        per import: the defaults are constants (or empty lists and objects, which no
+        row changes), and a stamped field's "now" is the import's."""
+        missing = self.defaults.get(kind.name)
+        if missing is None:
+            missing = self.defaults[kind.name] = tuple(_default(f) for f in kind.fields())
+        return missing
 
     def _flush(self, kind: Kind) -> None:
         rows = self.buffers.pop(kind.name, [])
@@ -418,6 +427,7 @@ def _default(f: models.Field) -> Any:
 
 
 _SCALARS = (str, int, float, bool)
+_ABSENT = object()
 Cell = Callable[[models.Field, Any, Kind, int], Any]
 
 
@@ -454,8 +464,10 @@ def _array_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
 
 
 def _scalar_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
+    if type(value) is str:  # most cells: one check, not two calls
+        return value if "\x00" not in value else _text_checked(value, f, kind, number)
     if value is None or isinstance(value, _SCALARS):
-        return _text_checked(value, f, kind, number)
+        return value
     return _wrong_shape(f, kind, number)
 
 
@@ -473,42 +485,3 @@ def _text_checked(value: Any, f: models.Field, kind: Kind, number: int) -> Any:
             code="invalid_export",
         )
     return value
-
-
-# --- after the rows -------------------------------------------------------------------------
-
-
-def _index(context: Context) -> None:
-    """Search postings of every imported fact, entity, chunk and turn; the duplicate
-    finder's blocking keys."""
-    search_index_rebuild(context=context)
-    chunks = (
-        Chunk.objects.filter(context=context)
-        .order_by("pk")
-        .values_list("pk", "scope", "text", "document__title")
-    )
-    _postings(context, Target.CHUNK, (
-        (pk, scope, chunk_index_text(title=title, text=text))
-        for pk, scope, text, title in chunks.iterator(chunk_size=INDEX_BATCH)
-    ))  # fmt: skip
-    turns = (
-        Turn.objects.filter(context=context)
-        .order_by("pk")
-        .values_list("pk", "scope", "text", "speaker", "said_at")
-    )
-    _postings(context, Target.TURN, (
-        (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
-        for pk, scope, text, speaker, said_at in turns.iterator(chunk_size=INDEX_BATCH)
-    ))  # fmt: skip
-    keys_write_all(context.pk, records_of(context.pk, None))
-
-
-def _postings(context: Context, target: Target, rows: Iterable[tuple[int, str, str]]) -> None:
-    batch: list[IndexItem] = []
-    for pk, scope, text in rows:
-        batch.append(IndexItem(ref_id=pk, scope=scope, terms=analyze(text)))
-        if len(batch) >= INDEX_BATCH:
-            postings_replace(context_id=context.pk, target=target, items=batch)
-            batch = []
-    if batch:
-        postings_replace(context_id=context.pk, target=target, items=batch)

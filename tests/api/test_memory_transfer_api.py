@@ -28,6 +28,9 @@ from memory.models import (
     Role,
     Turn,
 )
+from memory.search.indexing import search_index_rebuild
+from memory.search.models import SearchStats, SearchTerm
+from memory.selectors.search import TARGETS, search
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
 from memory.services.fact_curation import fact_retract
@@ -209,6 +212,49 @@ def test_round_trip_through_the_api_is_exact(
     matched = admin.get("/api/v1/contexts/target/reconcile", {"queries": queries}).json()
     ada = Entity.objects.get(context=target, name="Ada Lovelace")
     assert matched["q"]["result"][0]["id"] == str(ada.pk)
+
+
+def _corpus(context: Context) -> dict[str, Any]:
+    """A context's BM25 index as ranking reads it: each corpus's size and length, and
+    each term's document frequency (the pruning bounds may be looser where items were
+    re-indexed: a stale bound is still a bound)."""
+    return {
+        "stats": sorted(
+            SearchStats.objects.filter(context=context).values_list(
+                "target", "doc_count", "total_length"
+            )
+        ),
+        "terms": sorted(
+            SearchTerm.objects.filter(context=context, df__gt=0).values_list("target", "text", "df")
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("target", "query"),
+    [
+        ("chunks", "algebraic patterns"),
+        ("turns", "Caroline works"),
+        ("facts", "current_title analyst"),
+        ("entities", "Augusta King"),
+    ],
+)
+def test_an_imported_memory_is_searched_as_the_original(
+    source: Context, make_context: Callable[..., Context], target: str, query: str
+) -> None:
+    # The merge gave the survivor its twin's name as an alias; indexing every fact and
+    # entity of the original again is what the services' own indexing makes of its rows.
+    search_index_rebuild(context=source)
+    imported = make_context("target")
+    memory_import(
+        access=system_access(imported), lines=memory_export_lines(access=system_access(source))
+    )
+    assert _corpus(imported) == _corpus(source)
+    want = search(access=system_access(source), query=query, mode="bm25", target=target)
+    got = search(access=system_access(imported), query=query, mode="bm25", target=target)
+    assert want.results, "the query finds something in the original"
+    assert [(r.text, r.score) for r in got.results] == [(r.text, r.score) for r in want.results]
+    assert {r.type for r in got.results} == {TARGETS[target].value}
 
 
 def test_commands_round_trip(source: Context, tmp_path: Path) -> None:

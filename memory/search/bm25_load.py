@@ -1,0 +1,183 @@
+"""Bulk-loading BM25 postings for items that are not indexed yet (a memory import).
+
+``postings_replace`` (bm25_postings.py) re-indexes a batch of items in a few statements
+per batch: it deletes their old documents first and looks their terms up batch by batch,
+which is what a writer changing live items needs. A whole corpus arriving at once needs
+neither. Here the analyzed items are copied (COPY) into two session-local staging tables
+as they are read; the postings are joined to their term ids once the corpus's new terms
+are in, and three INSERT … SELECT statements write the terms, the search documents and
+their postings. The triggers of search/models.py run once per
+statement: the corpus statistics and each term's df and bounds come out exactly as
+``postings_replace`` would leave them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import connection
+
+from memory.search.analyzer import analyze
+from memory.search.bm25_postings import REF_COLUMN
+from memory.search.models import Target
+
+# Items analyzed and copied per COPY statement (the rows come from a server-side cursor
+# of the same connection, which cannot fetch while a COPY is open).
+COPY_BATCH = 5_000
+# Distinct words whose terms are remembered; past this the memo starts again (a corpus of
+# unique codes would otherwise keep every one of them).
+MEMO_WORDS = 200_000
+
+_DOCS = "bm25_load_docs"
+_POSTINGS = "bm25_load_postings"
+_IDS = "bm25_load_ids"
+
+
+class WordTerms:
+    """``analyze`` one word at a time, remembering each word's terms.
+
+    ``analyze`` treats every whitespace-separated word on its own (the blank and class
+    passes, the stop list and the stemmer all work per word), so the terms of a text are
+    its words' terms in order. Corpora repeat their words: a word is analyzed once.
+    """
+
+    def __init__(self) -> None:
+        self.memo: dict[str, list[str]] = {}
+
+    def terms(self, text: str) -> list[str]:
+        out: list[str] = []
+        memo = self.memo
+        for word in text.lower().split():
+            terms = memo.get(word)
+            if terms is None:
+                if len(memo) >= MEMO_WORDS:
+                    memo.clear()
+                terms = memo[word] = analyze(word)
+            out.extend(terms)
+        return out
+
+
+def postings_load(*, context_id: int, target: Target, items: Iterable[tuple[int, str, str]]) -> int:
+    """Index ``items`` (id, scope, text), none of which has a search document yet, in the
+    caller's transaction. Returns how many were indexed."""
+    # A failure leaves the staging tables to the caller's rollback, which drops them:
+    # they are created in its transaction (and dropped first, should an earlier call
+    # outside a transaction have left them).
+    _staging_create()
+    count = _stage(items)
+    if count:
+        _write(context_id, target)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
+    return count
+
+
+def _staging_create() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
+        # Each document takes its id now, from the documents' own sequence, so postings
+        # can name it without a join back through the item's column.
+        cursor.execute(
+            f"""
+            CREATE TEMP TABLE {_DOCS} (
+                ref bigint NOT NULL,
+                scope text NOT NULL,
+                length integer NOT NULL,
+                doc_id bigint NOT NULL
+                    DEFAULT nextval(pg_get_serial_sequence('search_searchdoc', 'id'))
+            )
+            """
+        )
+        cursor.execute(
+            f"CREATE TEMP TABLE {_POSTINGS} (ref bigint NOT NULL, term text NOT NULL, "
+            "tf integer NOT NULL)"
+        )
+
+
+def _stage(items: Iterable[tuple[int, str, str]]) -> int:
+    analyzer = WordTerms()
+    count = 0
+    batch: list[tuple[int, str, str]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= COPY_BATCH:
+            count += _copy(batch, analyzer)
+            batch = []
+    if batch:
+        count += _copy(batch, analyzer)
+    return count
+
+
+def _copy(batch: list[tuple[int, str, str]], analyzer: WordTerms) -> int:
+    docs = []
+    postings: list[str] = []  # COPY's text format, written by hand: most of the rows are these
+    for ref, scope, text in batch:
+        terms = analyzer.terms(text)
+        docs.append((ref, scope, len(terms)))
+        bag: dict[str, int] = {}
+        for term in terms:
+            bag[term] = bag.get(term, 0) + 1
+        prefix = f"{ref}\t"
+        postings.extend(f"{prefix}{_copy_text(term)}\t{tf}\n" for term, tf in bag.items())
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {_DOCS} (ref, scope, length) FROM STDIN") as copy:
+            for doc in docs:
+                copy.write_row(doc)
+        with cursor.cursor.copy(f"COPY {_POSTINGS} (ref, term, tf) FROM STDIN") as copy:
+            copy.write("".join(postings))
+    return len(batch)
+
+
+def _copy_text(term: str) -> str:
+    """A term in COPY's text format: terms hold no whitespace (the analyzer splits on
+    it), so a backslash is the one character to escape."""
+    return term.replace("\\", "\\\\") if "\\" in term else term
+
+
+def _write(context_id: int, target: Target) -> None:
+    column = REF_COLUMN[target]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {_DOCS}")
+        cursor.execute(f"ANALYZE {_POSTINGS}")
+        # The corpus's terms, in sorted order as postings_replace adds them (two writers
+        # adding overlapping terms then take their row locks in one order).
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchterm (context_id, target, text)
+            SELECT %s, %s, term FROM (SELECT DISTINCT term FROM {_POSTINGS}) t ORDER BY term
+            ON CONFLICT (context_id, target, text) DO NOTHING
+            """,  # noqa: S608 - the staging tables' own names
+            [context_id, target.value],
+        )
+        cursor.execute(
+            f"""
+            CREATE TEMP TABLE {_IDS} AS
+            SELECT p.ref, p.tf, t.id AS term_id
+            FROM {_POSTINGS} p
+            JOIN search_searchterm t
+              ON t.context_id = %s AND t.target = %s AND t.text = p.term
+            """,  # noqa: S608 - the staging tables' own names
+            [context_id, target.value],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchdoc (id, context_id, target, {column}, scope, length,
+                                          term_ids)
+            SELECT d.doc_id, %s, %s, d.ref, d.scope, d.length,
+                   coalesce(i.term_ids, '{{}}')
+            FROM {_DOCS} d
+            LEFT JOIN (SELECT ref, array_agg(term_id) AS term_ids
+                       FROM {_IDS} GROUP BY ref) i ON i.ref = d.ref
+            ORDER BY d.doc_id
+            """,  # noqa: S608 - the staging tables' own names, the item's column
+            [context_id, target.value],
+        )
+        # In the primary key's order: the index is written left to right.
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+            SELECT i.term_id, d.doc_id, i.tf, d.length
+            FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
+            ORDER BY i.term_id, d.doc_id
+            """  # noqa: S608 - the staging tables' own names
+        )

@@ -1,0 +1,80 @@
+"""Bulk-loaded postings (``postings_load``) leave the index ``postings_replace`` leaves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from memory.models import Context, Entity
+from memory.search.analyzer import analyze
+from memory.search.bm25 import IndexItem, postings_replace
+from memory.search.bm25_load import WordTerms, postings_load
+from memory.search.models import SearchDoc, SearchStats, SearchTerm, Target
+
+pytestmark = pytest.mark.django_db
+
+# Repeated terms, a backslash (escaped in COPY's text format), a text of stop words only
+# (a document of length 0 with no postings), a word split by the class pass.
+TEXTS = [
+    "Ada Ada Lovelace",
+    r"C:\Engines\Analytical ada",
+    "the and of",
+    "MLWK3LL/A part",
+]
+
+
+def _entities(context: Context) -> list[Entity]:
+    return [
+        Entity.objects.create(
+            context=context, scope="org/acme", name=f"e{n}", type="person", normalized_key=f"e{n}"
+        )
+        for n in range(len(TEXTS))
+    ]
+
+
+def _index(context: Context) -> dict[str, Any]:
+    """The context's entity index, with documents in the order of their entities."""
+    terms = dict(SearchTerm.objects.filter(context=context).values_list("id", "text"))
+    docs = SearchDoc.objects.filter(context=context).order_by("entity_id")
+    return {
+        "docs": [(d.scope, d.length, sorted(terms[t] for t in d.term_ids)) for d in docs],
+        "stats": list(
+            SearchStats.objects.filter(context=context).values_list(
+                "target", "doc_count", "total_length"
+            )
+        ),
+        "terms": sorted(
+            SearchTerm.objects.filter(context=context).values_list("text", "df", "max_tf", "min_dl")
+        ),
+    }
+
+
+def test_loaded_postings_equal_replaced_ones(make_context: Callable[..., Context]) -> None:
+    loaded, replaced = make_context("loaded"), make_context("replaced")
+    items = [(e.pk, e.scope, text) for e, text in zip(_entities(loaded), TEXTS, strict=True)]
+    assert postings_load(context_id=loaded.pk, target=Target.ENTITY, items=iter(items)) == 4
+    postings_replace(
+        context_id=replaced.pk,
+        target=Target.ENTITY,
+        items=[
+            IndexItem(ref_id=e.pk, scope=e.scope, terms=analyze(text))
+            for e, text in zip(_entities(replaced), TEXTS, strict=True)
+        ],
+    )
+    index = _index(loaded)
+    assert index == _index(replaced)
+    assert index["docs"][2] == ("org/acme", 0, [])
+    assert ("c:\\engines\\analyt", 1, 1, 5) in index["terms"]  # backslashes kept
+
+
+def test_nothing_to_load_writes_nothing(context: Context) -> None:
+    assert postings_load(context_id=context.pk, target=Target.FACT, items=[]) == 0
+    assert not SearchDoc.objects.filter(context=context).exists()
+
+
+def test_word_terms_are_the_analyzers() -> None:
+    words = WordTerms()
+    for text in [*TEXTS, "Running RUNNING runs", "cd4+ T-cells, x86_64"]:
+        assert words.terms(text) == analyze(text)
