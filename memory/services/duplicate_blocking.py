@@ -23,6 +23,7 @@ from rapidfuzz import fuzz
 
 from memory.models import Entity, EntityIdentifier
 from memory.models.duplicate import DuplicateKey
+from memory.pg import array_literal, int_array_literal
 from memory.services.duplicate_scoring import (
     Record,
     consonant_key,
@@ -209,14 +210,15 @@ _HOLDERS_SQL = f"""
     CROSS JOIN LATERAL (
         SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
         WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
-          AND NOT k.entity_id = ANY(%s)
+          AND NOT k.entity_id = ANY(%s::bigint[])
         LIMIT %s
     ) h
 """  # noqa: S608 - table names from the models, values are parameters
 
 _REWRITE_SQL = f"""
     WITH gone AS (
-        DELETE FROM {DuplicateKey._meta.db_table} WHERE context_id = %s AND entity_id = ANY(%s)
+        DELETE FROM {DuplicateKey._meta.db_table}
+        WHERE context_id = %s AND entity_id = ANY(%s::bigint[])
     ), added AS (
         INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
         SELECT %s, x.entity_id, x.type, x.key
@@ -231,11 +233,13 @@ def _blocked_by_keys(
     mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
     wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
     mine = sorted(records)
+    # Arrays go as their text literals: psycopg adapting the thousands of keys of a
+    # re-estimate's sample element by element cost more than the statement.
     lookup: list[Any] = [
-        [t for t, _ in wanted],
-        [k for _, k in wanted],
+        array_literal(t for t, _ in wanted),
+        array_literal(k for _, k in wanted),
         context_id,
-        mine,
+        int_array_literal(mine),
         MAX_BLOCK + 1,
     ]
     if rewrite:
@@ -243,11 +247,11 @@ def _blocked_by_keys(
         sql = _REWRITE_SQL + _HOLDERS_SQL
         params: list[Any] = [
             context_id,
-            sorted({*mine, *gone}),
+            int_array_literal(sorted({*mine, *gone})),
             context_id,
-            [pk for pk, _, _ in rows],
-            [t for _, t, _ in rows],
-            [k for _, _, k in rows],
+            int_array_literal(pk for pk, _, _ in rows),
+            array_literal(t for _, t, _ in rows),
+            array_literal(k for _, _, k in rows),
             *lookup,
         ]
     else:

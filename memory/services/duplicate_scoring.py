@@ -17,6 +17,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 import jellyfish
@@ -98,6 +99,12 @@ class Comparison:
 # --- comparators ----------------------------------------------------------------------
 
 
+# The keys below are pure functions of a name, and a check or a re-estimate compares each
+# name with many others (a fit's thousands of pairs read every sampled name several
+# times): each is computed once per distinct name, up to this many names.
+NAME_CACHE = 1 << 16
+
+
 def name_words(key: str) -> list[str]:
     """A normalized name's words without legal forms ("ltd", "gmbh") wherever they stand
     ("freight ltd kamo" is "kamo freight ltd" reordered); all of them if nothing else."""
@@ -106,10 +113,12 @@ def name_words(key: str) -> list[str]:
     return kept or words
 
 
+@lru_cache(maxsize=NAME_CACHE)
 def sorted_tokens(key: str) -> str:
     return " ".join(sorted(set(name_words(key))))
 
 
+@lru_cache(maxsize=NAME_CACHE)
 def sound_key(key: str) -> str:
     return " ".join(sorted({jellyfish.metaphone(t) for t in name_words(key) if t}))
 
@@ -123,6 +132,7 @@ def _word_consonants(word: str) -> str:
     return re.sub(r"(.)\1+", r"\1", head + rest)
 
 
+@lru_cache(maxsize=NAME_CACHE)
 def consonant_key(key: str) -> str:
     return " ".join(sorted(_word_consonants(w) for w in name_words(key)))
 
@@ -214,8 +224,9 @@ def _respelt(x: str, y: str, rare: Collection[str]) -> bool:
     return sum(len(_word_consonants(w)) for w in differing) >= RESPELT_CONSONANTS
 
 
-def _numbers(key: str) -> list[str]:
-    return sorted(token for token in key.split() if any(ch.isdigit() for ch in token))
+@lru_cache(maxsize=NAME_CACHE)
+def _numbers(key: str) -> tuple[str, ...]:
+    return tuple(sorted(token for token in key.split() if any(ch.isdigit() for ch in token)))
 
 
 def _one_slip_word(x: str, y: str) -> tuple[int, bool] | None:

@@ -69,7 +69,6 @@ class FactBatchResult:
     refused_predicates: list[str] = field(default_factory=list)
 
 
-@transaction.atomic
 def facts_write_batch(
     *,
     access: ContextAccess,
@@ -80,17 +79,47 @@ def facts_write_batch(
     run: RunModel | None = None,
     document_id: int | None = None,
     trust: WriteTrust | None = None,
+    turn_id: int | None = None,
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
 
     ``trust``: what the new facts take (services/fact_trust.py); by default what the
-    context's ``fact_review`` gives this writer's facts stated directly (not extracted)."""
+    context's ``fact_review`` gives this writer's facts stated directly (not extracted).
+    ``turn_id``: the turn the new facts came from (an ingest run's); facts only
+    re-observed or updated in place keep the turn they first came from."""
     scope = scope_validate(scope)
     access.require_write(scope)
     items = [FactBatchItem(input=f) for f in facts]
     if not items:
         return FactBatchResult(items=[])
     _check_entities(access, facts)
+    # The checks above raise before anything is written. No savepoint of its own: its
+    # callers (an ingest run, ``fact_write``) hold an atomic block that a failure here
+    # rolls back whole, and a savepoint costs two round trips a batch.
+    with transaction.atomic(savepoint=False):
+        return _write_checked(
+            access=access,
+            scope=scope,
+            items=items,
+            base={
+                **_base_fields(access, scope, source_kind, source_ref, run, document_id),
+                "turn_id": turn_id,
+            },
+            trust=trust,
+        )
+
+
+def _write_checked(
+    *,
+    access: ContextAccess,
+    scope: str,
+    items: list[FactBatchItem],
+    base: dict[str, Any],
+    trust: WriteTrust | None,
+) -> FactBatchResult:
+    """``facts_write_batch`` once its grants and entities are checked: resolve, lock,
+    read the current state, decide each item, write."""
+    facts = [item.input for item in items]
     resolved, refused = predicates_resolve_for_write(
         context=access.context, raws={f.predicate for f in facts}
     )
@@ -110,7 +139,7 @@ def facts_write_batch(
         scope=scope,
         now=timezone.now(),
         state=state,
-        base=_base_fields(access, scope, source_kind, source_ref, run, document_id),
+        base=base,
         trust=trust
         or write_trust_decide(
             policy=access.context.fact_review,

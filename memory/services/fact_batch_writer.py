@@ -329,7 +329,7 @@ class BatchWriter:
                 _insert(self.new[start : start + BULK_BATCH], base=self.base, now=self.now)
         # Search postings commit with the facts: new facts and aggregates rewritten in
         # place (a re-observation says nothing new).
-        facts_index([_pk(f) for f in self.new] + sorted(self.rewritten))
+        facts_index(sorted(self.rewritten), inserted=[_pk(f) for f in self.new])
         if self.conflicts:
             rows = [
                 Conflict(
@@ -418,7 +418,7 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
         "source_ref": base["source_ref"],
         "run_id": run.pk if run is not None else None,
         "document_id": base["document_id"],
-        "turn_id": None,  # set by the ingest run that owns the turn (provenance)
+        "turn_id": base.get("turn_id"),  # provenance: the turn of the ingest run
         "created_by_id": created_by.pk if created_by is not None else None,
         "trust": row.trust,
         "trust_reason": row.trust_reason,

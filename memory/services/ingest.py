@@ -63,11 +63,7 @@ from memory.services.ingest_report import (
     new_predicate_examples_note,
     refused_forms,
 )
-from memory.services.ingest_write import (
-    ingest_facts_point_to_turn,
-    ingest_turn_summary,
-    ingest_write,
-)
+from memory.services.ingest_write import ingest_turn_summary, ingest_write
 from memory.services.predicate_resolution import predicate_refusal_check
 from memory.services.resolution import resolution_plan
 from memory.services.turns import (
@@ -77,7 +73,7 @@ from memory.services.turns import (
     turn_of_run,
 )
 from memory.services.vocabulary import vocabulary_usage_compact
-from memory.stages import StageClock, stage
+from memory.stages import StageClock
 
 logger = logging.getLogger("memory.ingest")
 
@@ -432,11 +428,11 @@ def _write_transaction(
                 source=source or (f"run {run.pk}" if run is not None else "ingest"),
                 preview=preview,
                 trust=trust,
+                # New facts are inserted pointing at the turn, rather than updated to it
+                # afterwards: the update wrote every fact row (and all its indexes) twice.
+                turn=turn if not preview else None,
             )
             result.turn = ingest_turn_summary(turn)
-            if turn is not None and not preview:
-                with stage("bookkeeping"):
-                    ingest_facts_point_to_turn(run=run, turn=turn)
         if preview:
             transaction.set_rollback(True)
         elif run is not None:

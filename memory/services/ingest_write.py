@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory.access import ContextAccess
-from memory.models import Fact, Run, SourceKind, Turn
+from memory.models import Run, SourceKind, Turn
 from memory.services.extraction import NormalizedExtraction
 from memory.services.fact_batch import FactInput, facts_write_batch
 from memory.services.fact_trust import WriteTrust
@@ -29,7 +29,10 @@ def ingest_write(
     source: str,
     preview: bool,
     trust: WriteTrust,
+    turn: Turn | None,
 ) -> IngestResult:
+    """Resolve the plan's entities and write the facts, each new fact pointing at
+    ``turn`` (provenance: the text it came from)."""
     with stage("entities"):
         resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
     report = IngestReport(
@@ -104,6 +107,7 @@ def ingest_write(
             source_ref=source,
             run=run,
             trust=trust,
+            turn_id=turn.pk if turn is not None else None,
         )
     report.facts(result, batch, drafts)
     new_predicate_examples_note(access.context, result, status="observed")
@@ -114,10 +118,3 @@ def ingest_turn_summary(turn: Turn | None) -> dict[str, Any] | None:
     if turn is None:
         return None
     return {"id": turn.pk, "thread": turn.thread or None, "ref": turn.ref or None}
-
-
-def ingest_facts_point_to_turn(*, run: Run | None, turn: Turn) -> None:
-    """Provenance: the facts this run wrote came from its turn (facts it only re-observed
-    keep the turn they first came from)."""
-    if run is not None:
-        Fact.objects.filter(run=run, turn__isnull=True).update(turn=turn)

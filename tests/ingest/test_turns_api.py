@@ -103,6 +103,20 @@ def test_a_fact_points_back_to_the_turn_it_was_extracted_from(
     assert response.json()["result"]["turn"]["id"] == turn.pk
 
 
+def test_a_fact_seen_again_keeps_the_turn_it_first_came_from(api: APIClient, base: str) -> None:
+    triples = {"relations": [{"subject": "Caroline", "predicate": "works_at", "object": "Acme"}]}
+    triples["entities"] = [{"name": "Caroline", "type": "person"}, {"name": "Acme", "type": "org"}]
+    first = _remember(api, base, "Caroline works at Acme.", infer="triples", triples=triples)
+    again = _remember(api, base, "Caroline still works at Acme.", infer="triples", triples=triples)
+    assert first.status_code == again.status_code == 200, again.content
+    assert again.json()["run"]["summary"]["facts_reobserved"] == 1
+    fact = Fact.objects.get(predicate__name="works_at")
+    assert fact.observed_count == 2
+    assert (
+        fact.turn_id == first.json()["result"]["turn"]["id"] != again.json()["result"]["turn"]["id"]
+    )
+
+
 def test_a_retried_run_keeps_its_turn_and_its_facts_point_to_it(
     api: APIClient, base: str, fake_llm: FakeLLM
 ) -> None:
