@@ -24,7 +24,8 @@ For each question: ``POST context`` at a 300-token budget through the in-process
 block's facts: in the first three, anywhere in the block. Beside it, the previous ordering
 (the block's code before relevance ranking, reproduced here: the two entities BM25 finds
 in the query, their facts as subject and the facts the query finds, by the ranking
-formula, packed into the same budget). Throwaway database.
+formula, packed into the same budget). The memory is vacuumed and analyzed before the
+questions, as autovacuum would soon do on a running server. Throwaway database.
 """
 
 from __future__ import annotations
