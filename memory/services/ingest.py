@@ -46,6 +46,7 @@ from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
+from memory.selectors.predicates import RegistryIndex, registry_index_load
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
     Lifecycle,
@@ -414,6 +415,7 @@ def _write_transaction(
     turn: Any,
     trust: WriteTrust,
     clock: StageClock,
+    registry: RegistryIndex,
 ) -> IngestResult:
     """The run's writes in one transaction (rolled back for a preview)."""
     with transaction.atomic():
@@ -431,6 +433,7 @@ def _write_transaction(
                 # New facts are inserted pointing at the turn, rather than updated to it
                 # afterwards: the update wrote every fact row (and all its indexes) twice.
                 turn=turn if not preview else None,
+                registry=registry,
             )
             result.turn = ingest_turn_summary(turn)
         if preview:
@@ -480,11 +483,15 @@ def memory_ingest(
         extracted=isinstance(extraction, ExtractionOutput),
         turn_flagged=bool(turn.flags if turn is not None else screened.flags),
     )
+    # One registry load for the run: the refusal check below and the fact write resolve
+    # with it. Nothing between them writes to the registry; the write's own new (observed)
+    # forms go to the database only, so a deadlock retry finds the load as it was.
+    registry = registry_index_load(context=access.context)
     normalized = extraction_drop_secrets(
         extraction_normalize(
             extraction,
             default_confidence=confidence,
-            predicate_check=predicate_refusal_check(context=access.context),
+            predicate_check=predicate_refusal_check(context=access.context, index=registry),
         ),
         screened.secret_values,
     )
@@ -506,6 +513,7 @@ def memory_ingest(
                 turn=turn,
                 trust=trust,
                 clock=clock,
+                registry=registry,
             )
             break
         except OperationalError as exc:
