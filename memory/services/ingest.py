@@ -282,6 +282,7 @@ def run_execute(*, run_id: int) -> Run:
         if not claimed:
             return run
         clock = StageClock()
+        succeeded = False
         try:
             memory_ingest(
                 access=_run_access(run),
@@ -293,6 +294,7 @@ def run_execute(*, run_id: int) -> Run:
                 run=run,
                 clock=clock,
             )
+            succeeded = True
         except DomainError as exc:
             _run_fail(run, message=exc.message, code=exc.code, clock=clock)
         except DatabaseError as exc:
@@ -316,7 +318,11 @@ def run_execute(*, run_id: int) -> Run:
             _run_fail(
                 run, message=f"{type(exc).__name__}: {exc}"[:2000], code="internal", clock=clock
             )
-        run.refresh_from_db(fields=_RUN_STATE_FIELDS)  # keeps the cached context
+        if not succeeded:
+            # The failure was written by a queryset update: read the run back (keeping
+            # the cached context). A success was saved from this instance, which holds
+            # what the database holds (_run_succeed; the LLM fields by ingest_extract).
+            run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
         return run
 
