@@ -87,7 +87,9 @@ def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredic
     return outcome
 
 
-@transaction.atomic
+# No savepoint of its own (two round trips a batch): only a database error escapes, and
+# it aborts the caller's transaction whole, as the fact batch's own block does.
+@transaction.atomic(savepoint=False)
 def predicates_resolve_for_write(
     *, context: Context, raws: set[str], index: RegistryIndex | None = None
 ) -> tuple[dict[str, ResolvedPredicate | DomainError], list[str]]:
