@@ -114,8 +114,23 @@ def ingest_write(
             registry=registry,
         )
     report.facts(result, batch, drafts)
-    new_predicate_examples_note(access.context, result, status="observed")
+    if _examples_may_be_missing(result, registry):
+        new_predicate_examples_note(access.context, result, status="observed")
     return result
+
+
+def _examples_may_be_missing(result: IngestResult, registry: RegistryIndex | None) -> bool:
+    """Whether a predicate the run observed may still lack its drift example: not when
+    the run's registry load showed one for each (the note only fills empty examples, so
+    it would read and write nothing)."""
+    if registry is None:
+        return True
+    for entry in result.new_predicates:
+        if entry["status"] == "observed" and entry["examples"]:
+            known = registry.by_name.get(entry["name"])
+            if known is None or not known.example:
+                return True
+    return False
 
 
 def ingest_turn_summary(turn: Turn | None) -> dict[str, Any] | None:
