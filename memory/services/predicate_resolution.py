@@ -108,7 +108,8 @@ def predicates_resolve_for_write(
     time are created in the database, not in ``index``, so a retried transaction
     creates them again.
     """
-    index = index or registry_index_load(context=context)
+    if index is None:
+        index = registry_index_load(context=context)
     out: dict[str, ResolvedPredicate | DomainError] = {}
     refused: list[str] = []
     seen_drift: set[int] = set()
