@@ -26,8 +26,7 @@ def _element(value: object) -> str:
         return repr(value)
     if isinstance(value, datetime | date):
         return f'"{value.isoformat()}"'
-    text = str(value)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + _escape(str(value)) + '"'
 
 
 def array_literal(values: Iterable[object]) -> str:
@@ -36,7 +35,25 @@ def array_literal(values: Iterable[object]) -> str:
     Elements are quoted (so commas, braces, spaces and the word NULL stay data) and
     ``None`` is SQL NULL. Cast it on the server: ``%s::bigint[]``, ``%s::text[]``.
     """
-    return "{" + ",".join(_element(v) for v in values) + "}"
+    items = values if isinstance(values, list | tuple) else list(values)
+    # Columns are nearly always of one plain type: one string join then, rather than a
+    # type check per element (``type() is``, so bools, enum members and str subclasses
+    # still take the general path and print as they do there).
+    kinds = set(map(type, items))
+    if kinds == {str}:
+        body = '","'.join(items)  # type: ignore[arg-type]
+        if "\\" in body or '"' in body:
+            body = '","'.join(_escape(v) for v in items)  # type: ignore[arg-type]
+        return '{"' + body + '"}'
+    if kinds == {int}:
+        return "{" + ",".join(map(str, items)) + "}"
+    if kinds == {float}:
+        return "{" + ",".join(map(repr, items)) + "}"
+    return "{" + ",".join(_element(v) for v in items) + "}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def int_array_literal(values: Iterable[int]) -> str:
@@ -44,13 +61,21 @@ def int_array_literal(values: Iterable[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
+_SEQUENCES: dict[str, str] = {}  # table → its id sequence, looked up once per process
+
+
 def next_ids(model: type[models.Model], count: int) -> list[int]:
     """``count`` new primary keys from ``model``'s sequence (so rows inserted together can
     point at each other, and the caller knows each row's id without RETURNING order)."""
+    table = model._meta.db_table
     with connection.cursor() as cursor:
+        sequence = _SEQUENCES.get(table)
+        if sequence is None:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+            sequence = _SEQUENCES[table] = str(cursor.fetchone()[0])
+        # nextval, not a range taken by hand: concurrent writers still get distinct ids.
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [model._meta.db_table, count],
+            "SELECT nextval(%s::regclass) FROM generate_series(1, %s)", [sequence, count]
         )
         return [int(r[0]) for r in cursor.fetchall()]
 

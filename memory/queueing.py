@@ -101,7 +101,17 @@ def _drain_enqueue_now() -> None:
 
 
 def embeddings_drain_enqueue() -> None:
-    """Queue a drain once the current transaction commits (nothing for a rollback)."""
+    """Queue a drain once the current transaction commits (nothing for a rollback).
+
+    Once per transaction: the queue look-up is a statement, and an ingest run asks from
+    several writers. A hook already registered stands for this one, because Django drops
+    a hook only with a savepoint rolled back that is still open here, which would drop
+    this one's too."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block and any(
+        hook[1] is _drain_enqueue_now for hook in connection.run_on_commit
+    ):
+        return
     transaction.on_commit(_drain_enqueue_now)
 
 

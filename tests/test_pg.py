@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from memory.models import Context, Entity
-from memory.pg import array_literal, instances_insert, int_array_literal
+from memory.pg import _element, array_literal, instances_insert, int_array_literal
 
 HOSTILE = ["a,b", "{x}", 'say "hi"', "back\\slash", "NULL", "", " padded ", "émoji ✓", "'q'"]
 
@@ -19,6 +19,27 @@ def test_text_literal_round_trips_hostile_strings_and_null() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT %s::text[]", [array_literal(values)])
         assert cursor.fetchone()[0] == values
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        HOSTILE,
+        [*HOSTILE, None],
+        ["plain", "words", "only"],
+        [None, "x"],
+        [1, -2, 3, 10**20],
+        [1, None, 3],
+        [True, 1],
+        [0.1, 1e-300, -0.0, float("inf")],
+        [0.5, 1],
+        [],
+    ],
+)
+def test_fast_paths_write_what_the_general_path_writes(values: list[object]) -> None:
+    general = "{" + ",".join(_element(v) for v in values) + "}"
+    assert array_literal(values) == general
+    assert array_literal(iter(values)) == general
 
 
 @pytest.mark.django_db

@@ -9,12 +9,14 @@ full scan, and by an incremental check when the context has doubled since.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q
 
 from memory.models import Entity
@@ -56,6 +58,24 @@ def model_read(context_id: int) -> tuple[Model, int]:
     """The context's weights and how many entities they were estimated on."""
     row = DuplicateModel.objects.filter(context_id=context_id).only("params", "entities").first()
     return Model.from_json(row.params if row else None), (row.entities if row else 0)
+
+
+def model_read_for_check(context_id: int) -> tuple[Model, int, int | None]:
+    """``model_read``, and in the same statement the context's live entities as
+    ``refit_if_grown`` counts them — None when the model is past AUTO_FIT_UP_TO (a CASE
+    branch not taken: the count is not run)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.params::text, m.entities, CASE WHEN COALESCE(m.entities, 0) < %s THEN "
+            "(SELECT count(*) FROM memory_entity e "
+            "WHERE e.context_id = %s AND e.merged_into_id IS NULL) END "
+            "FROM (SELECT 1) AS one "
+            "LEFT JOIN memory_duplicatemodel m ON m.context_id = %s",
+            [AUTO_FIT_UP_TO, context_id, context_id],
+        )
+        params, fitted_on, live = cursor.fetchone()
+    model = Model.from_json(json.loads(params) if params is not None else None)
+    return model, fitted_on or 0, live
 
 
 def model_save(context_id: int, model: Model, entities: int) -> None:
@@ -143,16 +163,19 @@ def _pairs_touching(drawn: int, total: int) -> float:
     return max(drawn * (total - 1) - drawn * (drawn - 1) / 2, 1.0)
 
 
-def refit_if_grown(context_id: int, model: Model, fitted_on: int) -> Model | None:
+def refit_if_grown(
+    context_id: int, model: Model, fitted_on: int, counted: int | None = None
+) -> Model | None:
     """Re-estimate the weights from a sample of the context when it has doubled since the
     last estimate (and is small enough not to wait for a scan): the sampled entities'
     blocked pairs are a fair sample of all blocked pairs. Then re-score the open pairs.
     Returns the new model, or None when nothing was due (no statement at all above
-    AUTO_FIT_UP_TO: only a scan re-estimates there)."""
+    AUTO_FIT_UP_TO: only a scan re-estimates there). ``counted``: the live entities,
+    when the caller has counted them in this transaction (``model_read_for_check``)."""
     if fitted_on >= AUTO_FIT_UP_TO:
         return None
     live = Entity.objects.filter(context_id=context_id, merged_into__isnull=True)
-    count = live.count()
+    count = live.count() if counted is None else counted
     if count < max(MIN_FIT_ENTITIES, 2 * fitted_on):
         return None
     ids = list(live.order_by("?").values_list("pk", flat=True)[:FIT_SAMPLE])

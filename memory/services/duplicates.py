@@ -48,6 +48,7 @@ from memory.services.duplicate_pairs import (
     is_finders_open,
     model_fit,
     model_read,
+    model_read_for_check,
     model_save,
     needing_cosines,
     refit_if_grown,
@@ -156,9 +157,10 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
         others = {x for p in proposed for x in p} - set(mine)
         records = mine | records_of(context_id, others)
         similarities |= cosines(needing_cosines(records, proposed, similarities, rare))
-        current, fitted_on = model_read(context_id)
+        # The model and the live-entity count its refit check needs, in one statement.
+        current, fitted_on, counted = model_read_for_check(context_id)
         with stage("duplicates_refit"):
-            refitted = refit_if_grown(context_id, current, fitted_on)
+            refitted = refit_if_grown(context_id, current, fitted_on, counted)
         model = refitted or current
         if refitted is not None:  # the open pairs were re-scored: read them again
             existing = existing_pairs(context_id, list(mine))

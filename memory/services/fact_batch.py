@@ -32,6 +32,7 @@ from memory.errors import DomainError, NotFound, ValidationFailed
 from memory.models import Fact, FactStatus, FactTrust, SourceKind
 from memory.models import Run as RunModel
 from memory.scopes import scope_validate
+from memory.selectors.predicates import RegistryIndex
 from memory.services.entities import entities_lock_live
 from memory.services.fact_batch_writer import (
     AnyFact,
@@ -80,13 +81,15 @@ def facts_write_batch(
     document_id: int | None = None,
     trust: WriteTrust | None = None,
     turn_id: int | None = None,
+    registry: RegistryIndex | None = None,
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
 
     ``trust``: what the new facts take (services/fact_trust.py); by default what the
     context's ``fact_review`` gives this writer's facts stated directly (not extracted).
     ``turn_id``: the turn the new facts came from (an ingest run's); facts only
-    re-observed or updated in place keep the turn they first came from."""
+    re-observed or updated in place keep the turn they first came from. ``registry``: the
+    caller's registry load to resolve predicates with (predicates_resolve_for_write)."""
     scope = scope_validate(scope)
     access.require_write(scope)
     items = [FactBatchItem(input=f) for f in facts]
@@ -106,6 +109,7 @@ def facts_write_batch(
                 "turn_id": turn_id,
             },
             trust=trust,
+            registry=registry,
         )
 
 
@@ -116,12 +120,13 @@ def _write_checked(
     items: list[FactBatchItem],
     base: dict[str, Any],
     trust: WriteTrust | None,
+    registry: RegistryIndex | None,
 ) -> FactBatchResult:
     """``facts_write_batch`` once its grants and entities are checked: resolve, lock,
     read the current state, decide each item, write."""
     facts = [item.input for item in items]
     resolved, refused = predicates_resolve_for_write(
-        context=access.context, raws={f.predicate for f in facts}
+        context=access.context, raws={f.predicate for f in facts}, index=registry
     )
     _read_inverse_forwards(items, resolved)
     facts = [item.input for item in items]

@@ -46,6 +46,7 @@ from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
+from memory.selectors.predicates import RegistryIndex, registry_index_load
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
     Lifecycle,
@@ -281,6 +282,7 @@ def run_execute(*, run_id: int) -> Run:
         if not claimed:
             return run
         clock = StageClock()
+        succeeded = False
         try:
             memory_ingest(
                 access=_run_access(run),
@@ -292,6 +294,7 @@ def run_execute(*, run_id: int) -> Run:
                 run=run,
                 clock=clock,
             )
+            succeeded = True
         except DomainError as exc:
             _run_fail(run, message=exc.message, code=exc.code, clock=clock)
         except DatabaseError as exc:
@@ -315,7 +318,11 @@ def run_execute(*, run_id: int) -> Run:
             _run_fail(
                 run, message=f"{type(exc).__name__}: {exc}"[:2000], code="internal", clock=clock
             )
-        run.refresh_from_db(fields=_RUN_STATE_FIELDS)  # keeps the cached context
+        if not succeeded:
+            # The failure was written by a queryset update: read the run back (keeping
+            # the cached context). A success was saved from this instance, which holds
+            # what the database holds (_run_succeed; the LLM fields by ingest_extract).
+            run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
         return run
 
@@ -414,6 +421,7 @@ def _write_transaction(
     turn: Any,
     trust: WriteTrust,
     clock: StageClock,
+    registry: RegistryIndex,
 ) -> IngestResult:
     """The run's writes in one transaction (rolled back for a preview)."""
     with transaction.atomic():
@@ -431,6 +439,7 @@ def _write_transaction(
                 # New facts are inserted pointing at the turn, rather than updated to it
                 # afterwards: the update wrote every fact row (and all its indexes) twice.
                 turn=turn if not preview else None,
+                registry=registry,
             )
             result.turn = ingest_turn_summary(turn)
         if preview:
@@ -480,11 +489,15 @@ def memory_ingest(
         extracted=isinstance(extraction, ExtractionOutput),
         turn_flagged=bool(turn.flags if turn is not None else screened.flags),
     )
+    # One registry load for the run: the refusal check below and the fact write resolve
+    # with it. Nothing between them writes to the registry; the write's own new (observed)
+    # forms go to the database only, so a deadlock retry finds the load as it was.
+    registry = registry_index_load(context=access.context)
     normalized = extraction_drop_secrets(
         extraction_normalize(
             extraction,
             default_confidence=confidence,
-            predicate_check=predicate_refusal_check(context=access.context),
+            predicate_check=predicate_refusal_check(context=access.context, index=registry),
         ),
         screened.secret_values,
     )
@@ -506,6 +519,7 @@ def memory_ingest(
                 turn=turn,
                 trust=trust,
                 clock=clock,
+                registry=registry,
             )
             break
         except OperationalError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 
 from memory.access import ContextAccess
 from memory.models import Run, SourceKind, Turn
+from memory.selectors.predicates import RegistryIndex
 from memory.services.extraction import NormalizedExtraction
 from memory.services.fact_batch import FactInput, facts_write_batch
 from memory.services.fact_trust import WriteTrust
@@ -30,9 +31,11 @@ def ingest_write(
     preview: bool,
     trust: WriteTrust,
     turn: Turn | None,
+    registry: RegistryIndex | None = None,
 ) -> IngestResult:
     """Resolve the plan's entities and write the facts, each new fact pointing at
-    ``turn`` (provenance: the text it came from)."""
+    ``turn`` (provenance: the text it came from), their predicates resolved with the
+    run's registry load ``registry`` when given."""
     with stage("entities"):
         resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
     report = IngestReport(
@@ -108,10 +111,26 @@ def ingest_write(
             run=run,
             trust=trust,
             turn_id=turn.pk if turn is not None else None,
+            registry=registry,
         )
     report.facts(result, batch, drafts)
-    new_predicate_examples_note(access.context, result, status="observed")
+    if _examples_may_be_missing(result, registry):
+        new_predicate_examples_note(access.context, result, status="observed")
     return result
+
+
+def _examples_may_be_missing(result: IngestResult, registry: RegistryIndex | None) -> bool:
+    """Whether a predicate the run observed may still lack its drift example: not when
+    the run's registry load showed one for each (the note only fills empty examples, so
+    it would read and write nothing)."""
+    if registry is None:
+        return True
+    for entry in result.new_predicates:
+        if entry["status"] == "observed" and entry["examples"]:
+            known = registry.by_name.get(entry["name"])
+            if known is None or not known.example:
+                return True
+    return False
 
 
 def ingest_turn_summary(turn: Turn | None) -> dict[str, Any] | None:

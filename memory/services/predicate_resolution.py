@@ -87,9 +87,11 @@ def predicate_resolve_for_write(*, context: Context, raw: str) -> ResolvedPredic
     return outcome
 
 
-@transaction.atomic
+# No savepoint of its own (two round trips a batch): only a database error escapes, and
+# it aborts the caller's transaction whole, as the fact batch's own block does.
+@transaction.atomic(savepoint=False)
 def predicates_resolve_for_write(
-    *, context: Context, raws: set[str]
+    *, context: Context, raws: set[str], index: RegistryIndex | None = None
 ) -> tuple[dict[str, ResolvedPredicate | DomainError], list[str]]:
     """The predicate facts written with each form in ``raws`` are stored under, each
     distinct form once from one registry load; and the forms a strict context refused.
@@ -100,8 +102,14 @@ def predicates_resolve_for_write(
     the caller records them afterwards with predicate_record_refused, outside the
     transaction the refusal rolls back) and an observed predicate in a permissive one.
     Drift the registry already holds has its last-seen stamp written once for the call.
+
+    ``index``: a registry load to reuse (an ingest run's, from its refusal check), read
+    only; without it the registry is loaded here. Forms the call observes for the first
+    time are created in the database, not in ``index``, so a retried transaction
+    creates them again.
     """
-    index = registry_index_load(context=context)
+    if index is None:
+        index = registry_index_load(context=context)
     out: dict[str, ResolvedPredicate | DomainError] = {}
     refused: list[str] = []
     seen_drift: set[int] = set()
@@ -151,12 +159,11 @@ def _rejected(canonical: str) -> ValidationFailed:
     )
 
 
-def predicate_refusal_check(*, context: Context) -> Callable[[str], None]:
-    """A check, from one registry load, that raises for a predicate form every write
-    refuses whatever its entities are — hostile text (``invalid_predicate``) or a
+def predicate_refusal_check(*, context: Context, index: RegistryIndex) -> Callable[[str], None]:
+    """A check, from the registry load ``index``, that raises for a predicate form every
+    write refuses whatever its entities are — hostile text (``invalid_predicate``) or a
     predicate curators rejected (``rejected_predicate``) — with the write's own error,
     so an ingest can refuse such an item before it resolves (and creates) its entities."""
-    index = registry_index_load(context=context)
 
     def check(raw: str) -> None:
         result = predicate_canonicalize(context=context, name=raw, index=index)

@@ -183,6 +183,44 @@ def test_new_predicates_are_deduplicated_by_canonical_form_and_kept_as_drift(
     assert Fact.objects.filter(predicate=predicate).count() == 3
 
 
+def test_drift_examples_are_read_only_while_one_may_be_missing(access: ContextAccess) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def mentors(subject: str) -> dict[str, Any]:
+        return {
+            "entities": [{"name": subject, "type": "person"}, {"name": "Dana", "type": "person"}],
+            "relations": [{"subject": subject, "predicate": "mentorOf", "object": "Dana"}],
+        }
+
+    def example_reads(captured: CaptureQueriesContext) -> list[str]:
+        return [
+            q["sql"]
+            for q in captured.captured_queries
+            if q["sql"].startswith(
+                'SELECT "memory_predicate"."id" AS "pk", "memory_predicate"."name"'
+            )
+        ]
+
+    with CaptureQueriesContext(connection) as first:
+        _ingest(access, mentors("Alex"))
+    drift = Predicate.objects.get(context=access.context, name="mentor_of")
+    assert drift.example == "Alex mentorOf Dana"
+    assert len(example_reads(first)) == 1
+
+    with CaptureQueriesContext(connection) as known:
+        run = _ingest(access, mentors("Sam"))
+    assert run.result["new_predicates"][0]["examples"] == ["Sam mentorOf Dana"]
+    assert example_reads(known) == []
+
+    Predicate.objects.filter(pk=drift.pk).update(example="")
+    with CaptureQueriesContext(connection) as cleared:
+        _ingest(access, mentors("Kim"))
+    drift.refresh_from_db()
+    assert drift.example == "Kim mentorOf Dana"
+    assert len(example_reads(cleared)) == 1
+
+
 def test_strict_mode_lists_unknown_predicates_as_unresolved_and_writes_the_rest(
     make_context: Callable[..., Context],
 ) -> None:

@@ -199,5 +199,32 @@ def test_checking_one_entity_takes_a_few_statements_whatever_the_context_holds(
 
     assert report is not None and report.compared >= 4 and report.stored >= 1
     # Records, keys with their holders, neighbours, stored pairs, the others' records,
-    # the model, the live count (a small context may be re-estimated), the writes.
-    assert len(statements) <= 9, [q["sql"][:80] for q in statements.captured_queries]
+    # the model with the live count (a small context may be re-estimated), the writes.
+    assert len(statements) <= 8, [q["sql"][:80] for q in statements.captured_queries]
+
+
+def test_the_check_reads_the_model_and_the_live_count_in_one_statement(
+    access: ContextAccess,
+) -> None:
+    from memory.services.duplicate_model import Model
+    from memory.services.duplicate_pairs import (
+        AUTO_FIT_UP_TO,
+        model_read,
+        model_read_for_check,
+        model_save,
+    )
+
+    context_id = access.context.pk
+    for name in ("Jon Smith", "Jane Smith", "Priya Patel"):
+        _entity(access, name)
+    Entity.objects.filter(context_id=context_id, name="Jane Smith").update(
+        merged_into=Entity.objects.get(context_id=context_id, name="Jon Smith")
+    )
+    assert model_read_for_check(context_id) == (*model_read(context_id), 2)
+
+    model_save(context_id, Model.from_json(None), 40)
+    assert model_read_for_check(context_id) == (*model_read(context_id), 2)
+    assert model_read(context_id)[1] == 40
+    # Past the automatic refits the count is not run at all.
+    model_save(context_id, Model.from_json(None), AUTO_FIT_UP_TO)
+    assert model_read_for_check(context_id) == (*model_read(context_id), None)
