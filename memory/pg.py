@@ -96,7 +96,12 @@ def _cast(db_type: str) -> tuple[str, str]:
 def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]]) -> None:
     """Insert ``rows`` (column name → value, every concrete column, ``id`` included) with
     one ``INSERT … SELECT FROM unnest(column arrays)``: a parameter per column instead of
-    one per value. jsonb values are given as JSON text, array columns as lists."""
+    one per value. jsonb values are given as JSON text, array columns as lists.
+
+    A column that holds one value in every row (a batch's context, scope, run, source,
+    time) goes as that one value rather than an array of copies: its literal is built
+    and parsed once, not once per row. The first column (the id) always goes as an array.
+    """
     if not rows:
         return
     fields = [(str(f.column), str(f.db_type(connection))) for f in model._meta.concrete_fields]
@@ -104,22 +109,56 @@ def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]])
     # A column added to the model must be given a value by the caller: fail loudly.
     if list(rows[0]) != columns:
         raise ValueError(f"{model.__name__} rows must give exactly the columns {columns}")
-    arrays, selected, params = [], [], []
-    for column, db_type in fields:
+    arrays, unnested, selected, params, scalars = [], [], [], [], []
+    for position, (column, db_type) in enumerate(fields):
+        values = [row[column] for row in rows]
+        if position > 0 and not db_type.endswith("[]") and _constant(values):
+            selected.append(f"%s::{db_type}")
+            scalars.append(_scalar_text(values[0]))
+            continue
         array_type, row_cast = _cast(db_type)
         arrays.append(f"%s::{array_type}")
+        unnested.append(column)
         selected.append(f"u.{column}{row_cast}")
-        values: Iterable[object] = (row[column] for row in rows)
         if db_type.endswith("[]"):
-            values = (None if v is None else array_literal(v) for v in values)  # type: ignore[arg-type]
+            values = [None if v is None else array_literal(v) for v in values]  # type: ignore[arg-type]
         params.append(array_literal(values))
-    names = ", ".join(columns)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {model._meta.db_table} ({names}) "  # noqa: S608  (names from the model)
-            f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) AS u({names})",
-            params,
+            f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "  # noqa: S608  (names from the model)
+            f"SELECT {', '.join(selected)} "
+            f"FROM unnest({', '.join(arrays)}) AS u({', '.join(unnested)})",
+            [*scalars, *params],  # placeholders in statement order: SELECT, then FROM
         )
+
+
+def _constant(values: list[object]) -> bool:
+    first = values[0]
+    return (
+        type(first) in _SCALAR_TYPES
+        and values.count(first) == len(values)
+        and len(set(map(type, values))) == 1  # 1 == True == 1.0: one type, too
+    )
+
+
+# Types whose one value travels as its text and is cast by the server, as in an array.
+_SCALAR_TYPES = (type(None), bool, int, float, str, datetime, date)
+
+
+def _scalar_text(value: object) -> str | None:
+    """A value as the text the server casts (``%s::T``), written as ``_element`` writes
+    it inside an array literal, unquoted."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
 
 
 def instances_insert(objs: Sequence[models.Model]) -> None:

@@ -17,18 +17,26 @@ from collections import Counter
 
 from memory.search import bm25_exact, bm25_pruning
 from memory.search.analyzer import analyze_words
-from memory.search.bm25_postings import IndexItem, postings_delete, postings_replace
+from memory.search.bm25_postings import (
+    IndexBatch,
+    IndexItem,
+    postings_delete,
+    postings_replace,
+    postings_replace_batches,
+)
 from memory.search.bm25_scoring import Hit, corpus_visible_sql, query_terms, ranking_key
 from memory.search.models import Target
 
 # The search package's BM25 interface: callers import from here, not from the parts.
 __all__ = [
     "Hit",
+    "IndexBatch",
     "IndexItem",
     "bm25_rank",
     "corpus_visible_sql",
     "postings_delete",
     "postings_replace",
+    "postings_replace_batches",
     "ranking_key",
 ]
 

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from memory.models import Context, Entity, Fact
 from memory.queueing import embeddings_drain_enqueue
 from memory.search.analyzer import analyze
-from memory.search.bm25 import IndexItem, postings_replace
+from memory.search.bm25 import IndexBatch, IndexItem, postings_replace_batches
 from memory.search.models import Target
 from memory.search.texts import entity_text
 from memory.stages import stage
@@ -27,8 +27,9 @@ from memory.stages import stage
 REBUILD_BATCH = 2000
 
 _pending: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_pending", default=None)
-# Facts of the open batch inserted in its transaction (never indexed): no delete first.
-_inserted: ContextVar[set[int] | None] = ContextVar("search_inserted", default=None)
+# Facts and entities of the open batch inserted in its transaction (never indexed): no
+# delete first.
+_inserted: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_inserted", default=None)
 
 
 @contextmanager
@@ -39,14 +40,17 @@ def search_index_batch() -> Iterator[None]:
         yield
         return
     token = _pending.set({Target.FACT: set(), Target.ENTITY: set()})
-    inserted_token = _inserted.set(set())
+    inserted_token = _inserted.set({Target.FACT: set(), Target.ENTITY: set()})
     try:
         yield
         pending, inserted = _pending.get(), _inserted.get()
         assert pending is not None and inserted is not None
         with stage("postings"):
-            _facts_reindex(sorted(pending[Target.FACT]), inserted=inserted)
-            _entities_reindex(sorted(pending[Target.ENTITY]))
+            _reindex(
+                facts=sorted(pending[Target.FACT]),
+                entities=sorted(pending[Target.ENTITY]),
+                inserted=inserted,
+            )
     finally:
         _pending.reset(token)
         _inserted.reset(inserted_token)
@@ -57,29 +61,51 @@ def facts_index(fact_ids: Iterable[int], *, inserted: Iterable[int] = ()) -> Non
 
     ``inserted``: facts the caller inserted in this transaction and that were never
     indexed (indexed with them, without first deleting postings they cannot have)."""
-    ids, new = list(fact_ids), set(inserted)
+    _index(Target.FACT, fact_ids, inserted)
+
+
+def entities_index(entity_ids: Iterable[int], *, inserted: Iterable[int] = ()) -> None:
+    """(Re-)index entities now, or at the end of the open ``search_index_batch``;
+    ``inserted`` as for ``facts_index``."""
+    _index(Target.ENTITY, entity_ids, inserted)
+
+
+def _index(target: Target, ids: Iterable[int], inserted: Iterable[int]) -> None:
+    asked, new = set(ids), set(inserted)
     pending, batch_inserted = _pending.get(), _inserted.get()
     if pending is not None and batch_inserted is not None:
-        # Postings are written when the block ends: a fact inserted in its transaction
+        # Postings are written when the block ends: a row inserted in its transaction
         # has none until then, however often it is asked for meanwhile.
-        pending[Target.FACT].update(ids, new)
-        batch_inserted.update(new)
-    else:
-        _facts_reindex(sorted({*ids, *new}), inserted=new)
-
-
-def entities_index(entity_ids: Iterable[int]) -> None:
-    ids = list(entity_ids)
-    pending = _pending.get()
-    if pending is not None:
-        pending[Target.ENTITY].update(ids)
-    else:
-        _entities_reindex(ids)
-
-
-def _facts_reindex(fact_ids: list[int], *, inserted: set[int]) -> None:
-    if not fact_ids:
+        pending[target].update(asked, new)
+        batch_inserted[target].update(new)
         return
+    every = sorted(asked | new)
+    _reindex(
+        facts=every if target == Target.FACT else [],
+        entities=every if target == Target.ENTITY else [],
+        inserted={target: new},
+    )
+
+
+def _reindex(*, facts: list[int], entities: list[int], inserted: dict[Target, set[int]]) -> None:
+    """Facts' and entities' postings, per context in one batch of statements
+    (``postings_replace_batches``)."""
+    by_context: dict[int, list[IndexBatch]] = {}
+    for context_id, items in _fact_items(facts).items():
+        batch = IndexBatch(Target.FACT, items, inserted.get(Target.FACT, set()))
+        by_context.setdefault(context_id, []).append(batch)
+    for context_id, items in _entity_items(entities).items():
+        batch = IndexBatch(Target.ENTITY, items, inserted.get(Target.ENTITY, set()))
+        by_context.setdefault(context_id, []).append(batch)
+    for context_id, batches in by_context.items():
+        postings_replace_batches(context_id=context_id, batches=batches)
+    if facts:
+        embeddings_drain_enqueue()  # their sentences changed: the drain embeds them
+
+
+def _fact_items(fact_ids: list[int]) -> dict[int, list[IndexItem]]:
+    if not fact_ids:
+        return {}
     # Plain values, not model instances: building 2,000 Facts with three related rows
     # each cost ten times the SQL it ran (benchmarks/ingest_throughput.py).
     rows = Fact.objects.filter(pk__in=fact_ids).values_list(
@@ -98,9 +124,7 @@ def _facts_reindex(fact_ids: list[int], *, inserted: set[int]) -> None:
         by_context.setdefault(context_id, []).append(
             IndexItem(ref_id=pk, scope=scope, terms=terms_of.fact(subject, predicate, obj))
         )
-    for context_id, items in by_context.items():
-        postings_replace(context_id=context_id, target=Target.FACT, items=items, unindexed=inserted)
-    embeddings_drain_enqueue()  # their sentences changed: the drain embeds them
+    return by_context
 
 
 class _PartTerms:
@@ -125,10 +149,10 @@ class _PartTerms:
         return [*self.of(subject), *self.of(predicate), *self.of(obj)]
 
 
-def _entities_reindex(entity_ids: list[int]) -> None:
+def _entity_items(entity_ids: list[int]) -> dict[int, list[IndexItem]]:
     """Entity vectors are the entity module's job (``entity_embeddings_enqueue``)."""
     if not entity_ids:
-        return
+        return {}
     by_context: dict[int, list[IndexItem]] = {}
     for entity in Entity.objects.filter(pk__in=entity_ids).only(
         "pk", "context_id", "scope", "name", "aliases"
@@ -136,8 +160,7 @@ def _entities_reindex(entity_ids: list[int]) -> None:
         by_context.setdefault(entity.context_id, []).append(
             IndexItem(ref_id=entity.pk, scope=entity.scope, terms=analyze(entity_text(entity)))
         )
-    for context_id, items in by_context.items():
-        postings_replace(context_id=context_id, target=Target.ENTITY, items=items)
+    return by_context
 
 
 def search_index_rebuild(*, context: Context) -> None:
@@ -146,5 +169,8 @@ def search_index_rebuild(*, context: Context) -> None:
     fact_ids = list(Fact.objects.filter(context=context).values_list("pk", flat=True))
     entity_ids = list(Entity.objects.filter(context=context).values_list("pk", flat=True))
     for start in range(0, max(len(fact_ids), len(entity_ids)), REBUILD_BATCH):
-        _facts_reindex(fact_ids[start : start + REBUILD_BATCH], inserted=set())
-        _entities_reindex(entity_ids[start : start + REBUILD_BATCH])
+        _reindex(
+            facts=fact_ids[start : start + REBUILD_BATCH],
+            entities=entity_ids[start : start + REBUILD_BATCH],
+            inserted={},
+        )

@@ -195,13 +195,41 @@ def keys_rewrite_and_holders(
     pairs and the rare keys among theirs — one statement: the DELETE and INSERT run as
     data-modifying CTEs, so the holders read beside them are the other entities' keys
     as they were (what these entities held before is filtered out)."""
-    return _blocked_by_keys(context_id, records, rewrite=True, gone=gone)
+    return _rewrite_and_holders(context_id, records, gone=gone)
 
 
 def keys_holders(context_id: int, records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
     """``keys_rewrite_and_holders`` without the rewrite, for entities whose stored keys
-    are current (a re-estimate's sample): one read, no rows written."""
-    return _blocked_by_keys(context_id, records, rewrite=False)
+    are current (a re-estimate's sample): one read, no rows written. Their keys are
+    read as stored, not derived again from their names (a re-estimate's 3,000 sampled
+    names cost more to key in Python than the read)."""
+    mine = sorted(records)
+    mine_keys: dict[int, set[str]] = defaultdict(set)
+    holders: dict[tuple[str, str], set[int]] = defaultdict(set)
+    with connection.cursor() as cursor:
+        cursor.execute(_STORED_HOLDERS_SQL, [MAX_BLOCK + 1, int_array_literal(mine), context_id])
+        for pk, type_, key, others in cursor.fetchall():
+            if pk not in records or records[pk].type != type_:
+                continue  # stored under another type: not what the record keys now
+            mine_keys[pk].add(key)
+            holders[(type_, key)].update(others)
+    return _blocked_pairs(records, mine_keys, holders)
+
+
+# Each of these entities' stored keys with up to ``limit`` other holders of it (ids
+# outside the set): what ``_HOLDERS_SQL`` reads for keys computed in Python.
+_STORED_HOLDERS_SQL = f"""
+    SELECT m.entity_id, m.type, m.key,
+           ARRAY(
+               SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
+               WHERE k.context_id = m.context_id AND k.type = m.type AND k.key = m.key
+                 AND NOT k.entity_id = ANY(x.mine)
+               LIMIT %s
+           )
+    FROM (SELECT %s::bigint[] AS mine) x
+    JOIN {DuplicateKey._meta.db_table} m ON m.entity_id = ANY(x.mine)
+    WHERE m.context_id = %s
+"""  # noqa: S608 - table names from the models, values are parameters
 
 
 _HOLDERS_SQL = f"""
@@ -227,40 +255,43 @@ _REWRITE_SQL = f"""
 """  # noqa: S608 - table names from the models, values are parameters
 
 
-def _blocked_by_keys(
-    context_id: int, records: dict[int, Record], *, rewrite: bool, gone: Iterable[int] = ()
+def _rewrite_and_holders(
+    context_id: int, records: dict[int, Record], *, gone: Iterable[int] = ()
 ) -> tuple[dict[Pair, set[str]], Rare]:
     mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
     wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
     mine = sorted(records)
-    # Arrays go as their text literals: psycopg adapting the thousands of keys of a
-    # re-estimate's sample element by element cost more than the statement.
-    lookup: list[Any] = [
+    rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
+    # Arrays go as their text literals: psycopg adapting thousands of keys element by
+    # element cost more than the statement.
+    params: list[Any] = [
+        context_id,
+        int_array_literal(sorted({*mine, *gone})),
+        context_id,
+        int_array_literal(pk for pk, _, _ in rows),
+        array_literal(t for _, t, _ in rows),
+        array_literal(k for _, _, k in rows),
         array_literal(t for t, _ in wanted),
         array_literal(k for _, k in wanted),
         context_id,
         int_array_literal(mine),
         MAX_BLOCK + 1,
     ]
-    if rewrite:
-        rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
-        sql = _REWRITE_SQL + _HOLDERS_SQL
-        params: list[Any] = [
-            context_id,
-            int_array_literal(sorted({*mine, *gone})),
-            context_id,
-            int_array_literal(pk for pk, _, _ in rows),
-            array_literal(t for _, t, _ in rows),
-            array_literal(k for _, _, k in rows),
-            *lookup,
-        ]
-    else:
-        sql, params = _HOLDERS_SQL, lookup
     holders: dict[tuple[str, str], set[int]] = defaultdict(set)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_REWRITE_SQL + _HOLDERS_SQL, params)
         for type_, key, entity_id in cursor.fetchall():
             holders[(type_, key)].add(entity_id)
+    return _blocked_pairs(records, mine_keys, holders)
+
+
+def _blocked_pairs(
+    records: dict[int, Record],
+    mine_keys: dict[int, set[str]],
+    holders: dict[tuple[str, str], set[int]],
+) -> tuple[dict[Pair, set[str]], Rare]:
+    """The blocked pairs of ``records`` and the rare keys among theirs, from each
+    record's keys and the other entities holding each key."""
     for pk, keys in mine_keys.items():  # these entities among themselves
         for key in keys:
             holders[(records[pk].type, key)].add(pk)

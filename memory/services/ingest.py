@@ -465,7 +465,9 @@ def memory_ingest(
     clock = clock or StageClock()
     scope = scope_validate(scope)
     access.require_write(scope)
-    turn = turn_of_run(run)
+    # A memory is kept as a turn only when it has a text (run_create; a retry takes the
+    # turn over with the same text): without one there is no turn to look up.
+    turn = turn_of_run(run) if text.strip() else None
     if infer == "none":
         # The turn, written when the memory was accepted, is all there is to keep.
         result = IngestResult(turn=ingest_turn_summary(turn))

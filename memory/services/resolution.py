@@ -39,7 +39,7 @@ from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.pg import instances_insert
 from memory.queueing import entity_embeddings_enqueue
-from memory.search.indexing import entities_index
+from memory.search.indexing import entities_index, search_index_batch
 from memory.search.texts import entity_embedding_text
 from memory.services.duplicates import duplicates_check
 from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
@@ -321,6 +321,15 @@ def resolution_apply(
     *, access: ContextAccess, scope: str, plan: ResolutionPlan, source: str
 ) -> dict[Ref, ResolvedMention]:
     """Carry out ``plan`` in the caller's transaction; one entry per mention without error."""
+    # Postings are written when the block ends (joining the caller's batch if one is
+    # open): the entities created here are then indexed once, without a delete first.
+    with search_index_batch():
+        return _apply(access=access, scope=scope, plan=plan, source=source)
+
+
+def _apply(
+    *, access: ContextAccess, scope: str, plan: ResolutionPlan, source: str
+) -> dict[Ref, ResolvedMention]:
     out: dict[Ref, ResolvedMention] = {}
     attached = _lock_attached(plan)
     changed: list[Entity] = []
@@ -354,8 +363,10 @@ def resolution_apply(
     ]
     entity_embeddings_enqueue(stale)
     # Search postings and duplicate candidates commit with the entities (as in entity_upsert).
-    written = [e.pk for e in changed] + [r.entity.pk for r in out.values() if r.created]
-    entities_index(written)
+    created = [r.entity.pk for r in out.values() if r.created]
+    written = [e.pk for e in changed] + created
+    # The created entities were inserted in this transaction: indexed without a delete.
+    entities_index([e.pk for e in changed], inserted=created)
     duplicates_check(written)
     return out
 
