@@ -93,7 +93,12 @@ def _cast(db_type: str) -> tuple[str, str]:
     return f"{db_type}[]", ""
 
 
-def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]]) -> None:
+def rows_insert(
+    model: type[models.Model],
+    rows: Sequence[Mapping[str, object]],
+    *,
+    skip_conflicts: bool = False,
+) -> set[int] | None:
     """Insert ``rows`` (column name → value, every concrete column, ``id`` included) with
     one ``INSERT … SELECT FROM unnest(column arrays)``: a parameter per column instead of
     one per value. jsonb values are given as JSON text, array columns as lists.
@@ -101,9 +106,13 @@ def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]])
     A column that holds one value in every row (a batch's context, scope, run, source,
     time) goes as that one value rather than an array of copies: its literal is built
     and parsed once, not once per row. The first column (the id) always goes as an array.
+
+    ``skip_conflicts``: rows that would break a unique constraint are left out
+    (``ON CONFLICT DO NOTHING``) instead of failing the statement; returns then the ids
+    of the rows inserted.
     """
     if not rows:
-        return
+        return set() if skip_conflicts else None
     fields = [(str(f.column), str(f.db_type(connection))) for f in model._meta.concrete_fields]
     columns = [c for c, _ in fields]
     # A column added to the model must be given a value by the caller: fail loudly.
@@ -123,13 +132,15 @@ def rows_insert(model: type[models.Model], rows: Sequence[Mapping[str, object]])
         if db_type.endswith("[]"):
             values = [None if v is None else array_literal(v) for v in values]  # type: ignore[arg-type]
         params.append(array_literal(values))
+    conflicts = f" ON CONFLICT DO NOTHING RETURNING {columns[0]}" if skip_conflicts else ""
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "  # noqa: S608  (names from the model)
             f"SELECT {', '.join(selected)} "
-            f"FROM unnest({', '.join(arrays)}) AS u({', '.join(unnested)})",
+            f"FROM unnest({', '.join(arrays)}) AS u({', '.join(unnested)})" + conflicts,
             [*scalars, *params],  # placeholders in statement order: SELECT, then FROM
         )
+        return {int(row[0]) for row in cursor.fetchall()} if skip_conflicts else None
 
 
 def _constant(values: list[object]) -> bool:
@@ -161,14 +172,18 @@ def _scalar_text(value: object) -> str | None:
     return str(value)
 
 
-def instances_insert(objs: Sequence[models.Model]) -> None:
+def instances_insert(
+    objs: Sequence[models.Model], *, skip_conflicts: bool = False
+) -> list[models.Model]:
     """``bulk_create`` for the hot paths: ids from the sequence, one unnest insert.
+    Returns the instances inserted: all of them, or with ``skip_conflicts`` those that
+    broke no unique constraint (``rows_insert``; the others are left unsaved).
 
     Like ``bulk_create`` it sends no signals; unlike it, the cost does not grow with the
     number of values bound one by one. ``auto_now``/defaults apply through ``pre_save``.
     """
     if not objs:
-        return
+        return []
     model = type(objs[0])
     for obj, pk in zip(objs, next_ids(model, len(objs)), strict=True):
         obj.pk = pk
@@ -185,7 +200,9 @@ def instances_insert(objs: Sequence[models.Model]) -> None:
             else:
                 row[column] = field.get_db_prep_save(value, connection)
         rows.append(row)
-    rows_insert(model, rows)
-    for obj in objs:
+    inserted = rows_insert(model, rows, skip_conflicts=skip_conflicts)
+    saved = [obj for obj in objs if inserted is None or obj.pk in inserted]
+    for obj in saved:
         obj._state.adding = False
         obj._state.db = connection.alias
+    return saved

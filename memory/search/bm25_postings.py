@@ -73,8 +73,8 @@ def postings_replace(
 
 def postings_replace_batches(*, context_id: int, batches: Sequence[IndexBatch]) -> None:
     """``postings_replace`` of several targets at once (a write's facts and entities):
-    a delete per target that has indexed items, then one statement for the terms of
-    every target and one for every document and posting."""
+    a delete per target that has indexed items, one statement for the terms of every
+    target, then one per target for its documents and their postings."""
     batches = [b for b in batches if b.items]
     if not batches:
         return
@@ -95,74 +95,57 @@ def postings_replace_batches(*, context_id: int, batches: Sequence[IndexBatch]) 
             }
         ),
     )
-    doc_targets: list[str] = []
-    doc_refs: list[int] = []
-    doc_scopes: list[str] = []
-    doc_lengths: list[int] = []
-    doc_terms: list[str] = []
-    doc_keys: list[int] = []  # a posting's document: its position among the documents
+    for batch, of in zip(batches, bags, strict=True):
+        _docs_and_postings(context_id, batch, of, term_ids[batch.target.value])
+
+
+def _docs_and_postings(
+    context_id: int, batch: IndexBatch, bags: list[Counter[str]], term_ids: dict[str, int]
+) -> None:
+    refs: list[int] = []
     terms: list[int] = []
     tfs: list[int] = []
-    for batch, of in zip(batches, bags, strict=True):
-        ids = term_ids[batch.target.value]
-        for item, bag in zip(batch.items, of, strict=True):
-            position = len(doc_refs)
-            doc_targets.append(batch.target.value)
-            doc_refs.append(item.ref_id)
-            doc_scopes.append(item.scope)
-            doc_lengths.append(sum(bag.values()))
-            doc_terms.append(int_array_literal(ids[t] for t in bag))
-            for term, tf in bag.items():
-                doc_keys.append(position)
-                terms.append(ids[term])
-                tfs.append(tf)
-    columns = sorted({REF_COLUMN[batch.target] for batch in batches})
+    for item, bag in zip(batch.items, bags, strict=True):
+        for term, tf in bag.items():
+            refs.append(item.ref_id)
+            terms.append(term_ids[term])
+            tfs.append(tf)
     with connection.cursor() as cursor:
         cursor.execute(
-            _DOCS_AND_POSTINGS_SQL.format(
-                columns=", ".join(columns),
-                refs=", ".join("CASE WHEN x.target = %s THEN x.ref END" for _ in columns),
-                returned=f"COALESCE({', '.join(columns)})" if len(columns) > 1 else columns[0],
-            ),
+            _DOCS_AND_POSTINGS_SQL.format(column=REF_COLUMN[batch.target]),
             [
-                array_literal(doc_targets),
-                int_array_literal(doc_refs),
-                array_literal(doc_scopes),
-                int_array_literal(doc_lengths),
-                array_literal(doc_terms),
                 context_id,
-                *[_TARGET_OF_COLUMN[c] for c in columns],
-                int_array_literal(doc_keys),
+                batch.target.value,
+                int_array_literal(item.ref_id for item in batch.items),
+                array_literal(item.scope for item in batch.items),
+                int_array_literal(sum(bag.values()) for bag in bags),
+                array_literal(int_array_literal(term_ids[t] for t in bag) for bag in bags),
+                int_array_literal(refs),
                 int_array_literal(terms),
                 int_array_literal(tfs),
             ],
         )
 
 
-_TARGET_OF_COLUMN = {column: target.value for target, column in REF_COLUMN.items()}
-
-# The documents and their postings in one statement: the postings join the document ids
-# the insert returns (by the document's position in the statement's arrays, kept
-# through the target and reference the insert returns), so they need no second round
-# trip and no id mapping in Python. Postings go in key order: neighbouring rows land on
-# the same primary-key leaf pages instead of one random page each. The statement-level
-# triggers of both tables fire once, at its end, as they would for two statements.
+# A target's documents and their postings in one statement: the postings join the
+# document ids the insert returns, so they need no second round trip (and no id mapping
+# in Python). Postings go in key order: neighbouring rows land on the same primary-key
+# leaf pages instead of one random page each. The statement-level triggers of both
+# tables fire once, at its end, as they would for two statements. (One statement for
+# several targets was measured slower: the postings then join their documents through
+# the target as well.)
 _DOCS_AND_POSTINGS_SQL = """
-    WITH x AS (
-        SELECT x.*, x.n - 1 AS position
-        FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::int[], %s::text[])
-            WITH ORDINALITY AS x(target, ref, scope, len, terms, n)
-    ), docs AS (
-        INSERT INTO search_searchdoc (context_id, target, {columns}, scope, length, term_ids)
-        SELECT %s, x.target, {refs}, x.scope, x.len, x.terms::bigint[]
-        FROM x
-        RETURNING target, {returned} AS ref, id, length
+    WITH docs AS (
+        INSERT INTO search_searchdoc (context_id, target, {column}, scope, length, term_ids)
+        SELECT %s, %s, x.ref, x.scope, x.len, x.terms::bigint[]
+        FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::text[])
+            AS x(ref, scope, len, terms)
+        RETURNING {column} AS ref, id, length
     )
     INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
     SELECT p.term_id, docs.id, p.tf, docs.length
-    FROM unnest(%s::int[], %s::bigint[], %s::int[]) AS p(position, term_id, tf)
-    JOIN x ON x.position = p.position
-    JOIN docs ON docs.target = x.target AND docs.ref = x.ref
+    FROM unnest(%s::bigint[], %s::bigint[], %s::int[]) AS p(ref, term_id, tf)
+    JOIN docs ON docs.ref = p.ref
     ORDER BY p.term_id, docs.id
 """
 
@@ -180,10 +163,26 @@ def _term_ids(*, context_id: int, wanted: list[tuple[str, str]]) -> dict[str, di
     found: dict[str, dict[str, int]] = defaultdict(dict)
     if not wanted:
         return found
-    targets = array_literal(t for t, _ in wanted)
-    texts = array_literal(text for _, text in wanted)
+    by_target: dict[str, list[str]] = defaultdict(list)
+    for target, text in wanted:
+        by_target[target].append(text)
+    # The existing terms are read per target by the unique index (context, target,
+    # text); the rows the insert adds are invisible to those reads (one snapshot), so
+    # no term comes back twice.
+    reads = " UNION ALL ".join(
+        "SELECT target, text, id FROM search_searchterm"
+        " WHERE context_id = %s AND target = %s AND text = ANY(%s::text[])"
+        for _ in by_target
+    )
+    params: list[object] = [
+        context_id,
+        array_literal(t for t, _ in wanted),
+        array_literal(text for _, text in wanted),
+    ]
+    for target, texts in by_target.items():
+        params += [context_id, target, array_literal(texts)]
     with connection.cursor() as cursor:
-        cursor.execute(_TERMS_SQL, [targets, texts, context_id, context_id])
+        cursor.execute(_TERMS_SQL + reads, params)
         for target, text, pk in cursor.fetchall():
             found[target][text] = pk
         missing = [(t, text) for t, text in wanted if text not in found[t]]
@@ -206,20 +205,13 @@ def _term_ids(*, context_id: int, wanted: list[tuple[str, str]]) -> dict[str, di
     return found
 
 
-# The rows the insert adds are invisible to the read beside it (one snapshot), so the
-# two halves never return a term twice.
 _TERMS_SQL = """
-    WITH w AS (
-        SELECT * FROM unnest(%s::text[], %s::text[]) AS w(target, text)
-    ), added AS (
+    WITH added AS (
         INSERT INTO search_searchterm (context_id, target, text)
-        SELECT %s, w.target, w.text FROM w
+        SELECT %s, w.target, w.text FROM unnest(%s::text[], %s::text[]) AS w(target, text)
         ON CONFLICT (context_id, target, text) DO NOTHING
         RETURNING target, text, id
     )
     SELECT target, text, id FROM added
     UNION ALL
-    SELECT t.target, t.text, t.id
-    FROM w JOIN search_searchterm t
-      ON t.context_id = %s AND t.target = w.target AND t.text = w.text
 """

@@ -110,7 +110,8 @@ _RECORDS_SQL = f"""
     SELECT e.id, e.context_id, e.type, e.scope, e.normalized_key, e.alias_keys,
            e.attributes,
            (SELECT array_agg(i.kind || chr(31) || i.value)
-            FROM {EntityIdentifier._meta.db_table} i WHERE i.entity_id = e.id)
+            FROM {EntityIdentifier._meta.db_table} i WHERE i.entity_id = e.id),
+           e.embedding IS NOT NULL
     FROM {Entity._meta.db_table} e
     WHERE e.merged_into_id IS NULL
 """  # noqa: S608 - table names from the models, values are parameters
@@ -132,7 +133,8 @@ def records_read(
     out = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        for pk, context, type_, scope, key, alias_keys, attributes, idents in cursor.fetchall():
+        for row in cursor.fetchall():
+            pk, context, type_, scope, key, alias_keys, attributes, idents, has_vector = row
             by_kind: dict[str, set[str]] = defaultdict(set)
             for pair in idents or ():
                 kind, _, value = pair.partition(chr(31))
@@ -145,6 +147,7 @@ def records_read(
                 alias_keys=tuple(alias_keys),
                 attributes=_attributes(attributes),
                 identifiers={k: frozenset(v) for k, v in by_kind.items()},
+                has_vector=has_vector,
             )
             out[pk] = (context, record)
     return out
@@ -401,6 +404,19 @@ def embedding_neighbours_all(context_id: int, *, chunk: int = 5_000) -> dict[Pai
     for start in range(0, len(ids), chunk):
         found.update(embedding_neighbours(context_id, ids[start : start + chunk]))
     return found
+
+
+def vector_pairs(records: dict[int, Record], pairs: Iterable[Pair]) -> list[Pair]:
+    """The pairs whose two entities may both have a vector (no cosine for the others:
+    no statement to ask for them)."""
+    return [
+        (a, b)
+        for a, b in pairs
+        if not (
+            (a in records and records[a].has_vector is False)
+            or (b in records and records[b].has_vector is False)
+        )
+    ]
 
 
 def cosines(pairs: list[Pair]) -> dict[Pair, float]:

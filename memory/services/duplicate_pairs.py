@@ -29,6 +29,7 @@ from memory.services.duplicate_blocking import (
     pair_of,
     rare_keys,
     records_of,
+    vector_pairs,
 )
 from memory.services.duplicate_model import Model, TypeSample, fit, fits_own_weights
 from memory.services.duplicate_scoring import (
@@ -141,7 +142,7 @@ def model_fit(
         for t, members in drawn.items()
     }
     every_random = sorted({pair for pairs in randoms.values() for pair in pairs})
-    random_sims = cosines(every_random) if with_vectors else {}
+    random_sims = cosines(vector_pairs(records, every_random)) if with_vectors else {}
     samples = {}
     for type_, members in drawn.items():
         total = (type_counts or {}).get(type_, len(members))
@@ -183,7 +184,7 @@ def refit_if_grown(
     blocked, rare = keys_holders(context_id, sample)  # their stored keys are current
     others = {x for pair in blocked for x in pair} - set(sample)
     records = sample | records_of(context_id, others)
-    similarities = cosines(sorted(blocked))
+    similarities = cosines(vector_pairs(records, sorted(blocked)))
     type_counts = dict(live.values_list("type").annotate(n=Count("pk")).order_by())
     new = model_fit(
         records,
@@ -214,10 +215,10 @@ def needing_cosines(
     records: dict[int, Record], pairs: Iterable[Pair], known: dict[Pair, float], rare: Rare
 ) -> list[Pair]:
     """The pairs whose cosine the model reads and that are not known yet: only where the
-    names differ (``compare``)."""
+    names differ (``compare``), and both entities may have a vector."""
     return sorted(
         (a, b)
-        for a, b in pairs
+        for a, b in vector_pairs(records, pairs)
         if (a, b) not in known
         and a in records
         and b in records

@@ -87,6 +87,9 @@ class Record:
     alias_keys: tuple[str, ...] = ()
     attributes: dict[str, Any] = field(default_factory=dict)
     identifiers: dict[str, frozenset[str]] = field(default_factory=dict)
+    # Whether the entity has a vector (None: not read). Pairs without one on both
+    # sides have no cosine to ask for.
+    has_vector: bool | None = None
 
 
 @dataclass(frozen=True)

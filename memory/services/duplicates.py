@@ -147,7 +147,9 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
     names differ (often none), the model, then the writes."""
     with transaction.atomic(savepoint=False):
         proposed, rare = keys_rewrite_and_holders(context_id, mine)
-        similarities = embedding_neighbours(context_id, list(mine))
+        similarities = embedding_neighbours(
+            context_id, [pk for pk, r in mine.items() if r.has_vector is not False]
+        )
         for pair in similarities:
             proposed[pair].add("embedding")
         existing = existing_pairs(context_id, list(mine))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from django.contrib.postgres.fields import ArrayField
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import CharField, Q, Value
 
 from memory.access import ContextAccess
@@ -404,16 +404,15 @@ def _create(
         )
         entity_absorb(entity, name=mention.name, aliases=mention.aliases, attributes={})
         rows.append(entity)
-    try:
-        with transaction.atomic():
-            instances_insert(rows)
-    except IntegrityError:
-        # A concurrent writer created one of these keys since we looked: take the slow,
-        # one-by-one path, whose upsert matches the winner's row.
-        return {item.mention.ref: _upsert_one(access, scope, item) for item in plans}
+    # A key a concurrent writer created since we looked is skipped by the insert (no
+    # savepoint to roll back to): its mention takes the slow, one-by-one path, whose
+    # upsert matches the winner's row.
+    inserted = {id(entity) for entity in instances_insert(rows, skip_conflicts=True)}
     return {
-        item.mention.ref: ResolvedMention(
-            plan=item, entity=entity, created=True, matched_by="created"
+        item.mention.ref: (
+            ResolvedMention(plan=item, entity=entity, created=True, matched_by="created")
+            if id(entity) in inserted
+            else _upsert_one(access, scope, item)
         )
         for item, entity in zip(plans, rows, strict=True)
     }

@@ -225,3 +225,31 @@ def test_names_that_differ_in_a_number_are_never_attached(
     [merge] = result["merges"]
     assert merge["action"] == "duplicate_candidate" and merge["candidate"] == {"id": q3.pk}
     assert merge["score"] >= 0.85
+
+
+def test_a_key_created_between_plan_and_write_is_matched_and_the_others_created(
+    access: ContextAccess, make_entity: Callable[..., Entity]
+) -> None:
+    """A concurrent writer creating one of a run's new keys after the plan read them:
+    the run's insert skips that row and the mention attaches to the winner's entity;
+    the run's other new entities are created in the same insert."""
+    from django.db import transaction
+
+    from memory.entity_names import entity_normalize_key
+    from memory.services.extraction import Mention
+    from memory.services.resolution import resolution_apply, resolution_plan
+
+    mentions = [
+        Mention(name=name, type="organisation", key=entity_normalize_key(name))
+        for name in ("Globex", "Initech", "Umbrella")
+    ]
+    plan = resolution_plan(access=access, visible_scopes=["org/acme"], mentions=mentions)
+    assert all(p.entity_id is None for p in plan.plans)  # all three planned as new
+    winner = make_entity("Initech", "organisation")  # committed by the "other writer"
+    with transaction.atomic():
+        resolved = resolution_apply(access=access, scope="org/acme", plan=plan, source="test")
+    by_name = {r.plan.mention.name: r for r in resolved.values()}
+    assert by_name["Initech"].entity.pk == winner.pk and not by_name["Initech"].created
+    assert by_name["Globex"].created and by_name["Umbrella"].created
+    assert Entity.objects.filter(normalized_key=entity_normalize_key("Initech")).count() == 1
+    assert Entity.objects.count() == 3
