@@ -174,7 +174,7 @@ def _term_ids(*, context_id: int, wanted: list[tuple[str, str]]) -> dict[str, di
         " WHERE context_id = %s AND target = %s AND text = ANY(%s::text[])"
         for _ in by_target
     )
-    params: list[object] = [
+    params: list[int | str] = [
         context_id,
         array_literal(t for t, _ in wanted),
         array_literal(text for _, text in wanted),
