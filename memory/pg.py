@@ -49,6 +49,17 @@ def array_literal(values: Iterable[object]) -> str:
         return "{" + ",".join(map(str, items)) + "}"
     if kinds == {float}:
         return "{" + ",".join(map(repr, items)) + "}"
+    # One type besides NULLs (an optional column, a column of choices): one formatter
+    # for every element, chosen once, writing what ``_element`` writes.
+    plain = kinds - {type(None)}
+    kind = next(iter(plain)) if len(plain) == 1 else None
+    if kind is int or kind is float:
+        number = str if kind is int else repr
+        return "{" + ",".join("NULL" if v is None else number(v) for v in items) + "}"
+    if kind is not None and issubclass(kind, str):
+        return "{" + ",".join("NULL" if v is None else f'"{_escape(str(v))}"' for v in items) + "}"
+    if kind is datetime or kind is date:
+        return "{" + ",".join("NULL" if v is None else f'"{v.isoformat()}"' for v in items) + "}"  # type: ignore[union-attr]
     return "{" + ",".join(_element(v) for v in items) + "}"
 
 

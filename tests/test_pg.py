@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from django.db import connection
 
-from memory.models import Context, Entity
+from memory.models import Context, Entity, FactStatus
 from memory.pg import _element, array_literal, instances_insert, int_array_literal
 
 HOSTILE = ["a,b", "{x}", 'say "hi"', "back\\slash", "NULL", "", " padded ", "émoji ✓", "'q'"]
@@ -33,6 +33,10 @@ def test_text_literal_round_trips_hostile_strings_and_null() -> None:
         [True, 1],
         [0.1, 1e-300, -0.0, float("inf")],
         [0.5, 1],
+        [None, 0.25, None],
+        [FactStatus.CURRENT, FactStatus.SUPERSEDED, None],
+        [datetime(2026, 12, 4, 9, 0, tzinfo=UTC), None],
+        [date(2026, 12, 4), None],
         [],
     ],
 )

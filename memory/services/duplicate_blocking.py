@@ -206,22 +206,41 @@ def keys_holders(context_id: int, records: dict[int, Record]) -> tuple[dict[Pair
     are current (a re-estimate's sample): one read, no rows written. Their keys are
     read as stored, not derived again from their names (a re-estimate's 3,000 sampled
     names cost more to key in Python than the read)."""
-    mine = sorted(records)
+    mine = int_array_literal(sorted(records))
     mine_keys: dict[int, set[str]] = defaultdict(set)
     holders: dict[tuple[str, str], set[int]] = defaultdict(set)
     with connection.cursor() as cursor:
-        cursor.execute(_STORED_HOLDERS_SQL, [MAX_BLOCK + 1, int_array_literal(mine), context_id])
-        for pk, type_, key, others in cursor.fetchall():
-            if pk not in records or records[pk].type != type_:
-                continue  # stored under another type: not what the record keys now
-            mine_keys[pk].add(key)
-            holders[(type_, key)].update(others)
+        cursor.execute(_STORED_HOLDERS_SQL, [context_id, mine, context_id, mine, MAX_BLOCK + 1])
+        for own, entity_id, type_, key in cursor.fetchall():
+            if not own:
+                holders[(type_, key)].add(entity_id)
+            elif entity_id in records and records[entity_id].type == type_:
+                mine_keys[entity_id].add(key)
     return _blocked_pairs(records, mine_keys, holders)
 
 
-# Each of these entities' stored keys with up to ``limit`` other holders of it (ids
-# outside the set): what ``_HOLDERS_SQL`` reads for keys computed in Python.
+# These entities' stored keys, then up to ``limit`` other holders of each distinct one:
+# what ``_HOLDERS_SQL`` reads for keys computed in Python. Flat rows (no arrays to
+# parse on the client).
 _STORED_HOLDERS_SQL = f"""
+    WITH mine AS (
+        SELECT entity_id, type, key FROM {DuplicateKey._meta.db_table}
+        WHERE context_id = %s AND entity_id = ANY(%s::bigint[])
+    )
+    SELECT true, entity_id, type, key FROM mine
+    UNION ALL
+    SELECT false, h.entity_id, q.type, q.key
+    FROM (SELECT DISTINCT type, key FROM mine) q
+    CROSS JOIN LATERAL (
+        SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
+        WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+          AND NOT k.entity_id = ANY(%s::bigint[])
+        LIMIT %s
+    ) h
+"""  # noqa: S608 - table names from the models, values are parameters
+
+
+_HOLDERS_SQL = f"""
     SELECT m.entity_id, m.type, m.key,
            ARRAY(
                SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k

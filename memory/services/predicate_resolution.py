@@ -165,11 +165,26 @@ def predicate_refusal_check(*, context: Context, index: RegistryIndex) -> Callab
     predicate curators rejected (``rejected_predicate``) — with the write's own error,
     so an ingest can refuse such an item before it resolves (and creates) its entities."""
 
+    # A bulk turn states each form many times: each is canonicalized once, and a form
+    # that refuses refuses every time with the error it raised first.
+    verdicts: dict[str, ValidationFailed | None] = {}
+
     def check(raw: str) -> None:
-        result = predicate_canonicalize(context=context, name=raw, index=index)
+        if raw not in verdicts:
+            verdicts[raw] = _refusal(raw)
+        refusal = verdicts[raw]
+        if refusal is not None:
+            raise refusal
+
+    def _refusal(raw: str) -> ValidationFailed | None:
+        try:
+            result = predicate_canonicalize(context=context, name=raw, index=index)
+        except ValidationFailed as exc:
+            return exc
         known = result.predicate
         if not result.registered and known is not None and known.status == PredicateStatus.REJECTED:
-            raise _rejected(result.canonical)
+            return _rejected(result.canonical)
+        return None
 
     return check
 
