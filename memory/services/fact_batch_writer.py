@@ -141,6 +141,7 @@ class BatchWriter:
         self.rewritten: set[int] = set()  # existing aggregates whose value changed
         self.in_batch_links: list[tuple[FactRow, FactRow]] = []  # (new fact, new prior)
         self.conflicts: list[tuple[FactBatchItem, AnyFact, FactRow, str]] = []
+        self._secret_forms: dict[tuple[str, str], bool] = {}
 
     def decide(self, item: FactBatchItem, *, subject_id: int, object_id: int | None) -> None:
         data = item.input
@@ -151,7 +152,7 @@ class BatchWriter:
         kind = fact_kind_for(pred.kind, has_object=has_object, has_value=has_value, kind=data.kind)
         fact_check_shape(kind, has_object=has_object, has_value=has_value)
         text = fact_value_text(data.value)
-        if secret_name(data.predicate) or secret_name(pred.name):
+        if self._secret_predicate(data.predicate, pred.name):
             secret_refuse(REDACTED, what=f"a value of {pred.name!r}")
         secret_refuse(text, what="the fact value")
         confidence = fact_unit_value("confidence", data.confidence)
@@ -201,6 +202,13 @@ class BatchWriter:
             item.outcome = "created"
             return
         self._collide(item, fact, held[0])
+
+    def _secret_predicate(self, raw: str, name: str) -> bool:
+        """Whether a form or its predicate names a secret, each pair judged once a batch."""
+        verdict = self._secret_forms.get((raw, name))
+        if verdict is None:
+            verdict = self._secret_forms[(raw, name)] = bool(secret_name(raw) or secret_name(name))
+        return verdict
 
     def _reobserve(self, item: FactBatchItem, identical: AnyFact, confidence: float) -> None:
         """An identical claim: seen once more. A rejected claim stays rejected; a pending

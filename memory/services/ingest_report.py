@@ -230,9 +230,9 @@ class IngestReport:
     def _new_predicate(
         self, observed: dict[str, dict[str, Any]], name: str, draft: Any, status: str
     ) -> None:
-        entry = observed.setdefault(
-            name, {"name": name, "forms": [], "status": status, "examples": []}
-        )
+        entry = observed.get(name)
+        if entry is None:  # (not setdefault: its default would be built for every fact)
+            entry = observed[name] = {"name": name, "forms": [], "status": status, "examples": []}
         if draft.predicate not in entry["forms"]:
             entry["forms"].append(draft.predicate)
         if len(entry["examples"]) < 3:
