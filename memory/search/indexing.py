@@ -162,11 +162,17 @@ def _entity_items(entity_ids: list[int]) -> dict[int, list[IndexItem]]:
     if not entity_ids:
         return {}
     by_context: dict[int, list[IndexItem]] = {}
-    for entity in Entity.objects.filter(pk__in=entity_ids).only(
-        "pk", "context_id", "scope", "name", "aliases"
-    ):
-        by_context.setdefault(entity.context_id, []).append(
-            IndexItem(ref_id=entity.pk, scope=entity.scope, terms=analyze(entity_text(entity)))
+    with connection.cursor() as cursor:  # plain rows, as for facts
+        cursor.execute(
+            f"SELECT id, context_id, scope, name, aliases FROM {Entity._meta.db_table} "  # noqa: S608
+            "WHERE id = ANY(%s::bigint[])",
+            [int_array_literal(entity_ids)],
+        )
+        rows = cursor.fetchall()
+    for pk, context_id, scope, name, aliases in rows:
+        text = entity_text(Entity(name=name, aliases=aliases))
+        by_context.setdefault(context_id, []).append(
+            IndexItem(ref_id=pk, scope=scope, terms=analyze(text))
         )
     return by_context
 

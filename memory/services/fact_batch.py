@@ -20,6 +20,7 @@ refusals are recorded as drift by the caller after its transaction commits
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -82,6 +83,7 @@ def facts_write_batch(
     trust: WriteTrust | None = None,
     turn_id: int | None = None,
     registry: RegistryIndex | None = None,
+    new_entities: Collection[int] = (),
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
 
@@ -89,7 +91,9 @@ def facts_write_batch(
     context's ``fact_review`` gives this writer's facts stated directly (not extracted).
     ``turn_id``: the turn the new facts came from (an ingest run's); facts only
     re-observed or updated in place keep the turn they first came from. ``registry``: the
-    caller's registry load to resolve predicates with (predicates_resolve_for_write)."""
+    caller's registry load to resolve predicates with (predicates_resolve_for_write).
+    ``new_entities``: entities the caller created in its transaction, which have no
+    facts yet to read (a run's new entities: often every subject of a bulk turn)."""
     scope = scope_validate(scope)
     access.require_write(scope)
     items = [FactBatchItem(input=f) for f in facts]
@@ -110,6 +114,7 @@ def facts_write_batch(
             },
             trust=trust,
             registry=registry,
+            new_entities=new_entities,
         )
 
 
@@ -121,6 +126,7 @@ def _write_checked(
     base: dict[str, Any],
     trust: WriteTrust | None,
     registry: RegistryIndex | None,
+    new_entities: Collection[int],
 ) -> FactBatchResult:
     """``facts_write_batch`` once its grants and entities are checked: resolve, lock,
     read the current state, decide each item, write."""
@@ -138,7 +144,7 @@ def _write_checked(
     )
     predicate_ids = {r.predicate.pk for r in resolved.values() if isinstance(r, ResolvedPredicate)}
     subject_ids = {live[f.subject.pk] for f in facts if f.subject.pk in live}
-    state = _current_facts(scope, subject_ids, predicate_ids)
+    state = _current_facts(scope, subject_ids - set(new_entities), predicate_ids)
     writer = BatchWriter(
         access=access,
         scope=scope,

@@ -112,6 +112,7 @@ def ingest_write(
             trust=trust,
             turn_id=turn.pk if turn is not None else None,
             registry=registry,
+            new_entities=report.created_entities,
         )
     report.facts(result, batch, drafts)
     if _examples_may_be_missing(result, registry):

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import transaction
-from django.db.models import Value
-from django.db.models.functions import Coalesce
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memory.errors import DomainError, ValidationFailed
 from memory.models import Context, Predicate, PredicateMode, PredicateStatus
+from memory.pg import int_array_literal
 from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import (
     RegistryIndex,
@@ -122,10 +121,14 @@ def predicates_resolve_for_write(
         except ValidationFailed as exc:
             out[raw] = exc
     if seen_drift:
+        # One plain statement (the ORM's compilation of this update cost more than it).
         now = timezone.now()
-        Predicate.objects.filter(pk__in=seen_drift).update(
-            last_seen_at=now, first_seen_at=Coalesce("first_seen_at", Value(now))
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Predicate._meta.db_table} SET last_seen_at = %s, "  # noqa: S608
+                "first_seen_at = COALESCE(first_seen_at, %s) WHERE id = ANY(%s::bigint[])",
+                [now, now, int_array_literal(sorted(seen_drift))],
+            )
     return out, refused
 
 
