@@ -319,21 +319,25 @@ def _blocked_pairs(
     """The blocked pairs of ``records`` and the rare keys among theirs, from each
     record's keys and the other entities holding each key."""
     for pk, keys in mine_keys.items():  # these entities among themselves
+        type_ = records[pk].type
         for key in keys:
-            holders[(records[pk].type, key)].add(pk)
+            holders[(type_, key)].add(pk)
     found: dict[Pair, set[str]] = defaultdict(set)
     rare: Rare = defaultdict(set)
     for (type_, key), members in holders.items():
-        if is_rare(key, len(members)):
+        if key[0] in "tk" and is_rare(key, len(members)):
             rare[type_].add(key)
     for pk, keys in mine_keys.items():
+        type_ = records[pk].type
         for key in keys:
-            members = holders[(records[pk].type, key)]
-            if len(members) > block_limit(key):
+            members = holders[(type_, key)]
+            # Most keys are held by one entity alone: no pair, nothing more to look at.
+            if len(members) < 2 or len(members) > block_limit(key):
                 continue
+            method = KEY_METHODS[key[0]]
             for other in members:
                 if other != pk:
-                    found[pair_of(pk, other)].add(KEY_METHODS[key[0]])
+                    found[pair_of(pk, other)].add(method)
     return found, rare
 
 
