@@ -40,8 +40,8 @@ def postings_delete(*, target: Target, ref_ids: Sequence[int]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM search_searchdoc WHERE {REF_COLUMN[target]} = ANY(%s)",  # noqa: S608
-            [list(ref_ids)],
+            f"DELETE FROM search_searchdoc WHERE {REF_COLUMN[target]} = ANY(%s::bigint[])",  # noqa: S608
+            [int_array_literal(ref_ids)],
         )
 
 

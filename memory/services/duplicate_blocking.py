@@ -128,8 +128,11 @@ def records_read(
         sql += " AND e.context_id = %s"
         params.append(context_id)
     if ids is not None:
-        sql += " AND e.id = ANY(%s)"
-        params.append(sorted(set(ids)))
+        # As a bigint[] literal: a list adapted by psycopg comes as smallint[] when the
+        # ids are small, and ``bigint = ANY(smallint[])`` is a linear filter, not a hash
+        # (47 ms for a re-estimate's 3,000 ids against 5 ms).
+        sql += " AND e.id = ANY(%s::bigint[])"
+        params.append(int_array_literal(sorted(set(ids))))
     out = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -409,7 +412,10 @@ def embedding_neighbours(context_id: int, ids: list[int]) -> dict[Pair, float]:
     if not ids:
         return found
     with connection.cursor() as cursor:
-        cursor.execute(_NEIGHBOURS_SQL + " AND e.id = ANY(%s)", [NEIGHBOURS, context_id, ids])
+        cursor.execute(
+            _NEIGHBOURS_SQL + " AND e.id = ANY(%s::bigint[])",
+            [NEIGHBOURS, context_id, int_array_literal(ids)],
+        )
         for a, b, similarity in cursor.fetchall():
             found[pair_of(a, b)] = float(similarity)
     return found
