@@ -9,14 +9,21 @@ are in, and three INSERT … SELECT statements write the terms, the search docum
 their postings. The triggers of search/models.py run once per
 statement: the corpus statistics and each term's df and bounds come out exactly as
 ``postings_replace`` would leave them.
+
+A caller whose transaction writes with triggers off (a restore, memory/restore_writes.py)
+gets the documents' trigger work done here set-based: the corpus statistics, as
+``search_doc_inserted`` adds them, and the documents' foreign keys; the postings are
+written with their triggers firing (their df and bounds trigger is not replaced).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection
 
+from memory.restore_writes import foreign_keys_check, replica_role_on, triggers_firing
 from memory.search.analyzer import analyze
 from memory.search.bm25_postings import REF_COLUMN
 from memory.search.models import Target
@@ -31,6 +38,9 @@ MEMO_WORDS = 200_000
 _DOCS = "bm25_load_docs"
 _POSTINGS = "bm25_load_postings"
 _IDS = "bm25_load_ids"
+# The documents' insert trigger whose work ``_documents_stats`` does when triggers are off:
+# (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
+DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
 
 
 class WordTerms:
@@ -136,6 +146,7 @@ def _copy_text(term: str) -> str:
 
 def _write(context_id: int, target: Target) -> None:
     column = REF_COLUMN[target]
+    triggers_off = replica_role_on()
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {_DOCS}")
         cursor.execute(f"ANALYZE {_POSTINGS}")
@@ -172,12 +183,37 @@ def _write(context_id: int, target: Target) -> None:
             """,  # noqa: S608 - the staging tables' own names, the item's column
             [context_id, target.value],
         )
+        if triggers_off:
+            _documents_checked(cursor, context_id, target)
         # In the primary key's order: the index is written left to right.
-        cursor.execute(
-            f"""
-            INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
-            SELECT i.term_id, d.doc_id, i.tf, d.length
-            FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
-            ORDER BY i.term_id, d.doc_id
-            """  # noqa: S608 - the staging tables' own names
-        )
+        with triggers_firing():
+            cursor.execute(
+                f"""
+                INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+                SELECT i.term_id, d.doc_id, i.tf, d.length
+                FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
+                ORDER BY i.term_id, d.doc_id
+                """  # noqa: S608 - the staging tables' own names
+            )
+
+
+def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:
+    """What the documents' triggers do when they fire: the corpus statistics (as
+    ``search_doc_inserted`` adds one statement's documents) and the foreign keys of the
+    documents and of the corpus's terms."""
+    cursor.execute(
+        f"""
+        INSERT INTO search_searchstats AS s (context_id, target, doc_count, total_length)
+        SELECT %s, %s, count(*), sum(length) FROM {_DOCS}
+        ON CONFLICT (context_id, target) DO UPDATE
+        SET doc_count = s.doc_count + EXCLUDED.doc_count,
+            total_length = s.total_length + EXCLUDED.total_length
+        """,  # noqa: S608 - the staging table's own name
+        [context_id, target.value],
+    )
+    foreign_keys_check("search_searchdoc", f"SELECT doc_id FROM {_DOCS}")  # noqa: S608
+    foreign_keys_check(
+        "search_searchterm",
+        "SELECT id FROM search_searchterm WHERE context_id = %s AND target = %s",
+        [context_id, target.value],
+    )
