@@ -98,7 +98,9 @@ class ForeignKeyBroken(Exception):
 def foreign_keys_check(table: str, written: str, params: Sequence[Any] = ()) -> None:
     """Raise ``ForeignKeyBroken`` naming the first foreign key of ``table`` that a row
     written breaks. ``written`` is a query of the written rows' ids. One statement for
-    all of the table's keys: the new rows are read once."""
+    all of the table's keys, driven by those ids (the table may hold many other rows):
+    each new row is read once and each of its references looked up in its target's
+    primary key."""
     keys = _foreign_keys(table)
     if not keys:
         return
@@ -115,8 +117,9 @@ def foreign_keys_check(table: str, written: str, params: Sequence[Any] = ()) -> 
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT r.id, {flags} FROM {table} r {" ".join(joins)}
-            WHERE r.id IN ({written}) AND ({" OR ".join(broken)})
+            SELECT r.id, {flags}
+            FROM ({written}) w (id) JOIN {table} r ON r.id = w.id {" ".join(joins)}
+            WHERE {" OR ".join(broken)}
             LIMIT 1
             """,  # noqa: S608 - names from the catalog, the written rows' query the caller's
             list(params),

@@ -494,3 +494,19 @@ def test_a_row_written_with_triggers_off_is_checked_against_every_foreign_key(
             foreign_keys_check("memory_fact", "SELECT %s", [fact.pk])
         foreign_keys_check("memory_entity", "SELECT %s", [fact.subject_id])
         transaction.set_rollback(True)
+
+
+def test_two_lines_with_one_id_write_nothing(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("twice")
+    lines = _lines(source)
+    turn = next(x for x in lines if '"record":"turn"' in x)
+    end = json.loads(lines[-1])
+    end["counts"]["turn"] += 1
+    lines = [*lines[:-1], turn, json.dumps({"record": "end", "counts": end["counts"]})]
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="two turn lines have one id"):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
