@@ -33,12 +33,12 @@ from memory.search.models import Target
 COPY_BATCH = 5_000
 # Distinct words whose terms are remembered; past this the memo starts again (a corpus of
 # unique codes would otherwise keep every one of them).
-MEMO_WORDS = 200_000
+MEMO_WORDS = 50_000
 
 _DOCS = "bm25_load_docs"
 _POSTINGS = "bm25_load_postings"
 _IDS = "bm25_load_ids"
-# The documents' insert trigger whose work ``_documents_stats`` does when triggers are off:
+# The documents' insert trigger whose work ``_documents_checked`` does when triggers are off:
 # (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
 DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
 
@@ -128,20 +128,21 @@ def _copy(batch: list[tuple[int, str, str]], analyzer: WordTerms) -> int:
         for term in terms:
             bag[term] = bag.get(term, 0) + 1
         prefix = f"{ref}\t"
-        postings.extend(f"{prefix}{_copy_text(term)}\t{tf}\n" for term, tf in bag.items())
+        postings.extend([f"{prefix}{term}\t{tf}\n" for term, tf in bag.items()])
     with connection.cursor() as cursor:
         with cursor.cursor.copy(f"COPY {_DOCS} (ref, scope, length) FROM STDIN") as copy:
             for doc in docs:
                 copy.write_row(doc)
         with cursor.cursor.copy(f"COPY {_POSTINGS} (ref, term, tf) FROM STDIN") as copy:
-            copy.write("".join(postings))
+            copy.write(_copy_text("".join(postings)))
     return len(batch)
 
 
-def _copy_text(term: str) -> str:
-    """A term in COPY's text format: terms hold no whitespace (the analyzer splits on
-    it), so a backslash is the one character to escape."""
-    return term.replace("\\", "\\\\") if "\\" in term else term
+def _copy_text(rows: str) -> str:
+    """Postings rows in COPY's text format: terms hold no whitespace (the analyzer splits
+    on it) and ids and counts are digits, so a backslash is the one character to escape,
+    and it is escaped in the whole batch at once."""
+    return rows.replace("\\", "\\\\") if "\\" in rows else rows
 
 
 def _write(context_id: int, target: Target) -> None:

@@ -1,7 +1,8 @@
 """An import's rows written with triggers off where the database allows it, and checked
 set-based instead (memory/restore_writes.py; decision 0099).
 
-The rows of every kind, their search documents and the corpus's terms are written under
+The rows of every kind, their search documents, the corpus's terms and the entities'
+blocking keys are written under
 ``session_replication_role = replica``; then each table's foreign keys are checked with
 one anti-join over the rows written, and the one ordinary insert trigger of those tables
 outside the search index, the predicate usage log of ``memory_fact``, is replaced by the
@@ -24,14 +25,15 @@ from memory.services.memory_transfer import Kind
 # ``_usage_written``: migration 0003's ``memory_fact_usage_insert``.
 USAGE_TRIGGER = ("memory_fact", "memory_fact_usage_insert", "b4cd59e1919b5d63e45e9fc66e4ab89d")
 REPLACED_TRIGGERS = frozenset({USAGE_TRIGGER, DOCUMENTS_TRIGGER})
-SEARCH_TABLES = ("search_searchdoc", "search_searchterm")
+# Written with the rows: the search index's documents and terms, the blocking keys.
+INDEX_TABLES = ("search_searchdoc", "search_searchterm", "memory_duplicatekey")
 
 
 def restore_triggers_off(kinds: Iterable[Kind]) -> str | None:
     """Turn triggers off for the rest of the caller's transaction. Returns why not (and
     changes nothing) when an insert trigger of the tables written is not one this module
     replaces, or the database role may not set the replication role."""
-    tables = [kind.model._meta.db_table for kind in kinds] + list(SEARCH_TABLES)
+    tables = [kind.model._meta.db_table for kind in kinds] + list(INDEX_TABLES)
     found = insert_triggers(tables)
     if found != REPLACED_TRIGGERS:
         changed = sorted(f"{table}.{name}" for table, name, _ in found ^ REPLACED_TRIGGERS)
@@ -50,6 +52,16 @@ def restore_rows_checked(context_id: int, written: Iterable[tuple[Kind, str]]) -
     for kind, new_ids in written:
         foreign_keys_check(kind.model._meta.db_table, new_ids)
     _usage_written(context_id)
+
+
+def restore_keys_checked(context_id: int) -> None:
+    """The foreign keys of the blocking keys written with triggers off (the context's:
+    it had none before)."""
+    foreign_keys_check(
+        "memory_duplicatekey",
+        "SELECT id FROM memory_duplicatekey WHERE context_id = %s",
+        [context_id],
+    )
 
 
 def _usage_written(context_id: int) -> None:

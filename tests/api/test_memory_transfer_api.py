@@ -32,6 +32,7 @@ from memory.models import (
     Role,
     Turn,
 )
+from memory.models.duplicate import DuplicateKey
 from memory.restore_writes import (
     ForeignKeyBroken,
     foreign_keys_check,
@@ -305,6 +306,8 @@ def _nothing_written(context: Context) -> None:
                         for x in lines], "wrong shape"),
         (lambda lines: [x.replace('"observed_count":1', '"observed_count":"many"')
                         for x in lines], "many"),
+        (lambda lines: [json.dumps({k: v for k, v in json.loads(x).items() if k != "id"})
+                        if '"record":"turn"' in x else x for x in lines], "a turn line has no id"),
     ],
 )  # fmt: skip
 def test_a_damaged_file_writes_nothing(
@@ -418,6 +421,15 @@ def _usage_sums(context: Context) -> dict[tuple[str, str, str], tuple[int, int]]
     return {key: value for key, value in sums.items() if value != (0, 0)}
 
 
+def _keys(context: Context) -> list[tuple[str, str, str, str]]:
+    """The duplicate finder's blocking keys, by entity name."""
+    return sorted(
+        DuplicateKey.objects.filter(context=context).values_list(
+            "entity__name", "entity__scope", "type", "key"
+        )
+    )
+
+
 @contextlib.contextmanager
 def _connected_as_a_plain_role() -> Iterator[None]:
     """The test's connection as a role that may write every table but not set the
@@ -456,6 +468,7 @@ def test_a_restore_checked_set_based_writes_what_the_per_row_path_writes(
     assert _usage(set_based) == _usage(per_row)
     assert _usage_sums(set_based) == _usage_sums(source)
     assert _corpus(set_based) == _corpus(per_row) == _corpus(source)
+    assert _keys(set_based) == _keys(per_row) == _keys(source)
     bounds = {"min_dl", "max_tf", "df", "text", "target"}
     assert sorted(SearchTerm.objects.filter(context=set_based).values_list(*bounds)) == sorted(
         SearchTerm.objects.filter(context=per_row).values_list(*bounds)
