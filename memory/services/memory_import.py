@@ -60,6 +60,8 @@ from memory.services.memory_transfer import (
 )
 
 FLUSH_ROWS = 5_000
+# Memory for each sort or hash of the import's statements, for its transaction only.
+WORK_MEM = "256MB"
 # Rows of a kind from which its table is analyzed once written (a sample of at most
 # 30,000 rows a table: a tenth of a second or so).
 ANALYZE_ROWS = 1_000
@@ -112,6 +114,10 @@ def memory_import(
         with transaction.atomic():
             Context.objects.select_for_update().filter(pk=context.pk).first()
             memory_import_check_empty(context)
+            with connection.cursor() as cursor:
+                # The postings' sorts and aggregates run over every posting of a corpus
+                # at once (several million rows at a million facts).
+                cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
             staging.prepare(report)
             # A restore into an empty context writes rows nobody else can see: their
             # triggers' work is done set-based where the database allows it.
