@@ -523,3 +523,16 @@ def test_two_lines_with_one_id_write_nothing(
     with pytest.raises(ValidationFailed, match="two turn lines have one id"):
         memory_import(access=system_access(target), lines=lines)
     _nothing_written(target)
+
+
+def test_a_row_refused_with_triggers_off_writes_nothing_and_turns_them_back_on(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("refused")
+    lines = [x.replace('"observed_count":1', '"observed_count":null') for x in _lines(source)]
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="the fact lines could not be written"):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
+    assert not replica_role_on()
