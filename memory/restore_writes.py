@@ -70,9 +70,9 @@ def triggers_firing() -> Iterator[None]:
 
 
 def insert_triggers(tables: Sequence[str]) -> set[tuple[str, str, str]]:
-    """(table, trigger, md5 of its function's source) of every ordinary trigger that
-    fires on INSERT into ``tables`` in the default role (constraint triggers excluded:
-    foreign keys are checked by ``foreign_keys_check``)."""
+    """(table, trigger, md5 of its function's source) of every ordinary trigger on
+    INSERT into ``tables`` that is not disabled, whichever role it fires in (constraint
+    triggers excluded: foreign keys are checked by ``foreign_keys_check``)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -82,7 +82,7 @@ def insert_triggers(tables: Sequence[str]) -> set[tuple[str, str, str]]:
             JOIN pg_proc p ON p.oid = t.tgfoid
             WHERE c.relname = ANY(%s) AND c.relnamespace = to_regnamespace(current_schema())
               AND NOT t.tgisinternal AND t.tgconstraint = 0
-              AND t.tgenabled IN ('O', 'A')
+              AND t.tgenabled <> 'D'  -- replica-only and always-firing ones too
               AND t.tgtype & 4 <> 0  -- TRIGGER_TYPE_INSERT
             """,
             [list(tables)],

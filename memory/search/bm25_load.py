@@ -200,18 +200,19 @@ def _write(context_id: int, target: Target) -> None:
 
 def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:
     """What the documents' triggers do when they fire: the corpus statistics (as
-    ``search_doc_inserted`` adds one statement's documents) and the foreign keys of the
-    documents and of the corpus's terms."""
-    cursor.execute(
-        f"""
-        INSERT INTO search_searchstats AS s (context_id, target, doc_count, total_length)
-        SELECT %s, %s, count(*), sum(length) FROM {_DOCS}
-        ON CONFLICT (context_id, target) DO UPDATE
-        SET doc_count = s.doc_count + EXCLUDED.doc_count,
-            total_length = s.total_length + EXCLUDED.total_length
-        """,  # noqa: S608 - the staging table's own name
-        [context_id, target.value],
-    )
+    ``search_doc_inserted`` adds one statement's documents, with the statistics' own
+    triggers firing) and the foreign keys of the documents and of the corpus's terms."""
+    with triggers_firing():
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchstats AS s (context_id, target, doc_count, total_length)
+            SELECT %s, %s, count(*), sum(length) FROM {_DOCS}
+            ON CONFLICT (context_id, target) DO UPDATE
+            SET doc_count = s.doc_count + EXCLUDED.doc_count,
+                total_length = s.total_length + EXCLUDED.total_length
+            """,  # noqa: S608 - the staging table's own name
+            [context_id, target.value],
+        )
     foreign_keys_check("search_searchdoc", f"SELECT doc_id FROM {_DOCS}")  # noqa: S608
     foreign_keys_check(
         "search_searchterm",

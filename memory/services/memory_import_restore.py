@@ -17,7 +17,12 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from memory.restore_writes import foreign_keys_check, insert_triggers, replica_role_enter
+from memory.restore_writes import (
+    foreign_keys_check,
+    insert_triggers,
+    replica_role_enter,
+    triggers_firing,
+)
 from memory.search.bm25_load import DOCUMENTS_TRIGGER
 from memory.services.memory_transfer import Kind
 
@@ -66,8 +71,8 @@ def restore_keys_checked(context_id: int) -> None:
 
 def _usage_written(context_id: int) -> None:
     """``memory_fact_usage_insert`` over the import's facts, as one statement inserting
-    them all would have fired it."""
-    with connection.cursor() as cursor:
+    them all would have fired it (the usage log's own triggers, if any, firing)."""
+    with triggers_firing(), connection.cursor() as cursor:
         cursor.execute(
             """
             INSERT INTO memory_predicateusage
