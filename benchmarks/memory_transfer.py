@@ -11,8 +11,8 @@ that context is exported with ``manage.py export_memory`` (export); the export i
 imported again into a second context (import 2), and both contexts' counts compared.
 Each step runs in a child process so its peak resident memory (``ru_maxrss``) is its
 own. Reported: facts per second each way (the import's cumulative seconds after reading,
-writing, loading the search postings, and the duplicate finder's keys with the commit),
-peak RSS of each step, and the file's size.
+writing, loading the search postings, writing the duplicate finder's keys, and the
+commit — ``index``), peak RSS of each step, and the file's size.
 """
 
 from __future__ import annotations

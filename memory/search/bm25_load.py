@@ -9,14 +9,21 @@ are in, and three INSERT … SELECT statements write the terms, the search docum
 their postings. The triggers of search/models.py run once per
 statement: the corpus statistics and each term's df and bounds come out exactly as
 ``postings_replace`` would leave them.
+
+A caller whose transaction writes with triggers off (a restore, memory/restore_writes.py)
+gets the documents' trigger work done here set-based: the corpus statistics, as
+``search_doc_inserted`` adds them, and the documents' foreign keys; the postings are
+written with their triggers firing (their df and bounds trigger is not replaced).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection
 
+from memory.restore_writes import foreign_keys_check, replica_role_on, triggers_firing
 from memory.search.analyzer import analyze
 from memory.search.bm25_postings import REF_COLUMN
 from memory.search.models import Target
@@ -26,11 +33,14 @@ from memory.search.models import Target
 COPY_BATCH = 5_000
 # Distinct words whose terms are remembered; past this the memo starts again (a corpus of
 # unique codes would otherwise keep every one of them).
-MEMO_WORDS = 200_000
+MEMO_WORDS = 50_000
 
 _DOCS = "bm25_load_docs"
 _POSTINGS = "bm25_load_postings"
 _IDS = "bm25_load_ids"
+# The documents' insert trigger whose work ``_documents_checked`` does when triggers are off:
+# (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
+DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
 
 
 class WordTerms:
@@ -118,24 +128,26 @@ def _copy(batch: list[tuple[int, str, str]], analyzer: WordTerms) -> int:
         for term in terms:
             bag[term] = bag.get(term, 0) + 1
         prefix = f"{ref}\t"
-        postings.extend(f"{prefix}{_copy_text(term)}\t{tf}\n" for term, tf in bag.items())
+        postings.extend([f"{prefix}{term}\t{tf}\n" for term, tf in bag.items()])
     with connection.cursor() as cursor:
         with cursor.cursor.copy(f"COPY {_DOCS} (ref, scope, length) FROM STDIN") as copy:
             for doc in docs:
                 copy.write_row(doc)
         with cursor.cursor.copy(f"COPY {_POSTINGS} (ref, term, tf) FROM STDIN") as copy:
-            copy.write("".join(postings))
+            copy.write(_copy_text("".join(postings)))
     return len(batch)
 
 
-def _copy_text(term: str) -> str:
-    """A term in COPY's text format: terms hold no whitespace (the analyzer splits on
-    it), so a backslash is the one character to escape."""
-    return term.replace("\\", "\\\\") if "\\" in term else term
+def _copy_text(rows: str) -> str:
+    """Postings rows in COPY's text format: terms hold no whitespace (the analyzer splits
+    on it) and ids and counts are digits, so a backslash is the one character to escape,
+    and it is escaped in the whole batch at once."""
+    return rows.replace("\\", "\\\\") if "\\" in rows else rows
 
 
 def _write(context_id: int, target: Target) -> None:
     column = REF_COLUMN[target]
+    triggers_off = replica_role_on()
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {_DOCS}")
         cursor.execute(f"ANALYZE {_POSTINGS}")
@@ -172,12 +184,38 @@ def _write(context_id: int, target: Target) -> None:
             """,  # noqa: S608 - the staging tables' own names, the item's column
             [context_id, target.value],
         )
+        if triggers_off:
+            _documents_checked(cursor, context_id, target)
         # In the primary key's order: the index is written left to right.
+        with triggers_firing():
+            cursor.execute(
+                f"""
+                INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+                SELECT i.term_id, d.doc_id, i.tf, d.length
+                FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
+                ORDER BY i.term_id, d.doc_id
+                """  # noqa: S608 - the staging tables' own names
+            )
+
+
+def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:
+    """What the documents' triggers do when they fire: the corpus statistics (as
+    ``search_doc_inserted`` adds one statement's documents, with the statistics' own
+    triggers firing) and the foreign keys of the documents and of the corpus's terms."""
+    with triggers_firing():
         cursor.execute(
             f"""
-            INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
-            SELECT i.term_id, d.doc_id, i.tf, d.length
-            FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
-            ORDER BY i.term_id, d.doc_id
-            """  # noqa: S608 - the staging tables' own names
+            INSERT INTO search_searchstats AS s (context_id, target, doc_count, total_length)
+            SELECT %s, %s, count(*), sum(length) FROM {_DOCS}
+            ON CONFLICT (context_id, target) DO UPDATE
+            SET doc_count = s.doc_count + EXCLUDED.doc_count,
+                total_length = s.total_length + EXCLUDED.total_length
+            """,  # noqa: S608 - the staging table's own name
+            [context_id, target.value],
         )
+    foreign_keys_check("search_searchdoc", f"SELECT doc_id FROM {_DOCS}")  # noqa: S608
+    foreign_keys_check(
+        "search_searchterm",
+        "SELECT id FROM search_searchterm WHERE context_id = %s AND target = %s",
+        [context_id, target.value],
+    )

@@ -39,10 +39,15 @@ from memory.models import (
     Turn,
 )
 from memory.queueing import embeddings_drain_enqueue
-from memory.services.duplicate_blocking import keys_write_all, records_of
+from memory.restore_writes import replica_role_leave, triggers_firing
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
-from memory.services.memory_import_index import memory_import_index
+from memory.services.memory_import_index import memory_import_index, memory_import_keys
+from memory.services.memory_import_restore import (
+    restore_keys_checked,
+    restore_rows_checked,
+    restore_triggers_off,
+)
 from memory.services.memory_transfer import (
     CONTEXT_SETTINGS,
     FORMAT,
@@ -55,6 +60,11 @@ from memory.services.memory_transfer import (
 )
 
 FLUSH_ROWS = 5_000
+# Memory for each sort or hash of the import's statements, for its transaction only.
+WORK_MEM = "256MB"
+# Rows of a kind from which its table is analyzed once written (a sample of at most
+# 30,000 rows a table: a tenth of a second or so).
+ANALYZE_ROWS = 1_000
 MAX_LINE_ERRORS_SHOWN = 1
 
 Progress = Callable[[int, int], None]
@@ -66,6 +76,9 @@ class MemoryImportReport:
     lines: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Whether the rows' foreign keys and insert triggers were checked and done set-based
+    # (decision 0099) rather than row by row at commit.
+    set_based_checks: bool = False
 
 
 def memory_import_check_empty(context: Context) -> None:
@@ -101,17 +114,34 @@ def memory_import(
         with transaction.atomic():
             Context.objects.select_for_update().filter(pk=context.pk).first()
             memory_import_check_empty(context)
-            staging.write(context.pk, report)
+            with connection.cursor() as cursor:
+                # The postings' sorts and aggregates run over every posting of a corpus
+                # at once (several million rows at a million facts).
+                cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
+            staging.prepare(report)
+            # A restore into an empty context writes rows nobody else can see: their
+            # triggers' work is done set-based where the database allows it.
+            per_row = restore_triggers_off(KINDS)
+            report.set_based_checks = per_row is None
+            if per_row is not None:
+                report.notes.append(per_row)
+            staging.insert(context.pk, report.counts)
+            if report.set_based_checks:
+                restore_rows_checked(context.pk, staging.new_ids())
+            report.seconds["write"] = round(time.perf_counter() - started, 3)
+            memory_import_index(context)
+            report.seconds["postings"] = round(time.perf_counter() - started, 3)
+            memory_import_keys(context)
+            if report.set_based_checks:
+                restore_keys_checked(context.pk)
+                replica_role_leave()
             if apply_settings:
                 _apply_settings(context, header)
             model_json = extras.get("duplicate_model")
             entity_count = Entity.objects.filter(context=context, merged_into__isnull=True)
             if model_json is not None:
                 model_save(context.pk, Model.from_json(model_json), entity_count.count())
-            report.seconds["write"] = round(time.perf_counter() - started, 3)
-            memory_import_index(context)
-            report.seconds["postings"] = round(time.perf_counter() - started, 3)
-            keys_write_all(context.pk, records_of(context.pk, None))
+            report.seconds["keys"] = round(time.perf_counter() - started, 3)
         report.seconds["index"] = round(time.perf_counter() - started, 3)
     finally:
         staging.drop()
@@ -159,13 +189,18 @@ def _table(kind: Kind) -> str:
     return f"memory_import_{kind.name}"
 
 
+def _ids(kind: Kind) -> str:
+    return f"memory_import_{kind.name}_ids"
+
+
 class _Staging:
     """Session-local staging tables, one per line type, holding rows as exported."""
 
     def __init__(self) -> None:
         self.created: list[str] = []
-        self.buffers: dict[str, list[tuple[Any, ...]]] = {}
+        self.buffers: dict[str, list[list[Any]]] = {}
         self.defaults: dict[str, tuple[Any, ...]] = {}
+        self.replace_registry = False
 
     def read(
         self,
@@ -182,7 +217,6 @@ class _Staging:
                     f"CREATE TEMP TABLE {table} AS "  # noqa: S608 - names from the models
                     f"SELECT * FROM {kind.model._meta.db_table} WITH NO DATA"
                 )
-                cursor.execute(f"ALTER TABLE {table} ADD COLUMN new_id bigint")
                 self.created.append(table)
         header: dict[str, Any] | None = None
         end: dict[str, Any] | None = None
@@ -209,7 +243,7 @@ class _Staging:
             elif type_ == "duplicate_model":
                 extras["duplicate_model"] = record.get("params")
             elif type_ in KIND_BY_NAME:
-                self._add(KIND_BY_NAME[type_], record, number)
+                self._add(KIND_BY_NAME[type_], record, number, "\\u0000" in raw)
                 report.counts[type_] = report.counts.get(type_, 0) + 1
             else:
                 raise ValidationFailed(
@@ -226,24 +260,35 @@ class _Staging:
             on_progress(number, max(total, number))
         return header, end, extras
 
-    def _add(self, kind: Kind, record: dict[str, Any], number: int) -> None:
+    def _add(self, kind: Kind, record: dict[str, Any], number: int, nul: bool) -> None:
+        """Stage one line's row. ``nul``: the line may hold a NUL character (JSON writes
+        one only as an escape), so its texts are checked one by one."""
         plan = _plan(kind)
-        unknown = record.keys() - plan.names
-        if unknown:
+        if not plan.names.issuperset(record):
+            unknown = sorted(record.keys() - plan.names)[0]
             raise ValidationFailed(
-                f"line {number}: {kind.name} has no field {sorted(unknown)[0][:40]!r}",
+                f"line {number}: {kind.name} has no field {unknown[:40]!r}",
                 code="invalid_export",
             )
-        row = []
-        for (f, convert), missing in zip(plan.cells, self._missing(kind), strict=True):
-            value = record.get(f.attname, _ABSENT)
-            if value is _ABSENT:
-                value = missing
-            elif value is None and not f.null and _stamped(f):
-                value = missing  # a time the row was written: now, when not known
-            row.append(convert(f, value, kind, number))
+        missing = self._missing(kind)
+        get = record.get
+        row = [get(name, default) for name, default in zip(plan.attnames, missing, strict=True)]
+        for i in plan.stamped:  # a time the row was written: now, when not known
+            if row[i] is None:
+                row[i] = missing[i]
+        for i, nullable in plan.json:
+            value = row[i]
+            row[i] = None if value is None and nullable else Jsonb(value)
+        for i in plan.arrays:
+            row[i] = _array_cell(plan.fields[i], row[i], kind, number)
+        for i in plan.scalars:
+            value = row[i]
+            if type(value) is dict or type(value) is list:  # a parsed line holds no other
+                _wrong_shape(plan.fields[i], kind, number)
+            if nul:
+                _text_checked(value, plan.fields[i], kind, number)
         buffer = self.buffers.setdefault(kind.name, [])
-        buffer.append(tuple(row))
+        buffer.append(row)
         if len(buffer) >= FLUSH_ROWS:
             self._flush(kind)
 
@@ -275,34 +320,52 @@ class _Staging:
                 f"{kind.name} lines: {_first_line(exc)}", code="invalid_export"
             ) from None
 
-    def write(self, context_id: int, report: MemoryImportReport) -> None:
-        replace_registry = report.counts.get("predicate", 0) > 0
+    def prepare(self, report: MemoryImportReport) -> None:
+        """Give every staged row a new id, then check the staged references; a file
+        with predicates replaces the context's registry."""
+        self.replace_registry = report.counts.get("predicate", 0) > 0
         with connection.cursor() as cursor:
             for kind in KINDS:
-                table = _table(kind)
-                try:
-                    with transaction.atomic():
-                        cursor.execute(f"CREATE UNIQUE INDEX ON {table} (id)")
-                except DatabaseError:
-                    raise ValidationFailed(
-                        f"two {kind.name} lines have one id", code="invalid_export"
-                    ) from None
-                cursor.execute(f"ANALYZE {table}")
+                self._number(cursor, kind)
+            for kind in KINDS:
                 self._check_references(cursor, kind)
-                # New ids in the order of the old ones: an export of the import lists
-                # its rows in the same order as the file.
-                sequence = f"pg_get_serial_sequence('{kind.model._meta.db_table}', 'id')"
-                cursor.execute(
-                    f"""
-                    UPDATE {table} t SET new_id = n.new_id
-                    FROM (SELECT id, nextval({sequence}) AS new_id
-                          FROM (SELECT id FROM {table} ORDER BY id) o) n
-                    WHERE t.id = n.id
-                    """  # noqa: S608 - names from the models
-                )
-            if replace_registry:
+
+    def _number(self, cursor: Any, kind: Kind) -> None:
+        """The kind's map from old ids to new ones, taken from its table's sequence in
+        the order of the old ones (an export of the import lists its rows in the same
+        order as the file). A narrow table: the writes join it once per reference."""
+        table, ids = _table(kind), _ids(kind)
+        cursor.execute(f"SELECT 1 FROM {table} WHERE id IS NULL LIMIT 1")  # noqa: S608
+        if cursor.fetchone() is not None:
+            raise ValidationFailed(f"a {kind.name} line has no id", code="invalid_export")
+        sequence = f"pg_get_serial_sequence('{kind.model._meta.db_table}', 'id')"
+        cursor.execute(f"DROP TABLE IF EXISTS {ids}")
+        cursor.execute(
+            f"""
+            CREATE TEMP TABLE {ids} AS
+            SELECT id, nextval({sequence}) AS new_id
+            FROM (SELECT id FROM {table} ORDER BY id) o
+            """  # noqa: S608 - names from the models
+        )
+        self.created.append(ids)
+        try:
+            with transaction.atomic():
+                cursor.execute(f"CREATE UNIQUE INDEX ON {ids} (id)")
+        except DatabaseError:
+            raise ValidationFailed(
+                f"two {kind.name} lines have one id", code="invalid_export"
+            ) from None
+        cursor.execute(f"ANALYZE {ids}")
+
+    def insert(self, context_id: int, counts: dict[str, int]) -> None:
+        """One INSERT … SELECT a kind, references remapped; then the statistics of the
+        tables written, which the import's own indexing reads at once: a restore into a
+        fresh installation would otherwise plan those reads on tables never analyzed."""
+        if self.replace_registry:
+            with triggers_firing():
                 PredicateAlias.objects.filter(context_id=context_id).delete()
                 Predicate.objects.filter(context_id=context_id).delete()
+        with connection.cursor() as cursor:
             for kind in KINDS:
                 try:
                     with transaction.atomic():
@@ -312,6 +375,13 @@ class _Staging:
                         f"the {kind.name} lines could not be written: {_first_line(exc)}",
                         code="invalid_export",
                     ) from None
+            for kind in KINDS:
+                if counts.get(kind.name, 0) >= ANALYZE_ROWS:
+                    cursor.execute(f"ANALYZE {kind.model._meta.db_table}")
+
+    def new_ids(self) -> list[tuple[Kind, str]]:
+        """Each kind with a query of the ids its rows were written with."""
+        return [(kind, f"SELECT new_id FROM {_ids(kind)}") for kind in KINDS]  # noqa: S608
 
     def _check_references(self, cursor: Any, kind: Kind) -> None:
         for f in kind.fields():
@@ -321,7 +391,7 @@ class _Staging:
             cursor.execute(
                 f"""
                 SELECT s.id, s.{f.column} FROM {_table(kind)} s
-                LEFT JOIN {_table(target)} m ON m.id = s.{f.column}
+                LEFT JOIN {_ids(target)} m ON m.id = s.{f.column}
                 WHERE s.{f.column} IS NOT NULL AND m.id IS NULL LIMIT 1
                 """  # noqa: S608 - names from the models
             )
@@ -351,7 +421,7 @@ def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
     vectors left for the worker."""
     table = kind.model._meta.db_table
     columns: list[str] = ["id"]
-    values: list[str] = ["s.new_id"]
+    values: list[str] = ["n.new_id"]
     joins: list[str] = []
     params: list[Any] = []
     for f in kind.model._meta.concrete_fields:
@@ -371,13 +441,16 @@ def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
                 values.append("NULL")
             else:
                 alias = f"j{len(joins)}"
-                joins.append(f"LEFT JOIN {_table(target)} {alias} ON {alias}.id = s.{f.column}")
+                joins.append(f"LEFT JOIN {_ids(target)} {alias} ON {alias}.id = s.{f.column}")
                 values.append(f"{alias}.new_id")
         else:
             values.append(f"s.{f.column}")
     sql = (
         f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 - names from the models
-        f"SELECT {', '.join(values)} FROM {_table(kind)} s {' '.join(joins)}"
+        f"SELECT {', '.join(values)} FROM {_table(kind)} s JOIN {_ids(kind)} n ON n.id = s.id "
+        # In the new ids' order: the primary key and the time-ordered indexes are
+        # written at their right edge.
+        f"{' '.join(joins)} ORDER BY n.new_id"
     )
     return sql, params
 
@@ -427,47 +500,47 @@ def _default(f: models.Field) -> Any:
 
 
 _SCALARS = (str, int, float, bool)
-_ABSENT = object()
-Cell = Callable[[models.Field, Any, Kind, int], Any]
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """How a line type's values become COPY cells (worked out once per type)."""
+    """How a line type's values become COPY cells (worked out once per type): the
+    positions of the cells each check applies to."""
 
-    names: frozenset[str]
-    cells: tuple[tuple[models.Field, Cell], ...]
+    names: frozenset[str]  # the fields a line may hold
+    fields: tuple[models.Field, ...]
+    attnames: tuple[str, ...]
+    stamped: tuple[int, ...]  # NOT NULL creation and change times: null means now
+    json: tuple[tuple[int, bool], ...]  # with whether the field takes SQL NULL
+    arrays: tuple[int, ...]
+    scalars: tuple[int, ...]
 
 
 @cache
 def _plan(kind: Kind) -> _Plan:
-    fields = kind.fields()
-    cells: list[tuple[models.Field, Cell]] = []
-    for f in fields:
+    fields = tuple(kind.fields())
+    json, arrays, scalars = [], [], []
+    for i, f in enumerate(fields):
         if isinstance(f, models.JSONField):
-            cells.append((f, _json_cell))
+            json.append((i, f.null))
         elif f.get_internal_type() == "ArrayField":
-            cells.append((f, _array_cell))
+            arrays.append(i)
         else:
-            cells.append((f, _scalar_cell))
-    return _Plan(frozenset(f.attname for f in fields) | SKIPPED_COLUMNS, tuple(cells))
-
-
-def _json_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
-    return None if value is None and f.null else Jsonb(value)
+            scalars.append(i)
+    return _Plan(
+        names=frozenset(f.attname for f in fields) | SKIPPED_COLUMNS,
+        fields=fields,
+        attnames=tuple(f.attname for f in fields),
+        stamped=tuple(i for i, f in enumerate(fields) if not f.null and _stamped(f)),
+        json=tuple(json),
+        arrays=tuple(arrays),
+        scalars=tuple(scalars),
+    )
 
 
 def _array_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
     if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
         return [_text_checked(v, f, kind, number) for v in value]
-    return _wrong_shape(f, kind, number)
-
-
-def _scalar_cell(f: models.Field, value: Any, kind: Kind, number: int) -> Any:
-    if type(value) is str:  # most cells: one check, not two calls
-        return value if "\x00" not in value else _text_checked(value, f, kind, number)
-    if value is None or isinstance(value, _SCALARS):
-        return value
     return _wrong_shape(f, kind, number)
 
 

@@ -4,15 +4,18 @@ files and wrong callers write nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -25,8 +28,16 @@ from memory.models import (
     FactStatus,
     ImportJob,
     Predicate,
+    PredicateUsage,
     Role,
     Turn,
+)
+from memory.models.duplicate import DuplicateKey
+from memory.restore_writes import (
+    ForeignKeyBroken,
+    foreign_keys_check,
+    replica_role_enter,
+    replica_role_on,
 )
 from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchStats, SearchTerm
@@ -295,6 +306,8 @@ def _nothing_written(context: Context) -> None:
                         for x in lines], "wrong shape"),
         (lambda lines: [x.replace('"observed_count":1', '"observed_count":"many"')
                         for x in lines], "many"),
+        (lambda lines: [json.dumps({k: v for k, v in json.loads(x).items() if k != "id"})
+                        if '"record":"turn"' in x else x for x in lines], "a turn line has no id"),
     ],
 )  # fmt: skip
 def test_a_damaged_file_writes_nothing(
@@ -389,3 +402,137 @@ def test_access_helper_is_admin_only(source: Context) -> None:
 
     with pytest.raises(PermissionDenied):
         next(memory_export_lines(access=viewer))
+
+
+def _usage(context: Context) -> list[tuple[Any, ...]]:
+    return sorted(
+        PredicateUsage.objects.filter(context=context).values_list(
+            "scope", "kind", "predicate__name", "used", "live", "last_used_at"
+        )
+    )
+
+
+def _usage_sums(context: Context) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """The usage log folded per key: the original's holds a delta a write."""
+    sums: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for scope, kind, predicate, used, live, _ in _usage(context):
+        was = sums.get((scope, kind, predicate), (0, 0))
+        sums[(scope, kind, predicate)] = (was[0] + used, was[1] + live)
+    return {key: value for key, value in sums.items() if value != (0, 0)}
+
+
+def _keys(context: Context) -> list[tuple[str, str, str, str]]:
+    """The duplicate finder's blocking keys, by entity name."""
+    return sorted(
+        DuplicateKey.objects.filter(context=context).values_list(
+            "entity__name", "entity__scope", "type", "key"
+        )
+    )
+
+
+@contextlib.contextmanager
+def _connected_as_a_plain_role() -> Iterator[None]:
+    """The test's connection as a role that may write every table but not set the
+    replication role, as with a DATABASE_URL of an ordinary user."""
+    name = f"md_plain_{uuid.uuid4().hex[:10]}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {name} NOSUPERUSER")
+        cursor.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {name}")
+        cursor.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {name}")
+        cursor.execute(f"SET ROLE {name}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+
+
+def test_a_restore_checked_set_based_writes_what_the_per_row_path_writes(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    search_index_rebuild(context=source)
+    lines = _lines(source)
+    set_based = make_context("set-based")
+    fast = memory_import(access=system_access(set_based), lines=lines)
+    # The migrated schema's insert triggers are the ones the set-based checks replace:
+    # a migration changing one of them fails here until memory_import_restore.py (or
+    # bm25_load.py) does what the changed trigger does.
+    assert fast.set_based_checks, fast.notes
+    assert not replica_role_on(), "the role is back to origin once the rows are checked"
+    per_row = make_context("per-row")
+    with _connected_as_a_plain_role():
+        slow = memory_import(access=system_access(per_row), lines=lines)
+    assert not slow.set_based_checks
+    assert "session_replication_role" in slow.notes[0]
+    assert_same_memory(set_based, per_row)
+    assert _usage(set_based) == _usage(per_row)
+    assert _usage_sums(set_based) == _usage_sums(source)
+    assert _corpus(set_based) == _corpus(per_row) == _corpus(source)
+    assert _keys(set_based) == _keys(per_row) == _keys(source)
+    bounds = {"min_dl", "max_tf", "df", "text", "target"}
+    assert sorted(SearchTerm.objects.filter(context=set_based).values_list(*bounds)) == sorted(
+        SearchTerm.objects.filter(context=per_row).values_list(*bounds)
+    )
+
+
+def test_an_insert_trigger_without_a_set_based_equivalent_keeps_the_per_row_path(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION md_test_noop() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN NULL; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER md_test_entity_inserted AFTER INSERT ON memory_entity "
+            "FOR EACH STATEMENT EXECUTE FUNCTION md_test_noop()"
+        )
+    target = make_context("guarded")
+    report = memory_import(access=system_access(target), lines=_lines(source))
+    assert not report.set_based_checks
+    assert "memory_entity.md_test_entity_inserted" in report.notes[0]
+    assert_same_memory(source, target)
+
+
+def test_a_row_written_with_triggers_off_is_checked_against_every_foreign_key(
+    source: Context,
+) -> None:
+    fact = Fact.objects.filter(context=source, object__isnull=False).first()
+    assert fact is not None
+    with transaction.atomic():
+        assert replica_role_enter()
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE memory_fact SET object_id = -1 WHERE id = %s", [fact.pk])
+        with pytest.raises(ForeignKeyBroken, match="object_id names no row of memory_entity"):
+            foreign_keys_check("memory_fact", "SELECT %s", [fact.pk])
+        foreign_keys_check("memory_entity", "SELECT %s", [fact.subject_id])
+        transaction.set_rollback(True)
+
+
+def test_two_lines_with_one_id_write_nothing(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("twice")
+    lines = _lines(source)
+    turn = next(x for x in lines if '"record":"turn"' in x)
+    end = json.loads(lines[-1])
+    end["counts"]["turn"] += 1
+    lines = [*lines[:-1], turn, json.dumps({"record": "end", "counts": end["counts"]})]
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="two turn lines have one id"):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
+
+
+def test_a_row_refused_with_triggers_off_writes_nothing_and_turns_them_back_on(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("refused")
+    lines = [x.replace('"observed_count":1', '"observed_count":null') for x in _lines(source)]
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="the fact lines could not be written"):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
+    assert not replica_role_on()
