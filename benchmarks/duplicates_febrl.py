@@ -35,7 +35,12 @@ import os
 import time
 from typing import Any
 
-from benchmarks.search_common import bench_database, machine_line, markdown_table
+from benchmarks.search_common import (
+    bench_database,
+    machine_line,
+    markdown_table,
+    queued_refits_run,
+)
 
 DATABASE = "md_bench_duplicates_febrl"
 FIELDS = ("street_number", "address_1", "address_2", "suburb", "postcode", "state",
@@ -101,6 +106,7 @@ def seed_and_read(slug: str, rows: list[dict[str, Any]]) -> tuple[set[tuple[str,
         body = "\n".join(json.dumps({k: v for k, v in r.items() if k != "rec_id"}) for r in batch)
         response = client.post(f"{base}/entities/bulk", body, content_type="application/x-ndjson")
         assert response.status_code == 200, response.content[:500]
+        queued_refits_run()
         for row, entry in zip(batch, response.json()["rows"], strict=True):
             if entry.get("entity_id"):
                 entity_of[row["rec_id"]] = entry["entity_id"]

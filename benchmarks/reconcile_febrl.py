@@ -36,7 +36,12 @@ import time
 from typing import Any
 
 from benchmarks.duplicates_febrl import load, rows_of
-from benchmarks.search_common import bench_database, machine_line, markdown_table
+from benchmarks.search_common import (
+    bench_database,
+    machine_line,
+    markdown_table,
+    queued_refits_run,
+)
 
 DATABASE = "md_bench_reconcile_febrl"
 BATCH = 1_000
@@ -74,6 +79,7 @@ def _seed(writer: Any, base: str, rows: list[dict[str, Any]]) -> dict[str, int]:
         body = "\n".join(json.dumps({k: v for k, v in r.items() if k != "rec_id"}) for r in batch)
         response = writer.post(f"{base}/entities/bulk", body, content_type="application/x-ndjson")
         assert response.status_code == 200, response.content[:500]
+        queued_refits_run()
         for row, entry in zip(batch, response.json()["rows"], strict=True):
             if entry.get("entity_id"):
                 entity_of[row["rec_id"]] = entry["entity_id"]

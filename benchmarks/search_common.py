@@ -117,3 +117,19 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def queued_refits_run() -> float:
+    """Run the duplicate re-estimates that writes queued, as the task worker would right
+    after them (benchmarks run no worker); seconds taken. Other queued work (embeddings)
+    is left alone."""
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
+
+    started = time.perf_counter()
+    queued = DBTaskResult.objects.filter(task_path=DUPLICATES_REFIT_TASK).ready()
+    for row in list(queued):
+        queued_task(DUPLICATES_REFIT_TASK).call(*row.args_kwargs["args"])
+        row.delete()
+    return time.perf_counter() - started

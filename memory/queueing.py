@@ -19,6 +19,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +33,14 @@ INGEST_RUN_TASK = "memory.tasks.ingest_run_task"
 IMPORT_JOB_TASK = "memory.tasks.import_job_task"
 DUPLICATES_SCAN_TASK = "memory.tasks.duplicates_scan_task"
 EMBEDDINGS_DRAIN_TASK = "memory.tasks.embeddings_drain_task"
-TASK_PATHS = (INGEST_RUN_TASK, IMPORT_JOB_TASK, DUPLICATES_SCAN_TASK, EMBEDDINGS_DRAIN_TASK)
+DUPLICATES_REFIT_TASK = "memory.tasks.duplicates_refit_task"
+TASK_PATHS = (
+    INGEST_RUN_TASK,
+    IMPORT_JOB_TASK,
+    DUPLICATES_SCAN_TASK,
+    EMBEDDINGS_DRAIN_TASK,
+    DUPLICATES_REFIT_TASK,
+)
 
 WATCHDOG_SECONDS = 120
 
@@ -61,6 +69,36 @@ def task_enqueue_on_commit(path: str, *args: Any) -> None:
     """Queue the task at ``path`` once the current transaction commits (never for a
     rollback)."""
     transaction.on_commit(lambda: task_enqueue(path, *args))
+
+
+# --- the duplicate weights' re-estimate ---------------------------------------------------
+
+
+def _refit_enqueue_now(context_id: int) -> None:
+    if _db_queue():
+        from django_tasks_db.models import DBTaskResult
+
+        queued = DBTaskResult.objects.filter(
+            task_path=DUPLICATES_REFIT_TASK, args_kwargs__args=[context_id]
+        )
+        if queued.ready().exists():
+            return
+    task_enqueue(DUPLICATES_REFIT_TASK, context_id)
+
+
+def duplicates_refit_enqueue(context_id: int) -> None:
+    """Queue a re-estimate of the context's duplicate weights once the current
+    transaction commits (nothing for a rollback), unless one is already queued: every
+    check finds it due until it has run."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block and any(
+        isinstance(hook[1], partial)
+        and hook[1].func is _refit_enqueue_now
+        and hook[1].args == (context_id,)
+        for hook in connection.run_on_commit
+    ):
+        return
+    transaction.on_commit(partial(_refit_enqueue_now, context_id))
 
 
 # --- the embedding drain -------------------------------------------------------------------

@@ -20,7 +20,7 @@ from memory.queueing import (
     task_enqueue,
 )
 from memory.selectors.contexts import context_by_id
-from memory.services.duplicates import duplicates_scan
+from memory.services.duplicates import duplicates_refit, duplicates_scan
 from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
 from memory.services.ingest import run_execute, runs_recover_stale
 from memory.services.vectors import embedding_backlog, embeddings_drain
@@ -71,6 +71,17 @@ def duplicates_scan_task(context_id: int) -> dict[str, object]:
     )  # fmt: skip
     return {"entities": report.entities, "pairs": report.pairs, "stored": report.stored,
             "new": report.new, "seconds": report.seconds}  # fmt: skip
+
+
+@task()
+def duplicates_refit_task(context_id: int) -> dict[str, object]:
+    """Re-estimate a context's duplicate weights once it has doubled
+    (``duplicates_refit``), queued by the check that found it due. Skipped while a scan
+    of the context runs: the scan re-estimates on all its entities."""
+    with executor_lock(DUPLICATE_SCAN_LOCK, context_id) as held:
+        if not held:
+            return {"skipped": "a scan of this context is running"}
+        return {"refitted": duplicates_refit(context_id)}
 
 
 @task()

@@ -165,6 +165,14 @@ def _pairs_touching(drawn: int, total: int) -> float:
     return max(drawn * (total - 1) - drawn * (drawn - 1) / 2, 1.0)
 
 
+def refit_due(fitted_on: int, counted: int | None) -> bool:
+    """Whether a context of ``counted`` live entities has doubled since its weights were
+    estimated on ``fitted_on`` (None: past AUTO_FIT_UP_TO, where only a scan refits)."""
+    if counted is None or fitted_on >= AUTO_FIT_UP_TO:
+        return False
+    return counted >= max(MIN_FIT_ENTITIES, 2 * fitted_on)
+
+
 def refit_if_grown(
     context_id: int, model: Model, fitted_on: int, counted: int | None = None
 ) -> Model | None:
@@ -178,7 +186,7 @@ def refit_if_grown(
         return None
     live = Entity.objects.filter(context_id=context_id, merged_into__isnull=True)
     count = live.count() if counted is None else counted
-    if count < max(MIN_FIT_ENTITIES, 2 * fitted_on):
+    if not refit_due(fitted_on, count):
         return None
     ids = list(live.order_by("?").values_list("pk", flat=True)[:FIT_SAMPLE])
     sample = records_of(context_id, ids)

@@ -28,7 +28,8 @@ from django.db import transaction
 from memory.access import ContextAccess
 from memory.errors import ValidationFailed
 from memory.models import AuditEvent, Context, Entity, Role
-from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
+from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
+from memory.queueing import duplicates_refit_enqueue
 from memory.services.audit import audit_record
 from memory.services.duplicate_blocking import (
     Pair,
@@ -51,6 +52,7 @@ from memory.services.duplicate_pairs import (
     model_read_for_check,
     model_save,
     needing_cosines,
+    refit_due,
     refit_if_grown,
     score_pairs,
     store,
@@ -81,7 +83,7 @@ class CheckReport:
     stored: int = 0
     new: int = 0
     withdrawn: int = 0
-    refitted: bool = False
+    refit_queued: bool = False  # the context had doubled: a re-estimate is queued
 
 
 # --- incremental ---------------------------------------------------------------------------
@@ -160,12 +162,10 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
         records = mine | records_of(context_id, others)
         similarities |= cosines(needing_cosines(records, proposed, similarities, rare))
         # The model and the live-entity count its refit check needs, in one statement.
-        current, fitted_on, counted = model_read_for_check(context_id)
-        with stage("duplicates_refit"):
-            refitted = refit_if_grown(context_id, current, fitted_on, counted)
-        model = refitted or current
-        if refitted is not None:  # the open pairs were re-scored: read them again
-            existing = existing_pairs(context_id, list(mine))
+        model, fitted_on, counted = model_read_for_check(context_id)
+        refit = refit_due(fitted_on, counted)
+        if refit:  # off the writer's path: see duplicates_refit
+            duplicates_refit_enqueue(context_id)
         scored = score_pairs(model, records, proposed, similarities, rare)
         stored, new, withdrawn = store(
             context_id, scored, existing, source="check", withdraw=list(existing)
@@ -175,7 +175,37 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
     report.stored += stored
     report.new += new
     report.withdrawn += withdrawn
-    report.refitted = report.refitted or refitted is not None
+    report.refit_queued = report.refit_queued or refit
+
+
+# Entities checked again after a re-estimate, a transaction each.
+RECHECK_BATCH = 2_000
+
+
+def duplicates_refit(context_id: int) -> bool:
+    """Re-estimate the context's weights if it has doubled since the last estimate, then
+    check again the entities written since that estimate, so that every one of them is
+    scored by the new weights. Returns whether it re-estimated.
+
+    The check queues this (``duplicates_refit_task``) instead of doing it in the
+    writer's transaction: at a few thousand entities a re-estimate takes half a second,
+    which made one write in a few slower than the rest (docs/decisions/0101). Until it
+    runs, writes are scored by the previous weights, which were estimated on at least half
+    of the same context."""
+    with transaction.atomic():
+        previous = DuplicateModel.objects.filter(context_id=context_id).select_for_update()
+        since = previous.values_list("fitted_at", flat=True).first()
+        current, fitted_on, counted = model_read_for_check(context_id)
+        if refit_if_grown(context_id, current, fitted_on, counted) is None:
+            return False
+    written = Entity.objects.filter(context_id=context_id, merged_into__isnull=True)
+    if since is not None:
+        written = written.filter(updated_at__gte=since)
+    ids = list(written.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), RECHECK_BATCH):
+        with transaction.atomic():
+            _check(ids[start : start + RECHECK_BATCH])
+    return True
 
 
 # --- the full scan --------------------------------------------------------------------------

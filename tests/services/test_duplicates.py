@@ -228,3 +228,79 @@ def test_the_check_reads_the_model_and_the_live_count_in_one_statement(
     # Past the automatic refits the count is not run at all.
     model_save(context_id, Model.from_json(None), AUTO_FIT_UP_TO)
     assert model_read_for_check(context_id) == (*model_read(context_id), None)
+
+
+GIVEN = ["Amara", "Bodhi", "Calla", "Dario", "Elise", "Farid", "Greta", "Hiro", "Ines", "Jonas",
+         "Kenji", "Leila", "Mateo", "Nadia", "Oskar", "Paloma", "Quinn", "Rosa", "Soren",
+         "Talia"]  # fmt: skip
+FAMILY = ["Abernathy", "Brightwater", "Castellanos", "Delacroix", "Eriksen", "Fairweather"]
+
+
+def test_a_doubled_context_queues_one_reestimate_and_the_worker_runs_it(
+    access: ContextAccess, django_capture_on_commit_callbacks: Any
+) -> None:
+    from django_tasks_db.models import DBTaskResult
+
+    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
+    from memory.services.duplicate_pairs import MIN_FIT_ENTITIES, model_read
+
+    context_id = access.context.pk
+    names = [f"{g} {f}" for f in FAMILY for g in GIVEN][: MIN_FIT_ENTITIES + 3]
+    for name in names:  # each its own write, as agents write them
+        with django_capture_on_commit_callbacks(execute=True):
+            _entity(access, name)
+
+    # The writes that found the context grown did not re-estimate in their transaction:
+    # they queued one re-estimate between them.
+    assert model_read(context_id)[1] == 0
+    queued = DBTaskResult.objects.filter(task_path=DUPLICATES_REFIT_TASK)
+    assert [row.args_kwargs["args"] for row in queued] == [[context_id]]
+
+    assert queued_task(DUPLICATES_REFIT_TASK).call(context_id) == {"refitted": True}
+    assert model_read(context_id)[1] == len(names)
+    # Done: a second run finds nothing due, and the next write queues nothing.
+    assert queued_task(DUPLICATES_REFIT_TASK).call(context_id) == {"refitted": False}
+    queued.delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        _entity(access, "Ulla Grimsdottir")
+    assert not queued.exists()
+
+
+def test_a_reestimate_scores_again_every_pair_written_since_the_last_one(
+    access: ContextAccess,
+) -> None:
+    import random
+
+    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
+    from memory.services.duplicate_pairs import model_read
+    from memory.services.duplicates import duplicates_check
+
+    rng = random.Random(5)
+    families = [_word(rng, 3) for _ in range(8)]  # a few shared surnames: many blocked pairs
+    for i in range(200):
+        given, family = _word(rng, 2), families[i % len(families)]
+        attributes = {
+            "date_of_birth": f"{rng.randint(1940, 2005)}-{rng.randint(1, 12):02d}-"
+            f"{rng.randint(1, 28):02d}",
+            "postcode": str(rng.randint(10000, 99999)),
+        }
+        _entity(access, f"{given} {family}", attributes=attributes)
+        if i % 4 == 0:  # a quarter of them again, from another source, with a slip
+            _entity(access, f"{given} {family[:-1]}x", attributes=attributes, scope="org/globex")
+    pairs = DuplicateCandidate.objects.order_by("entity_a_id", "entity_b_id")
+    before = {(p.entity_a_id, p.entity_b_id): p.explain for p in pairs.all()}
+    assert len(before) >= 25
+
+    queued_task(DUPLICATES_REFIT_TASK).call(access.context.pk)
+
+    model, fitted_on = model_read(access.context.pk)
+    assert fitted_on == 250 and model.fitted_pairs > 0
+    after = {(p.entity_a_id, p.entity_b_id): (p.score, p.explain) for p in pairs.all()}
+    # The pairs of the doubling are scored by the new weights: a check changes nothing.
+    assert all(after[pair][1] != explain for pair, explain in before.items() if pair in after)
+    duplicates_check([x for pair in after for x in pair])
+    assert {(p.entity_a_id, p.entity_b_id): (p.score, p.explain) for p in pairs.all()} == after
+
+
+def _word(rng: Any, syllables: int) -> str:
+    return "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(syllables))
