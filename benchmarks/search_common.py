@@ -128,8 +128,8 @@ def queued_refits_run() -> float:
     from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
 
     started = time.perf_counter()
-    queued = DBTaskResult.objects.filter(task_path=DUPLICATES_REFIT_TASK).ready()
-    for row in list(queued):
+    queued = list(DBTaskResult.objects.filter(task_path=DUPLICATES_REFIT_TASK).ready())
+    for row in queued:
         queued_task(DUPLICATES_REFIT_TASK).call(*row.args_kwargs["args"])
         row.delete()
-    return time.perf_counter() - started
+    return time.perf_counter() - started if queued else 0.0

@@ -248,20 +248,6 @@ _STORED_HOLDERS_SQL = f"""
 
 
 _HOLDERS_SQL = f"""
-    SELECT m.entity_id, m.type, m.key,
-           ARRAY(
-               SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
-               WHERE k.context_id = m.context_id AND k.type = m.type AND k.key = m.key
-                 AND NOT k.entity_id = ANY(x.mine)
-               LIMIT %s
-           )
-    FROM (SELECT %s::bigint[] AS mine) x
-    JOIN {DuplicateKey._meta.db_table} m ON m.entity_id = ANY(x.mine)
-    WHERE m.context_id = %s
-"""  # noqa: S608 - table names from the models, values are parameters
-
-
-_HOLDERS_SQL = f"""
     SELECT q.type, q.key, h.entity_id
     FROM unnest(%s::text[], %s::text[]) AS q(type, key)
     CROSS JOIN LATERAL (
