@@ -225,6 +225,14 @@ def keys_holders(context_id: int, records: dict[int, Record]) -> tuple[dict[Pair
     return _blocked_pairs(records, mine_keys, holders)
 
 
+# Up to ``limit`` holders of the key ``q`` other than the given entities.
+_OTHER_HOLDERS = f"""CROSS JOIN LATERAL (
+        SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
+        WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
+          AND NOT k.entity_id = ANY(%s::bigint[])
+        LIMIT %s
+    ) h"""  # noqa: S608 - table names from the models, values are parameters
+
 # These entities' stored keys (joined by chr(31), one row an entity), then up to
 # ``limit`` other holders of each distinct one: what ``_HOLDERS_SQL`` reads for keys
 # computed in Python. Text, not arrays: a re-estimate's 30,000 keys parse as 3,000
@@ -238,24 +246,14 @@ _STORED_HOLDERS_SQL = f"""
     UNION ALL
     SELECT false, h.entity_id, q.type, q.key
     FROM (SELECT DISTINCT type, key FROM mine) q
-    CROSS JOIN LATERAL (
-        SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
-        WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
-          AND NOT k.entity_id = ANY(%s::bigint[])
-        LIMIT %s
-    ) h
+    {_OTHER_HOLDERS}
 """  # noqa: S608 - table names from the models, values are parameters
 
 
 _HOLDERS_SQL = f"""
     SELECT q.type, q.key, h.entity_id
     FROM unnest(%s::text[], %s::text[]) AS q(type, key)
-    CROSS JOIN LATERAL (
-        SELECT k.entity_id FROM {DuplicateKey._meta.db_table} k
-        WHERE k.context_id = %s AND k.type = q.type AND k.key = q.key
-          AND NOT k.entity_id = ANY(%s::bigint[])
-        LIMIT %s
-    ) h
+    {_OTHER_HOLDERS}
 """  # noqa: S608 - table names from the models, values are parameters
 
 _REWRITE_SQL = f"""
