@@ -267,12 +267,15 @@ _CANDIDATES_COUNT_SQL = f"""
 # The nearest live entity of the same type and embedding model, for every mention in one
 # statement. ``{order}`` is the distance itself (the HNSW index serves it) or the
 # distance "+ 0", which keeps the planner on an exact scan: over a few thousand rows that
-# is cheap, and an index scan followed by the scope filter could lose neighbours.
+# is cheap, and an index scan followed by the scope filter could lose neighbours. The
+# vectors arrive as ``vector[]``: a text cast inside the lateral would parse the mention's
+# vector again for every row compared (4.3 s against 73 ms for 200 mentions over 2,000
+# entities).
 _NEAREST_SQL = """
 SELECT m.ord - 1, e.id, e.distance, e.normalized_key
-FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS m(type, vector, ord)
+FROM unnest(%s::text[], %s::vector[]) WITH ORDINALITY AS m(type, vector, ord)
 CROSS JOIN LATERAL (
-    SELECT id, normalized_key, embedding <=> m.vector::vector AS distance
+    SELECT id, normalized_key, embedding <=> m.vector AS distance
     FROM memory_entity
     WHERE context_id = %s AND merged_into_id IS NULL AND embedding IS NOT NULL
       AND embedding_model = %s AND scope = ANY(%s) AND type = m.type
@@ -291,7 +294,7 @@ def _nearest_each(
     exact: bool,
 ) -> dict[int, tuple[int, float, str]]:
     """position of the query → (entity id, cosine similarity, its normalized key)."""
-    order = "(embedding <=> m.vector::vector) + 0" if exact else "embedding <=> m.vector::vector"
+    order = "(embedding <=> m.vector) + 0" if exact else "embedding <=> m.vector"
     vectors = ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for _, v in queries]
     with transaction.atomic(), connection.cursor() as cursor:
         if not exact:
