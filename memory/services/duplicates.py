@@ -9,7 +9,9 @@ probability and withdraws the finder's open pairs that fell below.
 Incremental: ``duplicates_check(entity_ids)`` runs inside the transaction of every write
 that creates or changes entities (ingest, POST entities, bulk and CSV seeding, merge
 undo, and the drain that writes their vectors), once per batch: a handful of statements
-whatever the batch size.
+whatever the batch size. When the context has doubled since its weights were estimated,
+the check queues ``duplicates_refit`` for the task worker instead of re-estimating in the
+writer's transaction (docs/decisions/0101).
 """
 
 from __future__ import annotations
