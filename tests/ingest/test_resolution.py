@@ -253,3 +253,34 @@ def test_a_key_created_between_plan_and_write_is_matched_and_the_others_created(
     assert by_name["Globex"].created and by_name["Umbrella"].created
     assert Entity.objects.filter(normalized_key=entity_normalize_key("Initech")).count() == 1
     assert Entity.objects.count() == 3
+
+
+def test_the_nearest_entity_is_the_same_by_exact_scan_and_by_the_index(
+    access: ContextAccess, make_entity: Callable[..., Entity], fake_llm: FakeLLM
+) -> None:
+    # Below 2,000 candidates the tier scans exactly, above it the HNSW index serves: both
+    # statements take the mentions' vectors as one vector[] and answer alike.
+    from memory.embeddings import embedding_model_id
+    from memory.services.resolution import _nearest_each
+
+    names = ["Acme Corp", "Globex Logistics", "Initech Software", "Umbrella Health"]
+    made = [make_entity(name, "organisation", embed=True) for name in names]
+    person = make_entity("Dana Lee", "person", embed=True)
+    queries = [("organisation", list(e.embedding)) for e in reversed(made)]
+    queries.append(("person", list(made[0].embedding)))  # nearest of another type
+
+    answers = [
+        _nearest_each(
+            context_id=access.context.pk,
+            scopes=[made[0].scope],
+            model_id=embedding_model_id(),
+            queries=queries,
+            exact=exact,
+        )
+        for exact in (True, False)
+    ]
+
+    assert answers[0] == answers[1]
+    found = {position: entity_id for position, (entity_id, _, _) in answers[0].items()}
+    assert found == {0: made[3].pk, 1: made[2].pk, 2: made[1].pk, 3: made[0].pk, 4: person.pk}
+    assert all(similarity > 0.999 for _, similarity, _ in list(answers[0].values())[:4])
