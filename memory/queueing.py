@@ -71,86 +71,79 @@ def task_enqueue_on_commit(path: str, *args: Any) -> None:
     transaction.on_commit(lambda: task_enqueue(path, *args))
 
 
-# --- the duplicate weights' re-estimate ---------------------------------------------------
-
-
-def _refit_enqueue_now(context_id: int) -> None:
-    if _db_queue():
-        from django_tasks_db.models import DBTaskResult
-
-        queued = DBTaskResult.objects.filter(
-            task_path=DUPLICATES_REFIT_TASK, args_kwargs__args=[context_id]
-        )
-        if queued.ready().exists():
-            return
-    task_enqueue(DUPLICATES_REFIT_TASK, context_id)
-
-
-def duplicates_refit_enqueue(context_id: int) -> None:
-    """Queue a re-estimate of the context's duplicate weights once the current
-    transaction commits (nothing for a rollback), unless one is already queued: every
-    check finds it due until it has run."""
-    connection = transaction.get_connection()
-    if connection.in_atomic_block and any(
-        isinstance(hook[1], partial)
-        and hook[1].func is _refit_enqueue_now
-        and hook[1].args == (context_id,)
-        for hook in connection.run_on_commit
-    ):
-        return
-    transaction.on_commit(partial(_refit_enqueue_now, context_id))
-
-
-# --- the embedding drain -------------------------------------------------------------------
-
-
 def _db_queue() -> bool:
     backend = str(settings.TASKS["default"]["BACKEND"])
     return backend.startswith("django_tasks_db.")
 
 
-def _drains_waiting(*, later: bool) -> bool:
-    """Whether a drain is queued to run now (or, with ``later``, a watchdog after now)."""
-    from django_tasks_db.models import DBTaskResult, get_date_max
+def _enqueue_unless_waiting(path: str, *args: Any) -> None:
+    """Queue the task at ``path`` now, unless the database queue already holds one with
+    the same arguments ready to run."""
+    if _db_queue():
+        from django_tasks_db.models import DBTaskResult
 
-    queued = DBTaskResult.objects.filter(task_path=EMBEDDINGS_DRAIN_TASK)
-    if later:  # "no run_after" is stored as the largest date
-        return (
-            queued.filter(status="READY", run_after__gt=timezone.now())
-            .exclude(run_after=get_date_max())
-            .exists()
-        )
-    return queued.ready().exists()
+        waiting = DBTaskResult.objects.filter(task_path=path, args_kwargs__args=list(args))
+        if waiting.ready().exists():
+            return
+    task_enqueue(path, *args)
 
 
-def embeddings_watchdog_ensure() -> None:
-    """Make sure a drain waits ``WATCHDOG_SECONDS`` in the queue (called by a drain that
-    starts with work to do)."""
-    if _db_queue() and _drains_waiting(later=True):
-        return
-    run_after = timezone.now() + dt.timedelta(seconds=WATCHDOG_SECONDS)
-    queued_task(EMBEDDINGS_DRAIN_TASK).using(run_after=run_after).enqueue()
+def _enqueue_once_on_commit(path: str, *args: Any) -> None:
+    """Queue the task at ``path`` once the current transaction commits (nothing for a
+    rollback), unless one with the same arguments is waiting by then.
 
-
-def _drain_enqueue_now() -> None:
-    if _db_queue() and _drains_waiting(later=False):
-        return
-    task_enqueue(EMBEDDINGS_DRAIN_TASK)
-
-
-def embeddings_drain_enqueue() -> None:
-    """Queue a drain once the current transaction commits (nothing for a rollback).
-
-    Once per transaction: the queue look-up is a statement, and an ingest run asks from
+    Once per transaction: the queue look-up is a statement, and a write may ask from
     several writers. A hook already registered stands for this one, because Django drops
     a hook only with a savepoint rolled back that is still open here, which would drop
     this one's too."""
     connection = transaction.get_connection()
     if connection.in_atomic_block and any(
-        hook[1] is _drain_enqueue_now for hook in connection.run_on_commit
+        isinstance(hook[1], partial)
+        and hook[1].func is _enqueue_unless_waiting
+        and hook[1].args == (path, *args)
+        for hook in connection.run_on_commit
     ):
         return
-    transaction.on_commit(_drain_enqueue_now)
+    transaction.on_commit(partial(_enqueue_unless_waiting, path, *args))
+
+
+def duplicates_refit_enqueue(context_id: int) -> None:
+    """Queue a re-estimate of the context's duplicate weights once the current
+    transaction commits, unless one is already queued: every check finds it due until it
+    has run."""
+    _enqueue_once_on_commit(DUPLICATES_REFIT_TASK, context_id)
+
+
+# --- the embedding drain -------------------------------------------------------------------
+
+
+def _watchdog_waiting() -> bool:
+    """Whether a drain waits in the queue to run after now (a watchdog)."""
+    from django_tasks_db.models import DBTaskResult, get_date_max
+
+    # "no run_after" is stored as the largest date
+    return (
+        DBTaskResult.objects.filter(
+            task_path=EMBEDDINGS_DRAIN_TASK, status="READY", run_after__gt=timezone.now()
+        )
+        .exclude(run_after=get_date_max())
+        .exists()
+    )
+
+
+def embeddings_watchdog_ensure() -> None:
+    """Make sure a drain waits ``WATCHDOG_SECONDS`` in the queue (called by a drain that
+    starts with work to do)."""
+    if _db_queue() and _watchdog_waiting():
+        return
+    run_after = timezone.now() + dt.timedelta(seconds=WATCHDOG_SECONDS)
+    queued_task(EMBEDDINGS_DRAIN_TASK).using(run_after=run_after).enqueue()
+
+
+def embeddings_drain_enqueue() -> None:
+    """Queue a drain once the current transaction commits (nothing for a rollback),
+    unless one is waiting to run by then."""
+    _enqueue_once_on_commit(EMBEDDINGS_DRAIN_TASK)
 
 
 def entity_embeddings_enqueue(entity_ids: list[int]) -> None:

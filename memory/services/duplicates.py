@@ -85,7 +85,6 @@ class CheckReport:
     stored: int = 0
     new: int = 0
     withdrawn: int = 0
-    refit_queued: bool = False  # the context had doubled: a re-estimate is queued
 
 
 # --- incremental ---------------------------------------------------------------------------
@@ -165,8 +164,7 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
         similarities |= cosines(needing_cosines(records, proposed, similarities, rare))
         # The model and the live-entity count its refit check needs, in one statement.
         model, fitted_on, counted = model_read_for_check(context_id)
-        refit = refit_due(fitted_on, counted)
-        if refit:  # off the writer's path: see duplicates_refit
+        if refit_due(fitted_on, counted):  # off the writer's path: see duplicates_refit
             duplicates_refit_enqueue(context_id)
         scored = score_pairs(model, records, proposed, similarities, rare)
         stored, new, withdrawn = store(
@@ -177,7 +175,6 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
     report.stored += stored
     report.new += new
     report.withdrawn += withdrawn
-    report.refit_queued = report.refit_queued or refit
 
 
 # Entities checked again after a re-estimate, a transaction each.
