@@ -15,13 +15,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import openai
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from memory.errors import DomainError
+
+if TYPE_CHECKING:
+    import openai
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -152,6 +154,8 @@ def _call(
     schema: dict[str, Any],
     calls: list[ChatCall],
 ) -> ChatCall:
+    import openai  # the SDK takes half a second to import: only a process that calls it
+
     model_name = settings.MEMORY_CHAT_MODEL
     server = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
     key = (server, model_name)
@@ -177,6 +181,8 @@ def _call(
 def _complete(
     *, messages: list[dict[str, str]], response_format: dict[str, Any], calls: list[ChatCall]
 ) -> ChatCall:
+    import openai
+
     client = _client(
         settings.OPENAI_BASE_URL,
         settings.OPENAI_API_KEY,
@@ -212,6 +218,8 @@ def _complete(
 
 
 def _failure(exc: openai.OpenAIError, calls: list[ChatCall]) -> LLMCallFailed:
+    import openai
+
     tries = settings.MEMORY_LLM_MAX_RETRIES + 1
     timeout = settings.MEMORY_LLM_TIMEOUT_SECONDS
     if isinstance(exc, openai.APITimeoutError):
@@ -248,6 +256,8 @@ def _failure(exc: openai.OpenAIError, calls: list[ChatCall]) -> LLMCallFailed:
 @lru_cache(maxsize=8)
 def _client(base_url: str, api_key: str, timeout: float, max_retries: int) -> openai.OpenAI:
     """One SDK client (and connection pool) per configuration."""
+    import openai
+
     return openai.OpenAI(
         api_key=api_key or "not-needed",
         base_url=base_url or None,

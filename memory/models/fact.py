@@ -85,7 +85,12 @@ class Fact(models.Model):
     status = models.CharField(max_length=12, choices=FactStatus.choices, default=FactStatus.CURRENT)
     status_changed_at = models.DateTimeField(null=True, blank=True)
     supersedes = models.ForeignKey(
-        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="superseded_by"
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="superseded_by",
+        db_index=False,  # partial: see Meta.indexes
     )
     # Copied from the registry at write time so the database itself can refuse a second
     # current value (see the partial unique constraint below).
@@ -94,9 +99,11 @@ class Fact(models.Model):
         max_length=12, choices=SourceKind.choices, default=SourceKind.API
     )
     source_ref = models.CharField(max_length=300, blank=True)
-    run = models.ForeignKey("memory.Run", on_delete=models.SET_NULL, null=True, blank=True)
+    run = models.ForeignKey(
+        "memory.Run", on_delete=models.SET_NULL, null=True, blank=True, db_index=False
+    )
     document = models.ForeignKey(
-        "memory.Document", on_delete=models.SET_NULL, null=True, blank=True
+        "memory.Document", on_delete=models.SET_NULL, null=True, blank=True, db_index=False
     )
     # The turn this fact was extracted from (provenance), when it came from one.
     turn = models.ForeignKey(
@@ -108,7 +115,7 @@ class Fact(models.Model):
         db_index=False,  # the partial index fact_turn: most facts come from no turn
     )
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, db_index=False
     )
     # Database defaults too: rows written by bulk SQL (COPY, INSERT … SELECT) are trusted.
     trust = models.CharField(
@@ -127,6 +134,7 @@ class Fact(models.Model):
         null=True,
         blank=True,
         related_name="+",
+        db_index=False,
     )
     review_note = models.CharField(max_length=500, blank=True, default="", db_default="")
 
@@ -155,6 +163,20 @@ class Fact(models.Model):
         indexes = [
             # Provenance (a turn's facts) and graph expansion from turns.
             models.Index(fields=["turn"], condition=models.Q(turn__isnull=False), name="fact_turn"),
+            # The other optional references, partial like fact_turn: a lookup by one of
+            # them (``= x`` or ``IN``: the foreign keys' checks and SET NULL on delete,
+            # a run's or a document's facts, a fact's successor) implies NOT NULL and
+            # uses the index, and the many rows without one (an imported or API-written
+            # fact has no run, document or reviewer; few supersede another) write no
+            # entry for it.
+            *(
+                models.Index(
+                    fields=[name],
+                    condition=models.Q(**{f"{name}__isnull": False}),
+                    name=f"fact_{name}",
+                )
+                for name in ("supersedes", "run", "document", "created_by", "reviewed_by")
+            ),
             # An entity's facts (detail page, ranking, supersession, re-observation).
             models.Index(fields=["subject", "predicate", "status"], name="fact_subject_predicate"),
             # An entity's newest facts by status (entity page: out-edges, timeline).

@@ -11,9 +11,11 @@ statement: the corpus statistics and each term's df and bounds come out exactly 
 ``postings_replace`` would leave them.
 
 A caller whose transaction writes with triggers off (a restore, memory/restore_writes.py)
-gets the documents' trigger work done here set-based: the corpus statistics, as
-``search_doc_inserted`` adds them, and the documents' foreign keys; the postings are
-written with their triggers firing (their df and bounds trigger is not replaced).
+gets the triggers' work done here set-based: the corpus statistics, as
+``search_doc_inserted`` adds them, the documents' foreign keys, and each term's df and
+bounds, as ``search_postings_inserted`` adds one statement's postings — computed from the
+staged postings in the statement that adds the corpus's terms, instead of an update of
+every term the postings name once they are written.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ _IDS = "bm25_load_ids"
 # The documents' insert trigger whose work ``_documents_checked`` does when triggers are off:
 # (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
 DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
+# The postings' insert trigger (search migration 0003) whose work ``_terms_counted`` does.
+POSTINGS_TRIGGER = (
+    "search_searchposting",
+    "search_postings_inserted",
+    "8d0f0ddf127e5a8122032450c4991f7c",
+)
 
 
 class WordTerms:
@@ -98,9 +106,10 @@ def _staging_create() -> None:
             )
             """
         )
+        # The document's length beside each posting: the terms' bounds take its minimum.
         cursor.execute(
             f"CREATE TEMP TABLE {_POSTINGS} (ref bigint NOT NULL, term text NOT NULL, "
-            "tf integer NOT NULL)"
+            "tf integer NOT NULL, dl integer NOT NULL)"
         )
 
 
@@ -127,13 +136,13 @@ def _copy(batch: list[tuple[int, str, str]], analyzer: WordTerms) -> int:
         bag: dict[str, int] = {}
         for term in terms:
             bag[term] = bag.get(term, 0) + 1
-        prefix = f"{ref}\t"
-        postings.extend([f"{prefix}{term}\t{tf}\n" for term, tf in bag.items()])
+        prefix, suffix = f"{ref}\t", f"\t{len(terms)}\n"
+        postings.extend([f"{prefix}{term}\t{tf}{suffix}" for term, tf in bag.items()])
     with connection.cursor() as cursor:
         with cursor.cursor.copy(f"COPY {_DOCS} (ref, scope, length) FROM STDIN") as copy:
             for doc in docs:
                 copy.write_row(doc)
-        with cursor.cursor.copy(f"COPY {_POSTINGS} (ref, term, tf) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {_POSTINGS} (ref, term, tf, dl) FROM STDIN") as copy:
             copy.write(_copy_text("".join(postings)))
     return len(batch)
 
@@ -153,14 +162,17 @@ def _write(context_id: int, target: Target) -> None:
         cursor.execute(f"ANALYZE {_POSTINGS}")
         # The corpus's terms, in sorted order as postings_replace adds them (two writers
         # adding overlapping terms then take their row locks in one order).
-        cursor.execute(
-            f"""
-            INSERT INTO search_searchterm (context_id, target, text)
-            SELECT %s, %s, term FROM (SELECT DISTINCT term FROM {_POSTINGS}) t ORDER BY term
-            ON CONFLICT (context_id, target, text) DO NOTHING
-            """,  # noqa: S608 - the staging tables' own names
-            [context_id, target.value],
-        )
+        if triggers_off:
+            _terms_counted(cursor, context_id, target)
+        else:
+            cursor.execute(
+                f"""
+                INSERT INTO search_searchterm (context_id, target, text)
+                SELECT %s, %s, term FROM (SELECT DISTINCT term FROM {_POSTINGS}) t ORDER BY term
+                ON CONFLICT (context_id, target, text) DO NOTHING
+                """,  # noqa: S608 - the staging tables' own names
+                [context_id, target.value],
+            )
         cursor.execute(
             f"""
             CREATE TEMP TABLE {_IDS} AS
@@ -186,16 +198,36 @@ def _write(context_id: int, target: Target) -> None:
         )
         if triggers_off:
             _documents_checked(cursor, context_id, target)
-        # In the primary key's order: the index is written left to right.
-        with triggers_firing():
-            cursor.execute(
-                f"""
-                INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
-                SELECT i.term_id, d.doc_id, i.tf, d.length
-                FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
-                ORDER BY i.term_id, d.doc_id
-                """  # noqa: S608 - the staging tables' own names
-            )
+        # In the primary key's order: the index is written left to right. With triggers
+        # off, the terms' df and bounds are already counted (``_terms_counted``).
+        cursor.execute(
+            f"""
+            INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
+            SELECT i.term_id, d.doc_id, i.tf, d.length
+            FROM {_IDS} i JOIN {_DOCS} d ON d.ref = i.ref
+            ORDER BY i.term_id, d.doc_id
+            """  # noqa: S608 - the staging tables' own names
+        )
+
+
+def _terms_counted(cursor: Any, context_id: int, target: Target) -> None:
+    """The corpus's terms with what ``search_postings_inserted`` adds for the staged
+    postings: each term's df grows by its postings, its largest tf and shortest document
+    (``min_dl`` taken afresh by a term no document holds any more) — one aggregate over
+    the staged postings, written with the terms, not an update of each term afterwards."""
+    cursor.execute(
+        f"""
+        INSERT INTO search_searchterm AS t (context_id, target, text, df, max_tf, min_dl)
+        SELECT %s, %s, term, count(*), max(tf), min(dl)
+        FROM {_POSTINGS} GROUP BY term ORDER BY term
+        ON CONFLICT (context_id, target, text) DO UPDATE
+        SET df = t.df + EXCLUDED.df,
+            max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
+            min_dl = CASE WHEN t.df = 0 THEN EXCLUDED.min_dl
+                          ELSE least(t.min_dl, EXCLUDED.min_dl) END
+        """,  # noqa: S608 - the staging table's own name
+        [context_id, target.value],
+    )
 
 
 def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:

@@ -30,7 +30,10 @@ class Target(models.TextChoices):
 class SearchTerm(models.Model):
     """The term dictionary of one corpus (a context's chunks, facts or entities)."""
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # Indexed by search_term_unique, which leads with it (no index of its own to write).
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     target = models.CharField(max_length=6, choices=Target.choices)
     text = models.CharField(max_length=100)
     # Documents holding the term, kept by the postings triggers (migration 0002). Writers
@@ -76,17 +79,19 @@ class SearchDoc(models.Model):
 
     context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
     target = models.CharField(max_length=6, choices=Target.choices)
-    chunk = models.OneToOneField(
-        "memory.Chunk", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    # One document a record, by the partial unique constraints below: each row names one
+    # of the four, so a plain unique index on each would write three NULL entries a row.
+    chunk = models.ForeignKey(
+        "memory.Chunk", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
     )
-    fact = models.OneToOneField(
-        "memory.Fact", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    fact = models.ForeignKey(
+        "memory.Fact", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
     )
-    entity = models.OneToOneField(
-        "memory.Entity", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    entity = models.ForeignKey(
+        "memory.Entity", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
     )
-    turn = models.OneToOneField(
-        "memory.Turn", on_delete=models.CASCADE, null=True, related_name="search_doc"
+    turn = models.ForeignKey(
+        "memory.Turn", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
     )
     scope = models.CharField(max_length=300)
     length = models.PositiveIntegerField()
@@ -99,7 +104,15 @@ class SearchDoc(models.Model):
             models.CheckConstraint(
                 condition=_one_target_q(),
                 name="search_doc_one_target",
-            )
+            ),
+            *(
+                models.UniqueConstraint(
+                    fields=[field],
+                    condition=models.Q(**{f"{field}__isnull": False}),
+                    name=f"search_doc_one_per_{field}",
+                )
+                for field in _REF_FIELDS.values()
+            ),
         ]
 
     def __str__(self) -> str:
@@ -137,7 +150,10 @@ class SearchStats(models.Model):
     queue on it and the figures stay exact.
     """
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # Indexed by search_stats_unique, which leads with it.
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     target = models.CharField(max_length=6, choices=Target.choices)
     doc_count = models.BigIntegerField(default=0)
     total_length = models.BigIntegerField(default=0)

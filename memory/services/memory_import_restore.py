@@ -1,14 +1,14 @@
 """An import's rows written with triggers off where the database allows it, and checked
 set-based instead (memory/restore_writes.py; decision 0099).
 
-The rows of every kind, their search documents, the corpus's terms and the entities'
-blocking keys are written under
+The rows of every kind, their search documents, the corpus's terms, the postings and the
+entities' blocking keys are written under
 ``session_replication_role = replica``; then each table's foreign keys are checked with
 one anti-join over the rows written, and the one ordinary insert trigger of those tables
 outside the search index, the predicate usage log of ``memory_fact``, is replaced by the
 same aggregate over the context's facts (they are all this import's: the context was
-empty). The search documents' own trigger work is done by ``postings_load``
-(memory/search/bm25_load.py), and the postings are written with their triggers firing.
+empty). The search documents' and postings' own trigger work (the corpus statistics,
+each term's df and bounds) is done by ``postings_load`` (memory/search/bm25_load.py).
 """
 
 from __future__ import annotations
@@ -23,15 +23,20 @@ from memory.restore_writes import (
     replica_role_enter,
     triggers_firing,
 )
-from memory.search.bm25_load import DOCUMENTS_TRIGGER
+from memory.search.bm25_load import DOCUMENTS_TRIGGER, POSTINGS_TRIGGER
 from memory.services.memory_transfer import Kind
 
 # (table, trigger, md5 of its function's source) of the insert trigger replaced by
 # ``_usage_written``: migration 0003's ``memory_fact_usage_insert``.
 USAGE_TRIGGER = ("memory_fact", "memory_fact_usage_insert", "b4cd59e1919b5d63e45e9fc66e4ab89d")
-REPLACED_TRIGGERS = frozenset({USAGE_TRIGGER, DOCUMENTS_TRIGGER})
-# Written with the rows: the search index's documents and terms, the blocking keys.
-INDEX_TABLES = ("search_searchdoc", "search_searchterm", "memory_duplicatekey")
+REPLACED_TRIGGERS = frozenset({USAGE_TRIGGER, DOCUMENTS_TRIGGER, POSTINGS_TRIGGER})
+# Written with the rows: the search index's documents, terms and postings, the blocking keys.
+INDEX_TABLES = (
+    "search_searchdoc",
+    "search_searchterm",
+    "search_searchposting",
+    "memory_duplicatekey",
+)
 
 
 def restore_triggers_off(kinds: Iterable[Kind]) -> str | None:

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import transaction
 
 from memory.models import Context, Entity
+from memory.restore_writes import replica_role_enter, replica_role_leave
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.bm25_load import WordTerms, postings_load
@@ -78,3 +80,33 @@ def test_word_terms_are_the_analyzers() -> None:
     words = WordTerms()
     for text in [*TEXTS, "Running RUNNING runs", "cd4+ T-cells, x86_64"]:
         assert words.terms(text) == analyze(text)
+
+
+def test_loaded_with_triggers_off_counts_terms_as_the_postings_trigger_does(
+    make_context: Callable[..., Context],
+) -> None:
+    """With triggers off (a restore), each term's df and bounds are counted with the
+    terms instead of by the postings' trigger: the same figures, for new terms and for a
+    term left behind by deleted documents (df 0, stale bounds)."""
+    on, off = make_context("trigger"), make_context("counted")
+    for context in (on, off):
+        SearchTerm.objects.create(
+            context=context, target=Target.ENTITY, text="ada", df=0, max_tf=9, min_dl=1
+        )
+        SearchTerm.objects.create(
+            context=context, target=Target.ENTITY, text="lovelac", df=1, max_tf=1, min_dl=7
+        )
+    items = [(e.pk, e.scope, text) for e, text in zip(_entities(on), TEXTS, strict=True)]
+    postings_load(context_id=on.pk, target=Target.ENTITY, items=iter(items))
+    items = [(e.pk, e.scope, text) for e, text in zip(_entities(off), TEXTS, strict=True)]
+    with transaction.atomic():
+        assert replica_role_enter()
+        postings_load(context_id=off.pk, target=Target.ENTITY, items=iter(items))
+        replica_role_leave()
+    counted, fired = _index(off), _index(on)
+    assert counted == fired
+    terms = {text: (df, max_tf, min_dl) for text, df, max_tf, min_dl in counted["terms"]}
+    # A bound is never lowered (a stale one is looser, not wrong); a term no document
+    # held takes its shortest document afresh.
+    assert terms["ada"] == (2, 9, 3)
+    assert terms["lovelac"] == (2, 1, 3)
