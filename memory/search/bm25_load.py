@@ -20,8 +20,9 @@ every term the postings name once they are written.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 from django.db import connection
 
@@ -90,6 +91,75 @@ def postings_load(*, context_id: int, target: Target, items: Iterable[tuple[int,
     return count
 
 
+class PostingsSpool:
+    """Items analyzed ahead of their load, into two temporary files in COPY's text
+    format (the documents, the postings), so that the analysis needs no database
+    connection: a restore analyzes its texts in a thread while its connection writes
+    the rows (memory/services/memory_import_index.py). Memory stays flat: a batch of
+    rows at a time is held, the rest is on disk."""
+
+    def __init__(self) -> None:
+        self.analyzer = WordTerms()
+        # Closed by close(): the files outlive the analysis, until the load.
+        self.docs: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+        self.postings: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
+        self.count = 0
+        self._docs: list[str] = []
+        self._postings: list[str] = []
+
+    def add(self, ref: int, scope: str, text: str) -> None:
+        terms = self.analyzer.terms(text)
+        length = len(terms)
+        self._docs.append(f"{ref}\t{_copy_field(scope)}\t{length}\n")
+        bag: dict[str, int] = {}
+        for term in terms:
+            bag[term] = bag.get(term, 0) + 1
+        prefix, suffix = f"{ref}\t", f"\t{length}\n"
+        self._postings.extend([f"{prefix}{term}\t{tf}{suffix}" for term, tf in bag.items()])
+        self.count += 1
+        if len(self._docs) >= COPY_BATCH:
+            self._spill()
+
+    def _spill(self) -> None:
+        self.docs.write("".join(self._docs))
+        self.postings.write(_copy_text("".join(self._postings)))
+        self._docs, self._postings = [], []
+
+    def finish(self) -> None:
+        """Write what is held and rewind the files for the load."""
+        self._spill()
+        self.analyzer = WordTerms()  # its memo is not needed any more
+        for spooled in (self.docs, self.postings):
+            spooled.flush()
+            spooled.seek(0)
+
+    def close(self) -> None:
+        self.docs.close()
+        self.postings.close()
+
+
+def postings_load_spooled(
+    *, context_id: int, target: Target, spool: PostingsSpool, refs: str | None = None
+) -> int:
+    """``postings_load`` of items already analyzed into ``spool`` (finished). ``refs``
+    names a table ``(id, new_id)`` through which the spooled refs become the items' ids
+    (a restore's map from the file's ids to the rows'), or None when they already are."""
+    _staging_create()
+    with connection.cursor() as cursor:
+        for table, columns, spooled in (
+            (_DOCS, "ref, scope, length", spool.docs),
+            (_POSTINGS, "ref, term, tf, dl", spool.postings),
+        ):
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                while block := spooled.read(1 << 20):
+                    copy.write(block)
+    if spool.count:
+        _write(context_id, target, refs)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
+    return spool.count
+
+
 def _staging_create() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
@@ -147,6 +217,14 @@ def _copy(batch: list[tuple[int, str, str]], analyzer: WordTerms) -> int:
     return len(batch)
 
 
+def _copy_field(text: str) -> str:
+    """One text field in COPY's text format."""
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+        text = text.replace("\r", "\\r")
+    return text
+
+
 def _copy_text(rows: str) -> str:
     """Postings rows in COPY's text format: terms hold no whitespace (the analyzer splits
     on it) and ids and counts are digits, so a backslash is the one character to escape,
@@ -154,8 +232,10 @@ def _copy_text(rows: str) -> str:
     return rows.replace("\\", "\\\\") if "\\" in rows else rows
 
 
-def _write(context_id: int, target: Target) -> None:
+def _write(context_id: int, target: Target, refs: str | None = None) -> None:
     column = REF_COLUMN[target]
+    # The staged refs as the items' ids: as they are, or through the caller's map.
+    ref, mapped = ("m.new_id", f"JOIN {refs} m ON m.id = d.ref") if refs else ("d.ref", "")
     triggers_off = replica_role_on()
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {_DOCS}")
@@ -187,9 +267,9 @@ def _write(context_id: int, target: Target) -> None:
             f"""
             INSERT INTO search_searchdoc (id, context_id, target, {column}, scope, length,
                                           term_ids)
-            SELECT d.doc_id, %s, %s, d.ref, d.scope, d.length,
+            SELECT d.doc_id, %s, %s, {ref}, d.scope, d.length,
                    coalesce(i.term_ids, '{{}}')
-            FROM {_DOCS} d
+            FROM {_DOCS} d {mapped}
             LEFT JOIN (SELECT ref, array_agg(term_id) AS term_ids
                        FROM {_IDS} GROUP BY ref) i ON i.ref = d.ref
             ORDER BY d.doc_id

@@ -35,7 +35,12 @@ def fact_sentence(fact: Fact) -> str:
 
 
 def entity_text(entity: Entity) -> str:
-    return "\n".join([entity.name, *entity.aliases])
+    return entity_text_of(name=entity.name, aliases=entity.aliases)
+
+
+def entity_text_of(*, name: str, aliases: list[str]) -> str:
+    """``entity_text`` from plain values, for bulk indexing without model instances."""
+    return "\n".join([name, *aliases])
 
 
 def chunk_text_for_embedding(chunk: Chunk) -> str:

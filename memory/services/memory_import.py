@@ -7,8 +7,9 @@ each staged row gets a new id from its table's sequence, and one INSERT … SELE
 type writes the rows with every reference remapped through the staging tables. A bad
 line, a reference to a row the file does not hold, or counts that disagree with the
 ``end`` line stop the import before anything is written. Then the search postings are
-loaded in bulk (memory_import_index.py), the blocking keys of the duplicate finder
-written, and the embedding queue told.
+loaded in bulk (memory_import_index.py: the facts' and entities' texts are analyzed
+from the rows read, in a thread, while the connection writes them), the blocking keys of
+the duplicate finder written, and the embedding queue told.
 """
 
 from __future__ import annotations
@@ -40,9 +41,14 @@ from memory.models import (
 )
 from memory.queueing import embeddings_drain_enqueue
 from memory.restore_writes import replica_role_leave, triggers_firing
+from memory.search.models import Target
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
-from memory.services.memory_import_index import memory_import_index, memory_import_keys
+from memory.services.memory_import_index import (
+    ImportTexts,
+    memory_import_index,
+    memory_import_keys,
+)
 from memory.services.memory_import_restore import (
     restore_keys_checked,
     restore_rows_checked,
@@ -111,6 +117,8 @@ def memory_import(
         header, end, extras = staging.read(lines, total_lines, on_progress, report)
         report.seconds["read"] = round(time.perf_counter() - started, 3)
         _check_counts(end, report.counts)
+        # Python analyzes the facts' and entities' texts while PostgreSQL writes the rows.
+        staging.texts.start()
         with transaction.atomic():
             Context.objects.select_for_update().filter(pk=context.pk).first()
             memory_import_check_empty(context)
@@ -129,7 +137,7 @@ def memory_import(
             if report.set_based_checks:
                 restore_rows_checked(context.pk, staging.new_ids())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
-            memory_import_index(context)
+            memory_import_index(context, staging.texts, staging.refs())
             report.seconds["postings"] = round(time.perf_counter() - started, 3)
             memory_import_keys(context)
             if report.set_based_checks:
@@ -201,6 +209,7 @@ class _Staging:
         self.buffers: dict[str, list[list[Any]]] = {}
         self.defaults: dict[str, tuple[Any, ...]] = {}
         self.replace_registry = False
+        self.texts = ImportTexts()
 
     def read(
         self,
@@ -287,6 +296,8 @@ class _Staging:
                 _wrong_shape(plan.fields[i], kind, number)
             if nul:
                 _text_checked(value, plan.fields[i], kind, number)
+        if self.texts.wants(kind):
+            self.texts.add(kind, row)
         buffer = self.buffers.setdefault(kind.name, [])
         buffer.append(row)
         if len(buffer) >= FLUSH_ROWS:
@@ -379,6 +390,13 @@ class _Staging:
                 if counts.get(kind.name, 0) >= ANALYZE_ROWS:
                     cursor.execute(_analyze_sql(kind))
 
+    def refs(self) -> dict[Target, str]:
+        """The maps from the file's ids to the rows' of the kinds ``texts`` analyzes."""
+        return {
+            Target.FACT: _ids(KIND_BY_NAME["fact"]),
+            Target.ENTITY: _ids(KIND_BY_NAME["entity"]),
+        }
+
     def new_ids(self) -> list[tuple[Kind, str]]:
         """Each kind with a query of the ids its rows were written with."""
         return [(kind, f"SELECT new_id FROM {_ids(kind)}") for kind in KINDS]  # noqa: S608
@@ -403,6 +421,7 @@ class _Staging:
                 )
 
     def drop(self) -> None:
+        self.texts.close()
         with connection.cursor() as cursor:
             for table in self.created:
                 cursor.execute(f"DROP TABLE IF EXISTS {table}")

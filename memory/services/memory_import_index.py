@@ -1,45 +1,201 @@
 """The indexes of an imported memory: search postings and blocking keys, in bulk.
 
 Every fact, entity, chunk and turn of the context is new (an import only goes into an
-empty context), so none has a search document yet: their postings are loaded with
-``postings_load`` (memory/search/bm25_load.py), the texts made as the services' own
-indexing makes them (memory/search/texts.py), read through server-side cursors. Nor has
-any entity a blocking key: they are added a batch of entities at a time.
+empty context), so none has a search document yet: their postings are loaded in bulk
+(memory/search/bm25_load.py), the texts made as the services' own indexing makes them
+(memory/search/texts.py). Nor has any entity a blocking key: they are added a batch of
+entities at a time.
+
+Facts and entities, most of a memory, are analyzed from the file's own rows while the
+connection writes them (``ImportTexts``): their rows are spooled to a temporary file as
+the lines are read, and a thread analyzes them into a ``PostingsSpool`` — Python's part
+on one core while PostgreSQL writes the rows on the other, where one would otherwise wait
+for the other. A fact's text needs its subject's, object's and predicate's names, which
+the thread holds (one name an entity) while it analyzes the facts. A file whose cells
+are not of the types the rows will hold (a name given as a number, say: the text the row
+holds is PostgreSQL's rendering of it) has its facts and entities read back once written
+instead, as chunks and turns always are, through server-side cursors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import pickle
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 from django.db import connection, models
 
 from memory.models import Chunk, Context, Entity, Fact, Turn
 from memory.models.duplicate import DuplicateKey
-from memory.search.bm25_load import postings_load
+from memory.search.bm25_load import PostingsSpool, postings_load, postings_load_spooled
 from memory.search.models import Target
-from memory.search.texts import chunk_index_text, entity_text, fact_text_of, turn_index_text
+from memory.search.texts import (
+    chunk_index_text,
+    entity_text,
+    entity_text_of,
+    fact_text_of,
+    turn_index_text,
+)
 from memory.services.duplicate_blocking import blocking_keys, records_of
+from memory.services.memory_transfer import Kind
 
 FETCH_ROWS = 5_000  # rows a fetch of the server-side cursors
 KEY_BATCH = 5_000  # entities whose blocking keys are made and copied at a time
 
 
-def memory_import_index(context: Context) -> None:
+# The fields of each line type a fact's or an entity's text is made of, in this order.
+SPOOLED_FIELDS: dict[str, tuple[str, ...]] = {
+    "predicate": ("id", "name"),
+    "entity": ("id", "scope", "name", "aliases"),
+    "fact": ("id", "scope", "subject_id", "predicate_id", "object_id", "value_text"),
+}
+SPOOL_ROWS = 5_000  # rows pickled at a time
+
+
+def _ids(*values: Any) -> bool:
+    return all(type(v) is int or v is None for v in values)
+
+
+def _texts(*values: Any) -> bool:
+    return all(type(v) is str for v in values)
+
+
+# Whether a spooled row's cells are what the written row will hold, by line type.
+_TYPED: dict[str, Callable[..., bool]] = {
+    "predicate": lambda pk, name: _ids(pk) and _texts(name),
+    "entity": lambda pk, scope, name, aliases: (
+        _ids(pk) and _texts(scope, name) and type(aliases) is list and _texts(*aliases)
+    ),
+    "fact": lambda pk, scope, subject, predicate, obj, value_text: (
+        _ids(pk, subject, predicate, obj) and _texts(scope, value_text)
+    ),
+}
+
+
+class ImportTexts:
+    """The rows of an import's facts, entities and predicates, as staged, kept in
+    temporary files and analyzed into postings by a thread (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, IO[bytes]] = {}
+        self.held: dict[str, list[tuple[Any, ...]]] = {}
+        self.positions: dict[str, list[int]] = {}
+        self.spools: dict[Target, PostingsSpool] = {}
+        self.thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        # False once a row is not as its written row will be: read back instead.
+        self.usable = True
+
+    def wants(self, kind: Kind) -> bool:
+        return kind.name in SPOOLED_FIELDS
+
+    def add(self, kind: Kind, row: list[Any]) -> None:
+        """One staged row (its cells in the order of ``kind.fields()``)."""
+        if not self.usable:
+            return
+        positions = self.positions.get(kind.name)
+        if positions is None:
+            names = [f.attname for f in kind.fields()]
+            wanted = SPOOLED_FIELDS[kind.name]
+            positions = self.positions[kind.name] = [names.index(n) for n in wanted]
+        cells = tuple([row[i] for i in positions])
+        if not _TYPED[kind.name](*cells):
+            self.usable = False
+            return
+        held = self.held.setdefault(kind.name, [])
+        held.append(cells)
+        if len(held) >= SPOOL_ROWS:
+            self._spill(kind.name)
+
+    def _spill(self, name: str) -> None:
+        rows = self.held.pop(name, [])
+        if rows:
+            if name not in self.files:
+                # Closed by close(), which the import calls whatever happens.
+                self.files[name] = tempfile.TemporaryFile()  # noqa: SIM115
+            pickle.dump(rows, self.files[name], protocol=pickle.HIGHEST_PROTOCOL)
+
+    def start(self) -> None:
+        """Analyze every row read, in a thread (it touches no database connection)."""
+        if not self.usable:
+            return
+        for name in list(self.held):
+            self._spill(name)
+        self.thread = threading.Thread(target=self._run, name="import-texts", daemon=True)
+        self.thread.start()
+
+    def spooled(self) -> dict[Target, PostingsSpool] | None:
+        """Wait for the analysis; the facts' and entities' spools, ready to load, or None
+        when they are to be read back (a row not as written, a reference the file does
+        not hold — the import refuses the file before this is asked)."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if not self.usable or self.failure is not None:
+            return None
+        return self.spools
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        for spooled in self.files.values():
+            spooled.close()
+        for spool in self.spools.values():
+            spool.close()
+
+    def _rows(self, name: str) -> Iterator[tuple[Any, ...]]:
+        spooled = self.files.get(name)
+        if spooled is None:
+            return
+        spooled.seek(0)
+        while True:
+            try:
+                rows = pickle.load(spooled)  # noqa: S301 - this import's own file
+            except EOFError:
+                return
+            yield from rows
+
+    def _run(self) -> None:
+        try:
+            self._analyze()
+        except Exception as exc:  # the facts and entities are read back instead
+            self.failure = exc
+
+    def _analyze(self) -> None:
+        predicates = dict(self._rows("predicate"))
+        names: dict[int, str] = {}
+        entities = self.spools[Target.ENTITY] = PostingsSpool()
+        for pk, scope, name, aliases in self._rows("entity"):
+            names[pk] = name
+            entities.add(pk, scope, entity_text_of(name=name, aliases=aliases))
+        entities.finish()
+        facts = self.spools[Target.FACT] = PostingsSpool()
+        for pk, scope, subject, predicate, obj, value_text in self._rows("fact"):
+            text = fact_text_of(
+                subject=names[subject],
+                predicate=predicates[predicate],
+                obj=names[obj] if obj is not None else value_text,
+            )
+            facts.add(pk, scope, text)
+        facts.finish()
+
+
+def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target, str]) -> None:
     """Search postings of every imported fact, entity, chunk and turn, loaded in bulk:
-    none of them is indexed yet (the context was empty)."""
-    facts = Fact.objects.filter(context=context).values_list(
-        "pk", "scope", "subject__name", "predicate__name", "object__name", "value_text"
-    )
-    postings_load(context_id=context.pk, target=Target.FACT, items=(
-        (pk, scope, fact_text_of(subject=subject, predicate=predicate,
-                                 obj=object_name if object_name is not None else value_text))
-        for pk, scope, subject, predicate, object_name, value_text in _stream(facts)
-    ))  # fmt: skip
-    entities = Entity.objects.filter(context=context).only("scope", "name", "aliases")
-    postings_load(context_id=context.pk, target=Target.ENTITY, items=(
-        (entity.pk, entity.scope, entity_text(entity)) for entity in _stream(entities)
-    ))  # fmt: skip
+    none of them is indexed yet (the context was empty). ``texts`` holds the facts' and
+    entities' postings, analyzed from the file's rows under the file's ids; ``refs``
+    names each one's map from those ids to the rows'."""
+    spools = texts.spooled()
+    if spools is None:
+        _facts_and_entities_read_back(context)
+    else:
+        for target, spool in spools.items():
+            postings_load_spooled(
+                context_id=context.pk, target=target, spool=spool, refs=refs[target]
+            )
     chunks = Chunk.objects.filter(context=context).values_list(
         "pk", "scope", "text", "document__title"
     )
@@ -53,6 +209,21 @@ def memory_import_index(context: Context) -> None:
     postings_load(context_id=context.pk, target=Target.TURN, items=(
         (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
         for pk, scope, text, speaker, said_at in _stream(turns)
+    ))  # fmt: skip
+
+
+def _facts_and_entities_read_back(context: Context) -> None:
+    facts = Fact.objects.filter(context=context).values_list(
+        "pk", "scope", "subject__name", "predicate__name", "object__name", "value_text"
+    )
+    postings_load(context_id=context.pk, target=Target.FACT, items=(
+        (pk, scope, fact_text_of(subject=subject, predicate=predicate,
+                                 obj=object_name if object_name is not None else value_text))
+        for pk, scope, subject, predicate, object_name, value_text in _stream(facts)
+    ))  # fmt: skip
+    entities = Entity.objects.filter(context=context).only("scope", "name", "aliases")
+    postings_load(context_id=context.pk, target=Target.ENTITY, items=(
+        (entity.pk, entity.scope, entity_text(entity)) for entity in _stream(entities)
     ))  # fmt: skip
 
 

@@ -40,7 +40,7 @@ from memory.restore_writes import (
     replica_role_on,
 )
 from memory.search.indexing import search_index_rebuild
-from memory.search.models import SearchStats, SearchTerm
+from memory.search.models import SearchDoc, SearchStats, SearchTerm
 from memory.selectors.search import TARGETS, search
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
@@ -404,6 +404,18 @@ def test_access_helper_is_admin_only(source: Context) -> None:
         next(memory_export_lines(access=viewer))
 
 
+def _documents(context: Context) -> list[tuple[Any, ...]]:
+    """Every search document as ranking reads it: its corpus, scope, length and terms
+    (the records' ids differ between contexts; their documents must not)."""
+    terms = dict(SearchTerm.objects.filter(context=context).values_list("id", "text"))
+    return sorted(
+        (target, scope, length, tuple(sorted(terms[t] for t in term_ids)))
+        for target, scope, length, term_ids in SearchDoc.objects.filter(
+            context=context
+        ).values_list("target", "scope", "length", "term_ids")
+    )
+
+
 def _usage(context: Context) -> list[tuple[Any, ...]]:
     return sorted(
         PredicateUsage.objects.filter(context=context).values_list(
@@ -468,6 +480,8 @@ def test_a_restore_checked_set_based_writes_what_the_per_row_path_writes(
     assert _usage(set_based) == _usage(per_row)
     assert _usage_sums(set_based) == _usage_sums(source)
     assert _corpus(set_based) == _corpus(per_row) == _corpus(source)
+    # The facts' and entities' texts analyzed from the file's rows are the services' own.
+    assert _documents(set_based) == _documents(per_row) == _documents(source)
     assert _keys(set_based) == _keys(per_row) == _keys(source)
     bounds = {"min_dl", "max_tf", "df", "text", "target"}
     assert sorted(SearchTerm.objects.filter(context=set_based).values_list(*bounds)) == sorted(
@@ -536,3 +550,28 @@ def test_a_row_refused_with_triggers_off_writes_nothing_and_turns_them_back_on(
         memory_import(access=system_access(target), lines=lines)
     _nothing_written(target)
     assert not replica_role_on()
+
+
+def test_a_name_given_as_a_number_is_indexed_as_the_row_holds_it(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    """Texts are analyzed from the file's rows while they are written, unless a cell is
+    not what the row will hold (a number for a name): then they are read back, and the
+    documents are the written rows' all the same."""
+    search_index_rebuild(context=source)
+    lines = _lines(source)
+    at = next(n for n, line in enumerate(lines) if '"record":"entity"' in line)
+    entity = json.loads(lines[at])
+    entity["name"] = 1234567
+    lines[at] = json.dumps(entity) + "\n"
+    target = make_context("numbered")
+    memory_import(access=system_access(target), lines=lines)
+    renamed = Entity.objects.get(context=target, name="1234567")
+    doc = SearchDoc.objects.get(entity=renamed)
+    terms = dict(SearchTerm.objects.filter(context=target).values_list("id", "text"))
+    assert "1234567" in {terms[t] for t in doc.term_ids}
+    assert len(_documents(target)) == len(_documents(source))
+    facts = Fact.objects.filter(context=target, subject=renamed)
+    assert facts.exists()
+    for fact_doc in SearchDoc.objects.filter(fact__in=facts):
+        assert "1234567" in {terms[t] for t in fact_doc.term_ids}
