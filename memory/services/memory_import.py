@@ -45,9 +45,9 @@ from memory.search.models import Target
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
 from memory.services.memory_import_index import (
+    ImportKeys,
     ImportTexts,
     memory_import_index,
-    memory_import_keys,
 )
 from memory.services.memory_import_restore import (
     restore_keys_checked,
@@ -113,6 +113,7 @@ def memory_import(
     report = MemoryImportReport()
     started = time.perf_counter()
     staging = _Staging()
+    keys = ImportKeys(context)
     try:
         header, end, extras = staging.read(lines, total_lines, on_progress, report)
         report.seconds["read"] = round(time.perf_counter() - started, 3)
@@ -137,9 +138,11 @@ def memory_import(
             if report.set_based_checks:
                 restore_rows_checked(context.pk, staging.new_ids())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
+            # Python makes blocking keys while PostgreSQL loads the postings.
+            keys.begin()
             memory_import_index(context, staging.texts, staging.refs())
             report.seconds["postings"] = round(time.perf_counter() - started, 3)
-            memory_import_keys(context)
+            keys.write()
             if report.set_based_checks:
                 restore_keys_checked(context.pk)
                 replica_role_leave()
@@ -152,6 +155,7 @@ def memory_import(
             report.seconds["keys"] = round(time.perf_counter() - started, 3)
         report.seconds["index"] = round(time.perf_counter() - started, 3)
     finally:
+        keys.close()
         staging.drop()
     embeddings_drain_enqueue()
     return report

@@ -39,6 +39,7 @@ from memory.search.texts import (
     turn_index_text,
 )
 from memory.services.duplicate_blocking import blocking_keys, records_of
+from memory.services.duplicate_scoring import Record
 from memory.services.memory_transfer import Kind
 
 FETCH_ROWS = 5_000  # rows a fetch of the server-side cursors
@@ -54,23 +55,40 @@ SPOOLED_FIELDS: dict[str, tuple[str, ...]] = {
 SPOOL_ROWS = 5_000  # rows pickled at a time
 
 
-def _ids(*values: Any) -> bool:
-    return all(type(v) is int or v is None for v in values)
+def _predicate_typed(cells: tuple[Any, ...]) -> bool:
+    pk, name = cells
+    return type(pk) is int and type(name) is str
 
 
-def _texts(*values: Any) -> bool:
-    return all(type(v) is str for v in values)
+def _entity_typed(cells: tuple[Any, ...]) -> bool:
+    pk, scope, name, aliases = cells
+    return (
+        type(pk) is int
+        and type(scope) is str
+        and type(name) is str
+        and type(aliases) is list
+        and all(type(alias) is str for alias in aliases)
+    )
+
+
+def _fact_typed(cells: tuple[Any, ...]) -> bool:
+    # Spelled out: this runs once a fact line, a million times in a large import.
+    pk, scope, subject, predicate, obj, value_text = cells
+    return (
+        type(pk) is int
+        and type(subject) is int
+        and type(predicate) is int
+        and (obj is None or type(obj) is int)
+        and type(scope) is str
+        and type(value_text) is str
+    )
 
 
 # Whether a spooled row's cells are what the written row will hold, by line type.
-_TYPED: dict[str, Callable[..., bool]] = {
-    "predicate": lambda pk, name: _ids(pk) and _texts(name),
-    "entity": lambda pk, scope, name, aliases: (
-        _ids(pk) and _texts(scope, name) and type(aliases) is list and _texts(*aliases)
-    ),
-    "fact": lambda pk, scope, subject, predicate, obj, value_text: (
-        _ids(pk, subject, predicate, obj) and _texts(scope, value_text)
-    ),
+_TYPED: dict[str, Callable[[tuple[Any, ...]], bool]] = {
+    "predicate": _predicate_typed,
+    "entity": _entity_typed,
+    "fact": _fact_typed,
 }
 
 
@@ -101,7 +119,7 @@ class ImportTexts:
             wanted = SPOOLED_FIELDS[kind.name]
             positions = self.positions[kind.name] = [names.index(n) for n in wanted]
         cells = tuple([row[i] for i in positions])
-        if not _TYPED[kind.name](*cells):
+        if not _TYPED[kind.name](cells):
             self.usable = False
             return
         held = self.held.setdefault(kind.name, [])
@@ -227,27 +245,82 @@ def _facts_and_entities_read_back(context: Context) -> None:
     ))  # fmt: skip
 
 
-def memory_import_keys(context: Context) -> int:
+class ImportKeys:
     """The duplicate finder's blocking keys of every imported live entity, as the full
     scan's ``keys_write_all`` writes them, but a batch of entities at a time: that one
     holds the whole context's records and keys at once, and replaces keys an import's
-    empty context does not have. Returns how many keys were written."""
-    written = 0
-    after = 0
-    live = Entity.objects.filter(context=context, merged_into__isnull=True).order_by("pk")
-    sql = f"COPY {DuplicateKey._meta.db_table} (context_id, entity_id, type, key) FROM STDIN"
-    while ids := list(live.filter(pk__gt=after).values_list("pk", flat=True)[:KEY_BATCH]):
-        after = ids[-1]
-        rows = [
-            (context.pk, record.id, record.type, key)
-            for record in records_of(context.pk, ids).values()
+    empty context does not have.
+
+    ``begin`` reads the first batch's records and makes their keys in a thread (Python
+    only) while the connection loads the search postings; ``write`` writes them and the
+    other batches'. An import of up to ``KEY_BATCH`` live entities makes all of its keys
+    that way."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.after = 0
+        self.thread: threading.Thread | None = None
+        self.ahead: list[tuple[int, int, str, str]] = []
+        self.failure: BaseException | None = None
+
+    def begin(self) -> None:
+        ids = self._next_ids()
+        if not ids:
+            return
+        records = records_of(self.context.pk, ids)
+        self.thread = threading.Thread(
+            target=self._make_ahead, args=(records,), name="import-keys", daemon=True
+        )
+        self.thread.start()
+
+    def write(self) -> int:
+        """Write every live entity's keys; returns how many were written."""
+        self._join()
+        if self.failure is not None:
+            raise self.failure  # as it would have been raised without the thread
+        written = self._copy(self.ahead)
+        self.ahead = []
+        while ids := self._next_ids():
+            written += self._copy(self._rows(records_of(self.context.pk, ids)))
+        return written
+
+    def close(self) -> None:
+        self._join()
+
+    def _join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+    def _make_ahead(self, records: dict[int, Record]) -> None:
+        try:
+            self.ahead = self._rows(records)
+        except Exception as exc:  # handed to the connection's thread by write()
+            self.failure = exc
+
+    def _next_ids(self) -> list[int]:
+        live = Entity.objects.filter(context=self.context, merged_into__isnull=True)
+        ids = list(
+            live.filter(pk__gt=self.after).order_by("pk").values_list("pk", flat=True)[:KEY_BATCH]
+        )
+        if ids:
+            self.after = ids[-1]
+        return ids
+
+    def _rows(self, records: dict[int, Record]) -> list[tuple[int, int, str, str]]:
+        context_id = self.context.pk
+        return [
+            (context_id, record.id, record.type, key)
+            for record in records.values()
             for key in blocking_keys(record)
         ]
+
+    def _copy(self, rows: list[tuple[int, int, str, str]]) -> int:
+        sql = f"COPY {DuplicateKey._meta.db_table} (context_id, entity_id, type, key) FROM STDIN"
         with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
             for row in rows:
                 copy.write_row(row)
-        written += len(rows)
-    return written
+        return len(rows)
 
 
 def _stream(rows: models.QuerySet[Any, Any]) -> Iterator[Any]:
