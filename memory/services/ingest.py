@@ -46,7 +46,7 @@ from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
-from memory.selectors.predicates import RegistryIndex, registry_index_load
+from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
     Lifecycle,
@@ -494,7 +494,7 @@ def memory_ingest(
     # One registry load for the run: the refusal check below and the fact write resolve
     # with it. Nothing between them writes to the registry; the write's own new (observed)
     # forms go to the database only, so a deadlock retry finds the load as it was.
-    registry = registry_index_load(context=access.context)
+    registry = registry_index_for_write(context=access.context)
     normalized = extraction_drop_secrets(
         extraction_normalize(
             extraction,
