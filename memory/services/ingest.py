@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 from psycopg.errors import DeadlockDetected
 from pydantic import ValidationError
@@ -42,6 +41,7 @@ from memory.models import (
     Run,
     RunOutcome,
 )
+from memory.pg import instance_insert, instance_update
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
@@ -112,7 +112,7 @@ RUN_LIFECYCLE = Lifecycle(
     task_path=INGEST_RUN_TASK,
     noun="run",
     not_failed_code="run_not_failed",
-    claim_fields=lambda: {"attempts": F("attempts") + 1},
+    counted_on_claim=("attempts",),
     lost_fields={"summary": {"error_code": "worker_lost"}},
 )
 
@@ -180,7 +180,7 @@ def _run_record(
     source: str,
     retry_of: Run | None,
 ) -> Run:
-    return Run.objects.create(
+    run = Run(
         context=access.context,
         scope=scope,
         mode=infer,
@@ -197,6 +197,8 @@ def _run_record(
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
         retry_of=retry_of,
     )
+    instance_insert(run)  # every accepted memory: one plain statement
+    return run
 
 
 def _check_input(*, text: str, infer: str, triples: dict[str, Any] | None, source: str) -> None:
@@ -400,7 +402,7 @@ def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
     run.error = ""
     run.finished_at = timezone.now()
     run.timings = clock.timings()
-    run.save(update_fields=["result", "summary", "outcome", "error", "finished_at", "timings"])
+    instance_update(run, ["result", "summary", "outcome", "error", "finished_at", "timings"])
 
 
 # --- the pipeline -------------------------------------------------------------------------
