@@ -98,7 +98,8 @@ def registry_index_for_write(*, context: Context) -> RegistryIndex:
     it reads; the digest is one statement computed by the server. Equal digests mean the
     same rows, column for column, so a reused load is the load a fresh one would give,
     except for the seen stamps, which no write reads. The load is shared: callers read
-    it and its predicates, never change them (a predicate to change is read afresh).
+    it and its predicates, never change them (a predicate to change is read afresh;
+    docs/decisions/0106).
     """
     digest = _registry_digest(context)
     cached = _loads_for_write.get(context.pk)

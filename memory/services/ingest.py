@@ -42,6 +42,7 @@ from memory.models import (
     RunOutcome,
 )
 from memory.pg import instance_insert, instance_update
+from memory.process import process_settle
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
@@ -326,6 +327,7 @@ def run_execute(*, run_id: int) -> Run:
             # what the database holds (_run_succeed; the LLM fields by ingest_extract).
             run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
+        process_settle()  # after a process's first run: see memory/process.py
         return run
 
 
