@@ -217,3 +217,40 @@ def instances_insert(
         obj._state.adding = False
         obj._state.db = connection.alias
     return saved
+
+
+def instance_insert(obj: models.Model) -> None:
+    """``obj.save()`` of a new row, for the hot paths: one ``INSERT … RETURNING`` of its
+    id, without the ORM's statement compilation. Values go through the fields' own
+    ``pre_save`` and ``get_db_prep_save``, as ``save()`` sends them; no signals are sent
+    (none are connected to the project's models)."""
+    model = type(obj)
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not (f.primary_key and obj.pk is None)]
+    values = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {meta.db_table} ({', '.join(str(f.column) for f in fields)}) "  # noqa: S608  (names from the model)
+            f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {meta.pk.column}",
+            values,
+        )
+        row = cursor.fetchone()
+    obj.pk = row[0]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+def instance_update(obj: models.Model, field_names: Sequence[str]) -> None:
+    """``obj.save(update_fields=field_names)`` for the hot paths: one plain ``UPDATE`` of
+    those columns (through each field's ``pre_save`` and ``get_db_prep_save``, as
+    ``save()`` would), without the ORM's statement compilation; no signals."""
+    meta = type(obj)._meta
+    fields = [meta.get_field(name) for name in field_names]
+    values = [f.get_db_prep_save(f.pre_save(obj, add=False), connection) for f in fields]  # type: ignore[union-attr]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {meta.db_table} SET "  # noqa: S608  (names from the model)
+            + ", ".join(f"{f.column} = %s" for f in fields)  # type: ignore[union-attr]
+            + f" WHERE {meta.pk.column} = %s",
+            [*values, obj.pk],
+        )

@@ -16,6 +16,7 @@ carries on — no ``manage.py reembed`` needed.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -79,13 +80,27 @@ def _db_queue() -> bool:
 def _enqueue_unless_waiting(path: str, *args: Any) -> None:
     """Queue the task at ``path`` now, unless the database queue already holds one with
     the same arguments ready to run."""
-    if _db_queue():
-        from django_tasks_db.models import DBTaskResult
-
-        waiting = DBTaskResult.objects.filter(task_path=path, args_kwargs__args=list(args))
-        if waiting.ready().exists():
-            return
+    if _db_queue() and _waiting_in_db_queue(path, list(args)):
+        return
     task_enqueue(path, *args)
+
+
+def _waiting_in_db_queue(path: str, args: list[Any]) -> bool:
+    """Whether the database queue holds a task at ``path`` with ``args`` ready to run
+    (``DBTaskResult.objects.ready()``'s condition). One plain statement: every write
+    asks after its commit, and compiling the queryset cost more than running it."""
+    from django.db import connection
+    from django_tasks_db.models import DBTaskResult, get_date_max
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {DBTaskResult._meta.db_table} "  # noqa: S608
+            "WHERE task_path = %s AND status = 'READY' AND args_kwargs -> 'args' = %s::jsonb "
+            "AND (run_after = %s OR run_after <= %s))",
+            [path, json.dumps(args), get_date_max(), timezone.now()],
+        )
+        row = cursor.fetchone()
+    return bool(row[0])
 
 
 def _enqueue_once_on_commit(path: str, *args: Any) -> None:

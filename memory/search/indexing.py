@@ -12,9 +12,10 @@ and applied in a few statements when the block ends (still inside the transactio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -29,7 +30,23 @@ from memory.stages import stage
 
 REBUILD_BATCH = 2000
 
+
+@dataclass(frozen=True)
+class FactText:
+    """What a fact's search document is made of, when its writer already holds it (the
+    names as read under the write's entity locks): the fact is then indexed without
+    reading it back."""
+
+    context_id: int
+    scope: str
+    subject: str
+    predicate: str
+    object: str  # the object entity's name, or the value's text
+
+
 _pending: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_pending", default=None)
+# Texts given with facts of the open batch (FactText), by fact id.
+_texts: ContextVar[dict[int, FactText] | None] = ContextVar("search_fact_texts", default=None)
 # Facts and entities of the open batch inserted in its transaction (never indexed): no
 # delete first.
 _inserted: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_inserted", default=None)
@@ -44,27 +61,46 @@ def search_index_batch() -> Iterator[None]:
         return
     token = _pending.set({Target.FACT: set(), Target.ENTITY: set()})
     inserted_token = _inserted.set({Target.FACT: set(), Target.ENTITY: set()})
+    texts_token = _texts.set({})
     try:
         yield
-        pending, inserted = _pending.get(), _inserted.get()
-        assert pending is not None and inserted is not None
+        pending, inserted, texts = _pending.get(), _inserted.get(), _texts.get()
+        assert pending is not None and inserted is not None and texts is not None
         with stage("postings"):
             _reindex(
                 facts=sorted(pending[Target.FACT]),
                 entities=sorted(pending[Target.ENTITY]),
                 inserted=inserted,
+                texts=texts,
             )
     finally:
         _pending.reset(token)
         _inserted.reset(inserted_token)
+        _texts.reset(texts_token)
 
 
-def facts_index(fact_ids: Iterable[int], *, inserted: Iterable[int] = ()) -> None:
+def facts_index(
+    fact_ids: Iterable[int],
+    *,
+    inserted: Iterable[int] = (),
+    texts: Mapping[int, FactText] | None = None,
+) -> None:
     """(Re-)index facts now, or at the end of the open ``search_index_batch``.
 
     ``inserted``: facts the caller inserted in this transaction and that were never
-    indexed (indexed with them, without first deleting postings they cannot have)."""
-    _index(Target.FACT, fact_ids, inserted)
+    indexed (indexed with them, without first deleting postings they cannot have).
+    ``texts``: what some of them say, as their writer holds it under its locks; they are
+    indexed from it instead of being read back, unless the batch is asked to index one
+    of them again without its text (something changed it since)."""
+    asked, new = set(fact_ids), set(inserted)
+    known = _texts.get()
+    if known is not None:
+        for pk in asked | new:
+            known.pop(pk, None)
+        known.update(texts or {})
+        _index(Target.FACT, asked, new)
+    else:
+        _reindex(facts=sorted(asked | new), entities=[], inserted={Target.FACT: new}, texts=texts)
 
 
 def entities_index(entity_ids: Iterable[int], *, inserted: Iterable[int] = ()) -> None:
@@ -90,11 +126,17 @@ def _index(target: Target, ids: Iterable[int], inserted: Iterable[int]) -> None:
     )
 
 
-def _reindex(*, facts: list[int], entities: list[int], inserted: dict[Target, set[int]]) -> None:
+def _reindex(
+    *,
+    facts: list[int],
+    entities: list[int],
+    inserted: dict[Target, set[int]],
+    texts: Mapping[int, FactText] | None = None,
+) -> None:
     """Facts' and entities' postings, per context in one batch of statements
-    (``postings_replace_batches``)."""
+    (``postings_replace_batches``); facts with a text in ``texts`` are not read back."""
     by_context: dict[int, list[IndexBatch]] = {}
-    for context_id, items in _fact_items(facts).items():
+    for context_id, items in _fact_items(facts, texts or {}).items():
         batch = IndexBatch(Target.FACT, items, inserted.get(Target.FACT, set()))
         by_context.setdefault(context_id, []).append(batch)
     for context_id, items in _entity_items(entities).items():
@@ -106,15 +148,22 @@ def _reindex(*, facts: list[int], entities: list[int], inserted: dict[Target, se
         embeddings_drain_enqueue()  # their sentences changed: the drain embeds them
 
 
-def _fact_items(fact_ids: list[int]) -> dict[int, list[IndexItem]]:
+def _fact_items(fact_ids: list[int], texts: Mapping[int, FactText]) -> dict[int, list[IndexItem]]:
     if not fact_ids:
         return {}
-    # Plain rows, not model instances, and the ids as one array literal: building
-    # 2,000 Facts with three related rows each cost ten times the SQL it ran, and
-    # binding 2,000 ids one by one into ``IN (…)`` most of the rest.
-    with connection.cursor() as cursor:
-        cursor.execute(_FACT_TEXTS_SQL, [int_array_literal(fact_ids)])
-        rows = cursor.fetchall()
+    rows = [
+        (pk, t.context_id, t.scope, t.subject, t.predicate, t.object, None)
+        for pk in fact_ids
+        if (t := texts.get(pk)) is not None
+    ]
+    unread = [pk for pk in fact_ids if pk not in texts]
+    if unread:
+        # Plain rows, not model instances, and the ids as one array literal: building
+        # 2,000 Facts with three related rows each cost ten times the SQL it ran, and
+        # binding 2,000 ids one by one into ``IN (…)`` most of the rest.
+        with connection.cursor() as cursor:
+            cursor.execute(_FACT_TEXTS_SQL, [int_array_literal(unread)])
+            rows += cursor.fetchall()
     by_context: dict[int, list[IndexItem]] = {}
     terms_of = _PartTerms()
     for pk, context_id, scope, subject, predicate, object_name, value_text in rows:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from memory.access import ContextAccess
@@ -20,6 +20,7 @@ from memory.entity_names import (
 )
 from memory.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, Role
+from memory.pg import int_array_literal
 from memory.queueing import entity_embeddings_enqueue
 from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
@@ -45,7 +46,9 @@ class EntityUpsertResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
+def entities_lock_live(
+    ids: Iterable[int], *, names: dict[int, str] | None = None
+) -> dict[int, int]:
     """Lock the entities (one ``SELECT … FOR NO KEY UPDATE`` in id order, the order every
     writer and merge uses) and map each id to its live entity's id (merged → survivor),
     locked too; ids that no longer exist are left out. ``NO KEY``: writers of one entity
@@ -53,34 +56,42 @@ def entities_lock_live(ids: Iterable[int]) -> dict[int, int]:
     fact's object) does not wait — its foreign-key check takes ``FOR KEY SHARE``, which a
     plain ``FOR UPDATE`` blocks, and two runs each holding what the other's candidates
     point at deadlocked (docs/decisions/0058). Only deletes take ``FOR UPDATE``. Only
-    ids and redirects are read, not whole rows with their vectors: callers that need rows
-    load them under the held locks.
+    ids, redirects and names are read, not whole rows with their vectors: callers that
+    need rows load them under the held locks. ``names``, when given, receives each live
+    entity's name as locked (what a fact written now is indexed with).
 
     Whoever resolved an entity before a merge committed holds a stale instance; the merge
     holds these row locks until it commits, so the redirect is read *under the lock*, never
     from the caller's copy. A survivor is locked after its redirect (out of id order, but
     a merged row is never locked again by a merge, so that cannot deadlock with one).
     """
-    redirects: dict[int, int | None] = dict(
-        Entity.objects.select_for_update(no_key=True)
-        .filter(pk__in=set(ids))
-        .order_by("pk")
-        .values_list("pk", "merged_into_id")
-    )
+    # One plain statement with the ids as an array: it runs on every write.
+    rows = _lock_rows(sorted(set(ids)))
+    redirects: dict[int, int | None] = {pk: target for pk, target, _ in rows}
+    named = {pk: name for pk, _, name in rows}
     live: dict[int, int] = {}
     for pk in sorted(redirects):
         current, seen = pk, {pk}
         while (target := redirects[current]) is not None and target not in seen:
             if target not in redirects:
-                redirects.update(
-                    Entity.objects.select_for_update(no_key=True)
-                    .filter(pk=target)
-                    .values_list("pk", "merged_into_id")
-                )
+                for row in _lock_rows([target]):
+                    redirects[row[0]], named[row[0]] = row[1], row[2]
             seen.add(target)
             current = target
         live[pk] = current
+    if names is not None:
+        names.update({pk: named[pk] for pk in live.values() if pk in named})
     return live
+
+
+def _lock_rows(ids: list[int]) -> list[tuple[int, int | None, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, merged_into_id, name FROM {Entity._meta.db_table} "  # noqa: S608
+            "WHERE id = ANY(%s::bigint[]) ORDER BY id FOR NO KEY UPDATE",
+            [int_array_literal(ids)],
+        )
+        return list(cursor.fetchall())
 
 
 def _clean_identifiers(

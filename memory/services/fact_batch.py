@@ -139,8 +139,10 @@ def _write_checked(
     # The lock that makes supersession and re-observation safe under concurrent writers:
     # every write for one subject queues here. Objects are locked too, so a merge cannot
     # move one away between our read and our insert.
+    names: dict[int, str] = {}
     live = entities_lock_live(
-        {f.subject.pk for f in facts} | {f.object.pk for f in facts if f.object is not None}
+        {f.subject.pk for f in facts} | {f.object.pk for f in facts if f.object is not None},
+        names=names,
     )
     predicate_ids = {r.predicate.pk for r in resolved.values() if isinstance(r, ResolvedPredicate)}
     subject_ids = {live[f.subject.pk] for f in facts if f.subject.pk in live}
@@ -151,6 +153,7 @@ def _write_checked(
         now=timezone.now(),
         state=state,
         base=base,
+        names=names,
         trust=trust
         or write_trust_decide(
             policy=access.context.fact_review,

@@ -19,7 +19,7 @@ from memory.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
 from memory.pg import next_ids, rows_insert
 from memory.screening import REDACTED, secret_name, secret_refuse
-from memory.search.indexing import facts_index
+from memory.search.indexing import FactText, facts_index
 from memory.services.fact_rules import (
     collision_decide,
     contested_fields,
@@ -127,9 +127,12 @@ class BatchWriter:
         now: datetime,
         state: dict[tuple[int, int], list[AnyFact]],
         base: dict[str, Any],
+        names: dict[int, str] | None = None,
         trust: WriteTrust = TRUSTED,
     ) -> None:
         self.access = access
+        # The live entities' names as locked: new facts are indexed from them.
+        self.names = names or {}
         self.trust = trust
         self.promoted: dict[int, Fact] = {}  # pending facts this batch's writer confirmed
         self.scope = scope
@@ -314,6 +317,17 @@ class BatchWriter:
         item.outcome = "conflict"
         self.conflicts.append((item, prior, fact, collision.reason))
 
+    def _texts(self) -> dict[int, FactText]:
+        """The search texts of the new facts whose entities' names the lock read."""
+        texts: dict[int, FactText] = {}
+        context_id = self.access.context.pk
+        for row in self.new:
+            subject = self.names.get(row.subject_id)
+            obj = row.value_text if row.object_id is None else self.names.get(row.object_id)
+            if subject is not None and obj is not None:
+                texts[_pk(row)] = FactText(context_id, self.scope, subject, row.predicate.name, obj)
+        return texts
+
     def _touch(self, fact: AnyFact) -> None:
         if isinstance(fact, Fact):
             self.dirty[fact.pk] = fact
@@ -337,7 +351,9 @@ class BatchWriter:
                 _insert(self.new[start : start + BULK_BATCH], base=self.base, now=self.now)
         # Search postings commit with the facts: new facts and aggregates rewritten in
         # place (a re-observation says nothing new).
-        facts_index(sorted(self.rewritten), inserted=[_pk(f) for f in self.new])
+        facts_index(
+            sorted(self.rewritten), inserted=[_pk(f) for f in self.new], texts=self._texts()
+        )
         if self.conflicts:
             rows = [
                 Conflict(

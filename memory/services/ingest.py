@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 from psycopg.errors import DeadlockDetected
 from pydantic import ValidationError
@@ -42,11 +41,13 @@ from memory.models import (
     Run,
     RunOutcome,
 )
+from memory.pg import instance_insert, instance_update
+from memory.process import process_settle
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
 from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
-from memory.selectors.predicates import RegistryIndex, registry_index_load
+from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.executor import (
     Lifecycle,
@@ -112,7 +113,7 @@ RUN_LIFECYCLE = Lifecycle(
     task_path=INGEST_RUN_TASK,
     noun="run",
     not_failed_code="run_not_failed",
-    claim_fields=lambda: {"attempts": F("attempts") + 1},
+    counted_on_claim=("attempts",),
     lost_fields={"summary": {"error_code": "worker_lost"}},
 )
 
@@ -180,7 +181,7 @@ def _run_record(
     source: str,
     retry_of: Run | None,
 ) -> Run:
-    return Run.objects.create(
+    run = Run(
         context=access.context,
         scope=scope,
         mode=infer,
@@ -197,6 +198,8 @@ def _run_record(
         created_by=access.user if getattr(access.user, "is_authenticated", False) else None,
         retry_of=retry_of,
     )
+    instance_insert(run)  # every accepted memory: one plain statement
+    return run
 
 
 def _check_input(*, text: str, infer: str, triples: dict[str, Any] | None, source: str) -> None:
@@ -324,6 +327,7 @@ def run_execute(*, run_id: int) -> Run:
             # what the database holds (_run_succeed; the LLM fields by ingest_extract).
             run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
+        process_settle()  # after a process's first run: see memory/process.py
         return run
 
 
@@ -400,7 +404,7 @@ def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
     run.error = ""
     run.finished_at = timezone.now()
     run.timings = clock.timings()
-    run.save(update_fields=["result", "summary", "outcome", "error", "finished_at", "timings"])
+    instance_update(run, ["result", "summary", "outcome", "error", "finished_at", "timings"])
 
 
 # --- the pipeline -------------------------------------------------------------------------
@@ -494,7 +498,7 @@ def memory_ingest(
     # One registry load for the run: the refusal check below and the fact write resolve
     # with it. Nothing between them writes to the registry; the write's own new (observed)
     # forms go to the database only, so a deadlock retry finds the load as it was.
-    registry = registry_index_load(context=access.context)
+    registry = registry_index_for_write(context=access.context)
     normalized = extraction_drop_secrets(
         extraction_normalize(
             extraction,

@@ -23,7 +23,7 @@ from memory.selectors.predicates import (
     Via,
     predicate_alias_owner,
     predicate_canonicalize,
-    registry_index_load,
+    registry_index_for_write,
 )
 
 
@@ -108,7 +108,7 @@ def predicates_resolve_for_write(
     creates them again.
     """
     if index is None:
-        index = registry_index_load(context=context)
+        index = registry_index_for_write(context=context)
     out: dict[str, ResolvedPredicate | DomainError] = {}
     refused: list[str] = []
     seen_drift: set[int] = set()

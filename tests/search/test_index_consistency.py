@@ -7,11 +7,13 @@ from django.db import connection, transaction
 
 from memory.access import ContextAccess, system_access
 from memory.models import Context, Document
+from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.services.contexts import context_create
 from memory.services.documents import document_create
 from memory.services.entities import entity_upsert
 from memory.services.facts import fact_write
+from memory.services.ingest import memory_ingest
 
 
 def test_a_rolled_back_write_leaves_no_postings(access: ContextAccess) -> None:
@@ -86,3 +88,45 @@ def test_a_merge_and_its_undo_keep_the_names_search_finds(access: ContextAccess)
     assert _found(access, "Smythe", "entities") == {smythe.pk}
     assert moved.pk in _found(access, "Jonathan Smythe", "facts")
     assert moved.pk not in _found(access, "John", "facts")
+
+
+def _fact_postings(context: Context) -> dict[int, dict[str, int]]:
+    docs = dict(
+        SearchDoc.objects.filter(context=context, fact__isnull=False).values_list("pk", "fact_id")
+    )
+    terms = dict(SearchTerm.objects.filter(context=context).values_list("pk", "text"))
+    postings: dict[int, dict[str, int]] = {}
+    for doc_id, term_id, tf in SearchPosting.objects.filter(doc_id__in=docs).values_list(
+        "doc_id", "term_id", "tf"
+    ):
+        postings.setdefault(docs[doc_id], {})[terms[term_id]] = tf
+    return postings
+
+
+def test_facts_an_ingest_writes_are_indexed_as_a_rebuild_indexes_them(
+    access: ContextAccess,
+) -> None:
+    # The writer indexes new facts from the names it read under its locks: the same
+    # postings as reading each fact back, for relations, attributes, actions and a fact
+    # written through an inverse alias (stored with its ends swapped).
+    triples = {
+        "entities": [
+            {"name": "Alex Rivera", "type": "person"},
+            {"name": "Acme Corp", "type": "company"},
+        ],
+        "relations": [
+            {"subject": "Alex Rivera", "predicate": "worksAt", "object": "Acme Corp"},
+            {"subject": "Acme Corp", "predicate": "employs", "object": "Dana Reyes"},
+        ],
+        "attributes": [
+            {"subject": "Alex Rivera", "key": "current_title", "value": "Staff Engineer"},
+            {"subject": "Alex Rivera", "key": "favourite_dish", "value": "Pad thai, spicy"},
+        ],
+        "actions": [{"subject": "Alex Rivera", "verb": "attended", "object": "Q3 Offsite"}],
+    }
+    result = memory_ingest(access=access, text="", scope="s", infer="triples", triples=triples)
+    assert len(result.facts_created) == 5
+    written = _fact_postings(access.context)
+    assert len(written) == 5 and all(written.values())
+    search_index_rebuild(context=access.context)
+    assert _fact_postings(access.context) == written

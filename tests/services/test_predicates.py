@@ -29,6 +29,7 @@ from memory.selectors.predicates import (
     predicate_get,
     predicate_has,
     predicate_list,
+    registry_index_for_write,
     registry_index_load,
     registry_render_for_prompt,
 )
@@ -285,6 +286,54 @@ def test_resolve_for_write_returns_the_registered_predicate(context: Context) ->
         "normalized",
         True,
     )
+
+
+def test_a_write_reuses_its_registry_load_while_the_registry_is_unchanged(
+    context: Context, django_assert_num_queries: Any
+) -> None:
+    first = registry_index_for_write(context=context)
+    # Drift stamps (what every write of an observed predicate records) change nothing.
+    predicate_resolve_for_write(context=context, raw="likesPizza")
+    moved = registry_index_for_write(context=context)
+    assert "likes_pizza" in moved.by_name and moved is not first
+    predicate_resolve_for_write(context=context, raw="likesPizza")
+    with django_assert_num_queries(1):  # the digest only
+        assert registry_index_for_write(context=context) is moved
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # Plain UPDATEs, as curation's bulk paths write, leave updated_at where it was.
+        lambda c: Predicate.objects.filter(context=c, name="works_at").update(
+            status=PredicateStatus.REJECTED
+        ),
+        lambda c: Predicate.objects.filter(context=c, name="works_at").update(single_valued=True),
+        lambda c: Predicate.objects.filter(context=c, name="works_at").update(example="x"),
+        lambda c: PredicateAlias.objects.create(
+            context=c, predicate=Predicate.objects.get(context=c, name="works_at"), alias="toils_at"
+        ),
+        lambda c: PredicateAlias.objects.filter(context=c, alias="employed_by").update(
+            inverse=True
+        ),
+        lambda c: PredicateAlias.objects.filter(context=c, alias="employed_by").delete(),
+        lambda c: Predicate.objects.filter(context=c, name="likes_pizza").delete(),
+    ],
+)
+def test_a_write_sees_every_change_to_the_registry(
+    context: Context, change: Callable[[Context], object]
+) -> None:
+    predicate_observe(context=context, name="likes_pizza")
+    before = registry_index_for_write(context=context)
+    change(context)
+    after = registry_index_for_write(context=context)
+    fresh = registry_index_load(context=context)
+    assert after is not before
+    assert after.alias_to_name == fresh.alias_to_name
+    assert after.inverse_aliases == fresh.inverse_aliases
+    assert {n: (p.status, p.single_valued, p.example) for n, p in after.by_name.items()} == {
+        n: (p.status, p.single_valued, p.example) for n, p in fresh.by_name.items()
+    }
 
 
 def test_permissive_mode_creates_an_observed_predicate(context: Context) -> None:
