@@ -85,6 +85,9 @@ class MemoryImportReport:
     # Whether the rows' foreign keys and insert triggers were checked and done set-based
     # (decision 0099) rather than row by row at commit.
     set_based_checks: bool = False
+    # Whether the facts' and entities' texts were analyzed from the file's rows while
+    # the rows were written (decision 0104) rather than read back once written.
+    texts_analyzed_ahead: bool = False
 
 
 def memory_import_check_empty(context: Context) -> None:
@@ -140,7 +143,9 @@ def memory_import(
             report.seconds["write"] = round(time.perf_counter() - started, 3)
             # Python makes blocking keys while PostgreSQL loads the postings.
             keys.begin()
-            memory_import_index(context, staging.texts, staging.refs())
+            report.texts_analyzed_ahead = memory_import_index(
+                context, staging.texts, staging.refs()
+            )
             report.seconds["postings"] = round(time.perf_counter() - started, 3)
             keys.write()
             if report.set_based_checks:

@@ -201,11 +201,12 @@ class ImportTexts:
         facts.finish()
 
 
-def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target, str]) -> None:
+def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target, str]) -> bool:
     """Search postings of every imported fact, entity, chunk and turn, loaded in bulk:
     none of them is indexed yet (the context was empty). ``texts`` holds the facts' and
     entities' postings, analyzed from the file's rows under the file's ids; ``refs``
-    names each one's map from those ids to the rows'."""
+    names each one's map from those ids to the rows'. Returns whether those were used
+    (False: the facts and entities were read back)."""
     spools = texts.spooled()
     if spools is None:
         _facts_and_entities_read_back(context)
@@ -228,6 +229,7 @@ def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target,
         (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
         for pk, scope, text, speaker, said_at in _stream(turns)
     ))  # fmt: skip
+    return spools is not None
 
 
 def _facts_and_entities_read_back(context: Context) -> None:
