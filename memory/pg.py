@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
+from typing import Any
 
 from django.db import connection, models
 
@@ -254,3 +255,59 @@ def instance_update(obj: models.Model, field_names: Sequence[str]) -> None:
             + f" WHERE {meta.pk.column} = %s",
             [*values, obj.pk],
         )
+
+
+def instance_read(
+    model: type[models.Model], pk: int, *, related: Sequence[str] = ()
+) -> models.Model | None:
+    """``model.objects.select_related(*related).filter(pk=pk).first()`` for the hot
+    paths: one plain statement that joins the forward foreign keys named, the instances
+    built with each field's own ``from_db_value``, as the ORM builds them."""
+    parts: list[tuple[Any, type[models.Model], str]] = [(None, model, "t0")]
+    joins = []
+    for position, name in enumerate(related, start=1):
+        link = model._meta.get_field(name)
+        target: type[models.Model] = link.related_model  # type: ignore[assignment]
+        alias = f"t{position}"
+        joins.append(
+            f"LEFT JOIN {target._meta.db_table} {alias} "
+            f"ON {alias}.{target._meta.pk.column} = t0.{link.column}"  # type: ignore[union-attr]
+        )
+        parts.append((link, target, alias))
+    columns = [
+        f"{alias}.{field.column}" for _, m, alias in parts for field in m._meta.concrete_fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(columns)} FROM {model._meta.db_table} t0 "  # noqa: S608  (names from the models)
+            + " ".join(joins)
+            + f" WHERE t0.{model._meta.pk.column} = %s",
+            [pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    built: list[models.Model | None] = []
+    offset = 0
+    for _, m, _ in parts:
+        fields = m._meta.concrete_fields
+        values = row[offset : offset + len(fields)]
+        offset += len(fields)
+        built.append(_from_row(m, fields, values))
+    main = built[0]
+    assert main is not None  # its own primary key matched
+    for (link, _, _), instance in zip(parts[1:], built[1:], strict=True):
+        link.set_cached_value(main, instance)
+    return main
+
+
+def _from_row(
+    model: type[models.Model], fields: Sequence[Any], values: Sequence[object]
+) -> models.Model | None:
+    if values[[f.primary_key for f in fields].index(True)] is None:
+        return None  # a null foreign key: nothing joined
+    converted = [
+        f.from_db_value(v, None, connection) if hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)

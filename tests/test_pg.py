@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from memory.models import Context, Entity, FactStatus
-from memory.pg import _element, array_literal, instances_insert, int_array_literal
+from memory.models import Context, Entity, FactStatus, Run
+from memory.pg import (
+    _element,
+    array_literal,
+    instance_insert,
+    instance_read,
+    instance_update,
+    instances_insert,
+    int_array_literal,
+)
 
 HOSTILE = ["a,b", "{x}", 'say "hi"', "back\\slash", "NULL", "", " padded ", "émoji ✓", "'q'"]
 
@@ -97,3 +107,40 @@ def test_instances_insert_writes_what_the_orm_reads_back(context: Context) -> No
         assert row.created_at is not None and row.updated_at is not None
     assert list(stored[entities[0].pk].embedding) == [0.5] * 384
     assert stored[entities[1].pk].embedding is None
+
+
+def _fields(obj: object) -> dict[str, object]:
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("with_creator", [True, False])
+def test_single_row_helpers_write_and_read_what_the_orm_does(
+    context: Context, django_user_model: Any, with_creator: bool
+) -> None:
+    creator = django_user_model.objects.create(username="ana") if with_creator else None
+    run = Run(
+        context=context,
+        scope="org",
+        mode="triples",
+        input_text="Ana joined Acme — \u00e9t\u00e9 'quoted' {braces}",
+        input_payload={"triples": {"relations": [{"subject": "Ana", "n": 10**20}]}, "ok": True},
+        created_by=creator,
+    )
+    instance_insert(run)
+    assert run.pk is not None and run.created_at is not None
+    run.result, run.timings, run.outcome = {"facts": [1, 2.5, None, "x"]}, {"total_ms": 1.5}, "ok"
+    instance_update(run, ["result", "timings", "outcome"])
+
+    read = instance_read(Run, run.pk, related=("context", "created_by"))
+    orm = Run.objects.select_related("context", "created_by").get(pk=run.pk)
+    assert read is not None and _fields(read) == _fields(orm)
+    assert read.input_payload["triples"]["relations"][0]["n"] == 10**20  # type: ignore[attr-defined]
+    assert _fields(read.context) == _fields(orm.context)  # type: ignore[attr-defined]
+    if with_creator:
+        assert _fields(read.created_by) == _fields(orm.created_by)  # type: ignore[attr-defined]
+    else:
+        assert read.created_by is None  # type: ignore[attr-defined]
+    with CaptureQueriesContext(connection) as queries:
+        assert read.context.slug == context.slug  # type: ignore[attr-defined]
+    assert len(queries) == 0
+    assert instance_read(Run, run.pk + 1000) is None

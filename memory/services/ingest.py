@@ -41,7 +41,7 @@ from memory.models import (
     Run,
     RunOutcome,
 )
-from memory.pg import instance_insert, instance_update
+from memory.pg import instance_insert, instance_read, instance_update
 from memory.process import process_settle
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
@@ -281,7 +281,7 @@ def run_execute(*, run_id: int) -> Run:
     A run that is not pending (done, or executing elsewhere) is returned as it is.
     """
     with executor_claim(RUN_LIFECYCLE, run_id) as claimed:
-        run = Run.objects.select_related("context", "created_by").get(pk=run_id)
+        run = _run_read(run_id)
         if not claimed:
             return run
         clock = StageClock()
@@ -329,6 +329,15 @@ def run_execute(*, run_id: int) -> Run:
         ingest_log(run)
         process_settle()  # after a process's first run: see memory/process.py
         return run
+
+
+def _run_read(run_id: int) -> Run:
+    """The run with its context and creator (one plain statement: every run is read)."""
+    run = instance_read(Run, run_id, related=("context", "created_by"))
+    if run is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    assert isinstance(run, Run)
+    return run
 
 
 def run_retry(*, access: ContextAccess, run: Run) -> Run:
