@@ -10,7 +10,7 @@ and import jobs alike).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.db import DatabaseError, connection
 
@@ -22,17 +22,36 @@ EMBEDDING_DRAIN_LOCK = 0x4D44_0005  # (namespace, context id or 0): one embeddin
 
 
 @contextlib.contextmanager
-def executor_lock(namespace: int, key: int) -> Iterator[bool]:
-    """Try to take the lock; yields whether it is held, releases it on the way out."""
+def executor_lock(
+    namespace: int, key: int, *, take: Callable[[list[int]], bool] | None = None
+) -> Iterator[bool]:
+    """Try to take the lock; yields whether it is held, releases it on the way out.
+
+    ``take``: the caller's own statement that tries the lock (``pg_try_advisory_lock``
+    with the two arguments it is given) together with its first work, one round trip
+    instead of two; it returns whether the lock was taken."""
     args = [namespace, key % 2**31]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", args)
-        row = cursor.fetchone()
-    held = bool(row and row[0])
+    if take is not None:
+        try:
+            held = take(args)
+        except BaseException:
+            # The statement may have taken the lock before it failed (a session lock
+            # outlives its statement): give it back, as the block's end would have.
+            _unlock(args)
+            raise
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", args)
+            row = cursor.fetchone()
+        held = bool(row and row[0])
     try:
         yield held
     finally:
         if held:
-            # A dead connection has already released it.
-            with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", args)
+            _unlock(args)
+
+
+def _unlock(args: list[int]) -> None:
+    # A dead connection has already released it; a lock not held is a no-op.
+    with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", args)

@@ -56,26 +56,35 @@ def executor_identity() -> str:
 def executor_claim(lifecycle: Lifecycle, pk: int) -> Iterator[bool]:
     """Lock and claim record ``pk``; yields whether this process executes it. The lock is
     held until the block ends, so the executor must work inside it."""
-    with executor_lock(lifecycle.lock_namespace, pk) as held:
-        if not held:  # another executor has it
-            yield False
-            return
-        yield _claim(lifecycle, pk)
+    claimed = False
+
+    def lock_and_claim(lock: list[int]) -> bool:
+        nonlocal claimed
+        held, claimed = _lock_and_claim(lifecycle, pk, lock)
+        return held
+
+    with executor_lock(lifecycle.lock_namespace, pk, take=lock_and_claim) as held:
+        yield held and claimed
 
 
-def _claim(lifecycle: Lifecycle, pk: int) -> bool:
-    """Move record ``pk`` from pending to running; whether it was pending. One plain
-    statement: every run is claimed, and compiling the queryset cost more than it."""
+def _lock_and_claim(lifecycle: Lifecycle, pk: int, lock: list[int]) -> tuple[bool, bool]:
+    """Try the record's lock and, only if it is taken, move the record from pending to
+    running: whether the lock was taken, and whether the record was pending. One plain
+    statement (every run is claimed): the lock is tried once, in a CTE the claim reads."""
     meta = lifecycle.model._meta
     state = meta.get_field(lifecycle.state_field).column  # type: ignore[union-attr]
     counted = "".join(f", {c} = {c} + 1" for c in lifecycle.counted_on_claim)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {meta.db_table} SET {state} = %s, started_at = %s, worker = %s{counted} "  # noqa: S608  (names from the model)
-            f"WHERE {meta.pk.column} = %s AND {state} = %s",
-            [lifecycle.running, timezone.now(), executor_identity(), pk, lifecycle.pending],
+            "WITH lock AS (SELECT pg_try_advisory_lock(%s, %s) AS held), claimed AS ("  # noqa: S608  (names from the model)
+            f" UPDATE {meta.db_table} SET {state} = %s, started_at = %s, worker = %s{counted}"
+            f" FROM lock WHERE lock.held AND {meta.pk.column} = %s AND {state} = %s"
+            " RETURNING 1"
+            ") SELECT lock.held, EXISTS (SELECT 1 FROM claimed) FROM lock",
+            [*lock, lifecycle.running, timezone.now(), executor_identity(), pk, lifecycle.pending],
         )
-        return cursor.rowcount == 1
+        held, claimed = cursor.fetchone()
+    return bool(held), bool(claimed)
 
 
 def executor_recover_stale(
