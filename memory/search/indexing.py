@@ -44,9 +44,24 @@ class FactText:
     object: str  # the object entity's name, or the value's text
 
 
+@dataclass(frozen=True)
+class EntityText:
+    """What an entity's search document is made of, when its writer holds it (an entity
+    it has just inserted): indexed without reading it back."""
+
+    context_id: int
+    scope: str
+    name: str
+    aliases: tuple[str, ...]
+
+
+Texts = Mapping[int, FactText] | Mapping[int, EntityText]
+
 _pending: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_pending", default=None)
-# Texts given with facts of the open batch (FactText), by fact id.
-_texts: ContextVar[dict[int, FactText] | None] = ContextVar("search_fact_texts", default=None)
+# Texts given with facts and entities of the open batch, by target and id.
+_texts: ContextVar[dict[tuple[Target, int], FactText | EntityText] | None] = ContextVar(
+    "search_texts", default=None
+)
 # Facts and entities of the open batch inserted in its transaction (never indexed): no
 # delete first.
 _inserted: ContextVar[dict[Target, set[int]] | None] = ContextVar("search_inserted", default=None)
@@ -92,37 +107,38 @@ def facts_index(
     ``texts``: what some of them say, as their writer holds it under its locks; they are
     indexed from it instead of being read back, unless the batch is asked to index one
     of them again without its text (something changed it since)."""
-    asked, new = set(fact_ids), set(inserted)
-    known = _texts.get()
-    if known is not None:
-        for pk in asked | new:
-            known.pop(pk, None)
-        known.update(texts or {})
-        _index(Target.FACT, asked, new)
-    else:
-        _reindex(facts=sorted(asked | new), entities=[], inserted={Target.FACT: new}, texts=texts)
+    _index(Target.FACT, fact_ids, inserted, texts or {})
 
 
-def entities_index(entity_ids: Iterable[int], *, inserted: Iterable[int] = ()) -> None:
+def entities_index(
+    entity_ids: Iterable[int],
+    *,
+    inserted: Iterable[int] = (),
+    texts: Mapping[int, EntityText] | None = None,
+) -> None:
     """(Re-)index entities now, or at the end of the open ``search_index_batch``;
-    ``inserted`` as for ``facts_index``."""
-    _index(Target.ENTITY, entity_ids, inserted)
+    ``inserted`` and ``texts`` as for ``facts_index``."""
+    _index(Target.ENTITY, entity_ids, inserted, texts or {})
 
 
-def _index(target: Target, ids: Iterable[int], inserted: Iterable[int]) -> None:
+def _index(target: Target, ids: Iterable[int], inserted: Iterable[int], texts: Texts) -> None:
     asked, new = set(ids), set(inserted)
-    pending, batch_inserted = _pending.get(), _inserted.get()
-    if pending is not None and batch_inserted is not None:
+    pending, batch_inserted, known = _pending.get(), _inserted.get(), _texts.get()
+    if pending is not None and batch_inserted is not None and known is not None:
         # Postings are written when the block ends: a row inserted in its transaction
         # has none until then, however often it is asked for meanwhile.
         pending[target].update(asked, new)
         batch_inserted[target].update(new)
+        for pk in asked | new:  # asked again: only a text given now is current
+            known.pop((target, pk), None)
+        known.update({(target, pk): text for pk, text in texts.items()})
         return
     every = sorted(asked | new)
     _reindex(
         facts=every if target == Target.FACT else [],
         entities=every if target == Target.ENTITY else [],
         inserted={target: new},
+        texts={(target, pk): text for pk, text in texts.items()},
     )
 
 
@@ -131,15 +147,18 @@ def _reindex(
     facts: list[int],
     entities: list[int],
     inserted: dict[Target, set[int]],
-    texts: Mapping[int, FactText] | None = None,
+    texts: Mapping[tuple[Target, int], FactText | EntityText] | None = None,
 ) -> None:
     """Facts' and entities' postings, per context in one batch of statements
-    (``postings_replace_batches``); facts with a text in ``texts`` are not read back."""
+    (``postings_replace_batches``); those with a text in ``texts`` are not read back."""
+    texts = texts or {}
     by_context: dict[int, list[IndexBatch]] = {}
-    for context_id, items in _fact_items(facts, texts or {}).items():
+    fact_texts = {pk: t for (_, pk), t in texts.items() if isinstance(t, FactText)}
+    for context_id, items in _fact_items(facts, fact_texts).items():
         batch = IndexBatch(Target.FACT, items, inserted.get(Target.FACT, set()))
         by_context.setdefault(context_id, []).append(batch)
-    for context_id, items in _entity_items(entities).items():
+    entity_texts = {pk: t for (_, pk), t in texts.items() if isinstance(t, EntityText)}
+    for context_id, items in _entity_items(entities, entity_texts).items():
         batch = IndexBatch(Target.ENTITY, items, inserted.get(Target.ENTITY, set()))
         by_context.setdefault(context_id, []).append(batch)
     for context_id, batches in by_context.items():
@@ -206,18 +225,27 @@ class _PartTerms:
         return [*self.of(subject), *self.of(predicate), *self.of(obj)]
 
 
-def _entity_items(entity_ids: list[int]) -> dict[int, list[IndexItem]]:
+def _entity_items(
+    entity_ids: list[int], texts: Mapping[int, EntityText]
+) -> dict[int, list[IndexItem]]:
     """Entity vectors are the entity module's job (``entity_embeddings_enqueue``)."""
     if not entity_ids:
         return {}
     by_context: dict[int, list[IndexItem]] = {}
-    with connection.cursor() as cursor:  # plain rows, as for facts
-        cursor.execute(
-            f"SELECT id, context_id, scope, name, aliases FROM {Entity._meta.db_table} "  # noqa: S608
-            "WHERE id = ANY(%s::bigint[])",
-            [int_array_literal(entity_ids)],
-        )
-        rows = cursor.fetchall()
+    rows = [
+        (pk, t.context_id, t.scope, t.name, list(t.aliases))
+        for pk in entity_ids
+        if (t := texts.get(pk)) is not None
+    ]
+    unread = [pk for pk in entity_ids if pk not in texts]
+    if unread:
+        with connection.cursor() as cursor:  # plain rows, as for facts
+            cursor.execute(
+                f"SELECT id, context_id, scope, name, aliases FROM {Entity._meta.db_table} "  # noqa: S608
+                "WHERE id = ANY(%s::bigint[])",
+                [int_array_literal(unread)],
+            )
+            rows += cursor.fetchall()
     for pk, context_id, scope, name, aliases in rows:
         text = entity_text(Entity(name=name, aliases=aliases))
         by_context.setdefault(context_id, []).append(

@@ -37,7 +37,7 @@ from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.pg import array_literal, instances_insert
 from memory.queueing import entity_embeddings_enqueue
-from memory.search.indexing import entities_index, search_index_batch
+from memory.search.indexing import EntityText, entities_index, search_index_batch
 from memory.search.texts import entity_embedding_text
 from memory.services.duplicates import duplicates_check
 from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
@@ -384,10 +384,15 @@ def _apply(
     ]
     entity_embeddings_enqueue(stale)
     # Search postings and duplicate candidates commit with the entities (as in entity_upsert).
-    created = [r.entity.pk for r in out.values() if r.created]
-    written = [e.pk for e in changed] + created
-    # The created entities were inserted in this transaction: indexed without a delete.
-    entities_index([e.pk for e in changed], inserted=created)
+    created = [r.entity for r in out.values() if r.created]
+    written = [e.pk for e in changed] + [e.pk for e in created]
+    # The created entities were inserted in this transaction: indexed without a delete,
+    # from what was inserted rather than read back.
+    entities_index(
+        [e.pk for e in changed],
+        inserted=[e.pk for e in created],
+        texts={e.pk: EntityText(e.context_id, e.scope, e.name, tuple(e.aliases)) for e in created},
+    )
     duplicates_check(written)
     return out
 

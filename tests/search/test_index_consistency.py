@@ -6,7 +6,7 @@ import pytest
 from django.db import connection, transaction
 
 from memory.access import ContextAccess, system_access
-from memory.models import Context, Document
+from memory.models import Context, Document, Entity
 from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.services.contexts import context_create
@@ -90,9 +90,12 @@ def test_a_merge_and_its_undo_keep_the_names_search_finds(access: ContextAccess)
     assert moved.pk not in _found(access, "John", "facts")
 
 
-def _fact_postings(context: Context) -> dict[int, dict[str, int]]:
+def _postings(context: Context, target: str = "fact") -> dict[int, dict[str, int]]:
+    """Each fact's (or entity's) postings: its terms and their frequencies."""
     docs = dict(
-        SearchDoc.objects.filter(context=context, fact__isnull=False).values_list("pk", "fact_id")
+        SearchDoc.objects.filter(context=context, **{f"{target}__isnull": False}).values_list(
+            "pk", f"{target}_id"
+        )
     )
     terms = dict(SearchTerm.objects.filter(context=context).values_list("pk", "text"))
     postings: dict[int, dict[str, int]] = {}
@@ -103,15 +106,16 @@ def _fact_postings(context: Context) -> dict[int, dict[str, int]]:
     return postings
 
 
-def test_facts_an_ingest_writes_are_indexed_as_a_rebuild_indexes_them(
+def test_what_an_ingest_writes_is_indexed_as_a_rebuild_indexes_it(
     access: ContextAccess,
 ) -> None:
-    # The writer indexes new facts from the names it read under its locks: the same
-    # postings as reading each fact back, for relations, attributes, actions and a fact
-    # written through an inverse alias (stored with its ends swapped).
+    # The writer indexes new facts from the names it read under its locks, and new
+    # entities from what it inserted: the same postings as reading each back, for
+    # relations, attributes, actions and a fact written through an inverse alias
+    # (stored with its ends swapped).
     triples = {
         "entities": [
-            {"name": "Alex Rivera", "type": "person"},
+            {"name": "Alex Rivera", "type": "person", "aliases": ["A. Rivera", "Lexi"]},
             {"name": "Acme Corp", "type": "company"},
         ],
         "relations": [
@@ -126,7 +130,10 @@ def test_facts_an_ingest_writes_are_indexed_as_a_rebuild_indexes_them(
     }
     result = memory_ingest(access=access, text="", scope="s", infer="triples", triples=triples)
     assert len(result.facts_created) == 5
-    written = _fact_postings(access.context)
+    written, entities = _postings(access.context), _postings(access.context, "entity")
     assert len(written) == 5 and all(written.values())
+    assert len(entities) == 4 and all(entities.values())
+    assert "lexi" in entities[Entity.objects.get(context=access.context, name="Alex Rivera").pk]
     search_index_rebuild(context=access.context)
-    assert _fact_postings(access.context) == written
+    assert _postings(access.context) == written
+    assert _postings(access.context, "entity") == entities
