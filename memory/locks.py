@@ -31,24 +31,25 @@ def executor_lock(
     with the two arguments it is given) together with its first work, one round trip
     instead of two; it returns whether the lock was taken."""
     args = [namespace, key % 2**31]
-    if take is not None:
-        try:
-            held = take(args)
-        except BaseException:
-            # The statement may have taken the lock before it failed (a session lock
-            # outlives its statement): give it back, as the block's end would have.
-            _unlock(args)
-            raise
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", args)
-            row = cursor.fetchone()
-        held = bool(row and row[0])
+    try:
+        held = (take or _try_lock)(args)
+    except BaseException:
+        # The statement may have taken the lock before it failed (a session lock
+        # outlives its statement): give it back, as the block's end would have.
+        _unlock(args)
+        raise
     try:
         yield held
     finally:
         if held:
             _unlock(args)
+
+
+def _try_lock(args: list[int]) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", args)
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _unlock(args: list[int]) -> None:
