@@ -11,7 +11,8 @@ per table instead:
 
 - every foreign key of a table written, read from the catalog (so a key a migration adds
   is checked without a change here), by one anti-join over the rows written
-  (``foreign_keys_check``);
+  (``foreign_keys_check``) — save the keys whose values the writer took from rows it
+  knows to exist (its own id maps, the context it holds locked), which it names;
 - each ordinary insert trigger by its writer's set-based equivalent, which is allowed
   only while the trigger is the one that equivalent was written for: its name and a hash
   of its function's source (``insert_triggers``). A trigger added or changed later sends
@@ -25,7 +26,7 @@ so, and the caller writes row by row as before. Decision 0099.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
@@ -95,13 +96,30 @@ class ForeignKeyBroken(Exception):
     must not commit (the per-row check would have stopped it at commit)."""
 
 
-def foreign_keys_check(table: str, written: str, params: Sequence[Any] = ()) -> None:
+def foreign_keys_check(
+    table: str,
+    written: str,
+    params: Sequence[Any] = (),
+    *,
+    guaranteed: Collection[tuple[str, str]] = (),
+) -> None:
     """Raise ``ForeignKeyBroken`` naming the first foreign key of ``table`` that a row
     written breaks. ``written`` is a query of the written rows' ids. One statement for
     all of the table's keys, driven by those ids (the table may hold many other rows):
     each new row is read once and each of its references looked up in its target's
-    primary key."""
-    keys = _foreign_keys(table)
+    primary key.
+
+    ``guaranteed`` names single-column keys, as (column, referenced table), whose values
+    the writer took from rows of that table it knows to exist in its transaction (its own
+    id maps, a locked row): those are not looked up. Any other key the catalog lists,
+    one a migration adds included, still is."""
+    keys = [
+        (columns, target, target_columns)
+        for columns, target, target_columns in _foreign_keys(table)
+        if not (
+            len(columns) == 1 and target_columns == ["id"] and (columns[0], target) in guaranteed
+        )
+    ]
     if not keys:
         return
     joins: list[str] = []

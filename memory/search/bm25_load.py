@@ -29,7 +29,7 @@ from django.db import connection
 from memory.restore_writes import foreign_keys_check, replica_role_on, triggers_firing
 from memory.search.analyzer import analyze
 from memory.search.bm25_postings import REF_COLUMN
-from memory.search.models import Target
+from memory.search.models import SearchDoc, Target
 
 # Items analyzed and copied per COPY statement (the rows come from a server-side cursor
 # of the same connection, which cannot fetch while a COPY is open).
@@ -277,7 +277,7 @@ def _write(context_id: int, target: Target, refs: str | None = None) -> None:
             [context_id, target.value],
         )
         if triggers_off:
-            _documents_checked(cursor, context_id, target)
+            _documents_checked(cursor, context_id, target, mapped=refs is not None)
         # In the primary key's order: the index is written left to right. With triggers
         # off, the terms' df and bounds are already counted (``_terms_counted``).
         cursor.execute(
@@ -310,10 +310,23 @@ def _terms_counted(cursor: Any, context_id: int, target: Target) -> None:
     )
 
 
-def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:
+def _document_keys() -> frozenset[tuple[str, str]]:
+    """A search document's references, as (column, referenced table): its context and
+    the one item it indexes (the others it leaves NULL)."""
+    return frozenset(
+        (str(f.column), f.related_model._meta.db_table)
+        for f in SearchDoc._meta.concrete_fields
+        if f.is_relation and f.related_model is not None
+    )
+
+
+def _documents_checked(cursor: Any, context_id: int, target: Target, mapped: bool) -> None:
     """What the documents' triggers do when they fire: the corpus statistics (as
     ``search_doc_inserted`` adds one statement's documents, with the statistics' own
-    triggers firing) and the foreign keys of the documents and of the corpus's terms."""
+    triggers firing) and the foreign keys of the documents and of the corpus's terms.
+    ``mapped``: the documents' items came through the caller's id map (a restore's map
+    of the rows it wrote, in a context it holds locked), so the documents' references
+    are kept by construction and only keys a migration may add are looked up."""
     with triggers_firing():
         cursor.execute(
             f"""
@@ -325,7 +338,11 @@ def _documents_checked(cursor: Any, context_id: int, target: Target) -> None:
             """,  # noqa: S608 - the staging table's own name
             [context_id, target.value],
         )
-    foreign_keys_check("search_searchdoc", f"SELECT doc_id FROM {_DOCS}")  # noqa: S608
+    foreign_keys_check(
+        "search_searchdoc",
+        f"SELECT doc_id FROM {_DOCS}",  # noqa: S608 - the staging table's own name
+        guaranteed=_document_keys() if mapped else (),
+    )
     foreign_keys_check(
         "search_searchterm",
         "SELECT id FROM search_searchterm WHERE context_id = %s AND target = %s",

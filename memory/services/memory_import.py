@@ -14,6 +14,7 @@ the duplicate finder written, and the embedding queue told.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -65,7 +66,8 @@ from memory.services.memory_transfer import (
     Kind,
 )
 
-FLUSH_ROWS = 5_000
+FLUSH_ROWS = 5_000  # rows of a kind held before they are sent
+STREAM_ROWS = 50_000  # rows of a kind sent through one COPY (progress is told between two)
 # Memory for each sort or hash of the import's statements, for its transaction only.
 WORK_MEM = "256MB"
 # Rows of a kind from which its table is analyzed once written (a sample of at most
@@ -219,6 +221,7 @@ class _Staging:
         self.defaults: dict[str, tuple[Any, ...]] = {}
         self.replace_registry = False
         self.texts = ImportTexts()
+        self.stream = _CopyStream()
 
     def read(
         self,
@@ -236,10 +239,23 @@ class _Staging:
                     f"SELECT * FROM {kind.model._meta.db_table} WITH NO DATA"
                 )
                 self.created.append(table)
+        try:
+            return self._read_lines(lines, total, on_progress, report)
+        except BaseException:
+            self.stream.abort()  # the COPY open, if any, is given up with its rows
+            raise
+
+    def _read_lines(
+        self,
+        lines: Iterable[str],
+        total: int,
+        on_progress: Progress | None,
+        report: MemoryImportReport,
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
         header: dict[str, Any] | None = None
         end: dict[str, Any] | None = None
         extras: dict[str, Any] = {}
-        number = 0
+        number = reported = 0
         for number, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
@@ -267,12 +283,15 @@ class _Staging:
                 raise ValidationFailed(
                     f"line {number}: unknown line type {str(type_)[:40]!r}", code="invalid_export"
                 )
-            if on_progress is not None and number % 1_000 == 0:
+            # Progress may write to the database (a job's row): only between two COPYs.
+            if on_progress is not None and number - reported >= 1_000 and self.stream.idle:
                 on_progress(number, max(total, number))
+                reported = number
         if header is None:
             raise ValidationFailed("the file is empty", code="invalid_export")
         for name in list(self.buffers):
             self._flush(KIND_BY_NAME[name])
+        self.stream.close()
         report.lines = number
         if on_progress is not None:
             on_progress(number, max(total, number))
@@ -282,15 +301,22 @@ class _Staging:
         """Stage one line's row. ``nul``: the line may hold a NUL character (JSON writes
         one only as an escape), so its texts are checked one by one."""
         plan = _plan(kind)
-        if not plan.names.issuperset(record):
-            unknown = sorted(record.keys() - plan.names)[0]
-            raise ValidationFailed(
-                f"line {number}: {kind.name} has no field {unknown[:40]!r}",
-                code="invalid_export",
-            )
         missing = self._missing(kind)
-        get = record.get
-        row = [get(name, default) for name, default in zip(plan.attnames, missing, strict=True)]
+        row = list(missing)
+        position, scalar = plan.position, plan.scalar
+        # Only the fields the line gives (a third of a fact's): the defaults are known good.
+        for name, value in record.items():
+            i = position.get(name)
+            if i is None:
+                if name in SKIPPED_COLUMNS:
+                    continue
+                raise ValidationFailed(
+                    f"line {number}: {kind.name} has no field {name[:40]!r}",
+                    code="invalid_export",
+                )
+            row[i] = value
+            if scalar[i] and (type(value) is dict or type(value) is list):
+                _wrong_shape(plan.fields[i], kind, number)  # a parsed line holds no other
         for i in plan.stamped:  # a time the row was written: now, when not known
             if row[i] is None:
                 row[i] = missing[i]
@@ -299,12 +325,9 @@ class _Staging:
             row[i] = None if value is None and nullable else Jsonb(value)
         for i in plan.arrays:
             row[i] = _array_cell(plan.fields[i], row[i], kind, number)
-        for i in plan.scalars:
-            value = row[i]
-            if type(value) is dict or type(value) is list:  # a parsed line holds no other
-                _wrong_shape(plan.fields[i], kind, number)
-            if nul:
-                _text_checked(value, plan.fields[i], kind, number)
+        if nul:
+            for i in plan.scalars:
+                _text_checked(row[i], plan.fields[i], kind, number)
         if self.texts.wants(kind):
             self.texts.add(kind, row)
         buffer = self.buffers.setdefault(kind.name, [])
@@ -323,41 +346,30 @@ class _Staging:
 
     def _flush(self, kind: Kind) -> None:
         rows = self.buffers.pop(kind.name, [])
-        if not rows:
-            return
-        columns = ", ".join(str(f.column) for f in kind.fields())
-        sql = f"COPY {_table(kind)} ({columns}) FROM STDIN"
-        try:
-            with (
-                transaction.atomic(),
-                connection.cursor() as cursor,
-                cursor.cursor.copy(sql) as copy,
-            ):
-                for row in rows:
-                    copy.write_row(row)
-        except (DatabaseError, psycopg.Error) as exc:  # COPY speaks psycopg's errors
-            raise ValidationFailed(
-                f"{kind.name} lines: {_first_line(exc)}", code="invalid_export"
-            ) from None
+        if rows:
+            self.stream.write(kind, rows)
 
     def prepare(self, report: MemoryImportReport) -> None:
-        """Give every staged row a new id, then check the staged references; a file
-        with predicates replaces the context's registry."""
+        """Give every staged row a new id (the references are checked as the rows are
+        written, ``_insert_sql``); a file with predicates replaces the context's
+        registry."""
         self.replace_registry = report.counts.get("predicate", 0) > 0
         with connection.cursor() as cursor:
+            # Once a session (a later role of the session may not replace it).
+            cursor.execute(
+                "SELECT 1 FROM pg_proc WHERE proname = 'memory_import_dangling' "
+                "AND pronamespace = pg_my_temp_schema()"
+            )
+            if cursor.fetchone() is None:
+                cursor.execute(_DANGLING_FUNCTION)
             for kind in KINDS:
                 self._number(cursor, kind)
-            for kind in KINDS:
-                self._check_references(cursor, kind)
 
     def _number(self, cursor: Any, kind: Kind) -> None:
         """The kind's map from old ids to new ones, taken from its table's sequence in
         the order of the old ones (an export of the import lists its rows in the same
         order as the file). A narrow table: the writes join it once per reference."""
         table, ids = _table(kind), _ids(kind)
-        cursor.execute(f"SELECT 1 FROM {table} WHERE id IS NULL LIMIT 1")  # noqa: S608
-        if cursor.fetchone() is not None:
-            raise ValidationFailed(f"a {kind.name} line has no id", code="invalid_export")
         sequence = f"pg_get_serial_sequence('{kind.model._meta.db_table}', 'id')"
         cursor.execute(f"DROP TABLE IF EXISTS {ids}")
         cursor.execute(
@@ -368,6 +380,10 @@ class _Staging:
             """  # noqa: S608 - names from the models
         )
         self.created.append(ids)
+        # The map is the narrow table to look in for a line without an id.
+        cursor.execute(f"SELECT 1 FROM {ids} WHERE id IS NULL LIMIT 1")  # noqa: S608
+        if cursor.fetchone() is not None:
+            raise ValidationFailed(f"a {kind.name} line has no id", code="invalid_export")
         try:
             with transaction.atomic():
                 cursor.execute(f"CREATE UNIQUE INDEX ON {ids} (id)")
@@ -391,6 +407,8 @@ class _Staging:
                     with transaction.atomic():
                         cursor.execute(*_insert_sql(kind, context_id))
                 except DatabaseError as exc:
+                    if _sqlstate(exc) == DANGLING_SQLSTATE:  # as the function words it
+                        raise ValidationFailed(_first_line(exc), code="invalid_export") from None
                     raise ValidationFailed(
                         f"the {kind.name} lines could not be written: {_first_line(exc)}",
                         code="invalid_export",
@@ -406,28 +424,13 @@ class _Staging:
             Target.ENTITY: _ids(KIND_BY_NAME["entity"]),
         }
 
-    def new_ids(self) -> list[tuple[Kind, str]]:
-        """Each kind with a query of the ids its rows were written with."""
-        return [(kind, f"SELECT new_id FROM {_ids(kind)}") for kind in KINDS]  # noqa: S608
-
-    def _check_references(self, cursor: Any, kind: Kind) -> None:
-        for f in kind.fields():
-            target = _target_kind(f)
-            if target is None:
-                continue
-            cursor.execute(
-                f"""
-                SELECT s.id, s.{f.column} FROM {_table(kind)} s
-                LEFT JOIN {_ids(target)} m ON m.id = s.{f.column}
-                WHERE s.{f.column} IS NOT NULL AND m.id IS NULL LIMIT 1
-                """  # noqa: S608 - names from the models
-            )
-            dangling = cursor.fetchone()
-            if dangling is not None:
-                raise ValidationFailed(
-                    f"{kind.name} {dangling[0]}: {f.attname} {dangling[1]} is not in the file",
-                    code="invalid_export",
-                )
+    def new_ids(self) -> list[tuple[Kind, str, frozenset[tuple[str, str]]]]:
+        """Each kind with a query of the ids its rows were written with, and the foreign
+        keys its rows keep by construction (``_kept_keys``)."""
+        return [
+            (kind, f"SELECT new_id FROM {_ids(kind)}", _kept_keys(kind))  # noqa: S608
+            for kind in KINDS
+        ]
 
     def drop(self) -> None:
         self.texts.close()
@@ -437,10 +440,95 @@ class _Staging:
         self.created = []
 
 
+class _CopyStream:
+    """The COPY into a kind's staging table, kept open from one batch of its rows to the
+    next (up to ``STREAM_ROWS``): the server stores the rows sent while Python parses the
+    lines that follow, where a COPY a batch would wait for it at the end of each."""
+
+    def __init__(self) -> None:
+        self.kind: Kind | None = None
+        self.stack: contextlib.ExitStack | None = None
+        self.copy: Any = None
+        self.rows = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.stack is None
+
+    def write(self, kind: Kind, rows: list[list[Any]]) -> None:
+        if self.kind is not kind:
+            self.close()
+        try:
+            if self.stack is None:
+                self._open(kind)
+            write_row = self.copy.write_row
+            for row in rows:
+                write_row(row)
+        except (DatabaseError, psycopg.Error) as exc:  # COPY speaks psycopg's errors
+            self.abort()
+            raise _refused(kind, exc) from None
+        self.rows += len(rows)
+        if self.rows >= STREAM_ROWS:
+            self.close()
+
+    def close(self) -> None:
+        """End the COPY: the server has stored every row sent, or says why not."""
+        stack, kind = self.stack, self.kind
+        self._forget()
+        if stack is None or kind is None:
+            return
+        try:
+            stack.close()  # a refusal rolls the COPY's savepoint back on its way out
+        except (DatabaseError, psycopg.Error) as exc:
+            raise _refused(kind, exc) from None
+
+    def abort(self) -> None:
+        """Give the open COPY up (its rows are not stored), for a failure elsewhere."""
+        stack = self.stack
+        self._forget()
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                stack.__exit__(ValidationFailed, ValidationFailed("the import stopped"), None)
+
+    def _open(self, kind: Kind) -> None:
+        columns = ", ".join(str(f.column) for f in kind.fields())
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(transaction.atomic())
+            cursor = stack.enter_context(connection.cursor())
+            sql = f"COPY {_table(kind)} ({columns}) FROM STDIN"
+            self.copy = stack.enter_context(cursor.cursor.copy(sql))
+        except BaseException:
+            stack.close()
+            raise
+        self.stack, self.kind, self.rows = stack, kind, 0
+
+    def _forget(self) -> None:
+        self.stack, self.kind, self.copy, self.rows = None, None, None, 0
+
+
+def _refused(kind: Kind, exc: Exception) -> ValidationFailed:
+    return ValidationFailed(f"{kind.name} lines: {_first_line(exc)}", code="invalid_export")
+
+
 def _target_kind(f: models.Field) -> Kind | None:
     if not f.is_relation or f.related_model is None:
         return None
     return KIND_OF_MODEL.get(f.related_model)
+
+
+def _kept_keys(kind: Kind) -> frozenset[tuple[str, str]]:
+    """The foreign keys, as (column, referenced table), that the rows ``_insert_sql``
+    writes keep by construction, so that no check need look them up: the context (the
+    import's, held locked), each reference remapped through a kind's id map (a staged
+    reference the map lacks stops the insert, ``_insert_sql``, and every id of a map is
+    that of a row of its kind written in this transaction, which no one else can see to
+    delete), and each reference to what an export does not carry (written NULL)."""
+    return frozenset(
+        (str(f.column), f.related_model._meta.db_table)
+        for f in kind.model._meta.concrete_fields
+        if f.is_relation and f.related_model is not None
+    )
 
 
 def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
@@ -468,9 +556,14 @@ def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
             if target is None:
                 values.append("NULL")
             else:
+                # A reference the file does not hold stops the statement, naming it.
                 alias = f"j{len(joins)}"
                 joins.append(f"LEFT JOIN {_ids(target)} {alias} ON {alias}.id = s.{f.column}")
-                values.append(f"{alias}.new_id")
+                values.append(
+                    f"CASE WHEN {alias}.new_id IS NULL AND s.{f.column} IS NOT NULL "
+                    f"THEN pg_temp.memory_import_dangling('{kind.name}', s.id, "
+                    f"'{f.attname}', s.{f.column}) ELSE {alias}.new_id END"
+                )
         else:
             values.append(f"s.{f.column}")
     sql = (
@@ -481,6 +574,26 @@ def _insert_sql(kind: Kind, context_id: int) -> tuple[str, list[Any]]:
         f"{' '.join(joins)} ORDER BY n.new_id"
     )
     return sql, params
+
+
+# Raised by the import's INSERT … SELECT for a reference to a row the file does not
+# hold: one pass over the staged rows both remaps and checks them. A function of the
+# session's own temporary schema (the right to create temporary tables is all it needs).
+DANGLING_SQLSTATE = "MDI01"
+_DANGLING_FUNCTION = f"""
+CREATE FUNCTION pg_temp.memory_import_dangling(
+    kind text, id bigint, field text, ref bigint
+) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% %: % % is not in the file', kind, id, field, ref
+        USING ERRCODE = '{DANGLING_SQLSTATE}';
+END $$
+"""
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    cause = exc.__cause__
+    return getattr(getattr(cause, "diag", None), "sqlstate", None)
 
 
 def _analyze_sql(kind: Kind) -> str:
@@ -544,9 +657,9 @@ class _Plan:
     """How a line type's values become COPY cells (worked out once per type): the
     positions of the cells each check applies to."""
 
-    names: frozenset[str]  # the fields a line may hold
     fields: tuple[models.Field, ...]
-    attnames: tuple[str, ...]
+    position: dict[str, int]  # each field's cell, by the name a line gives it
+    scalar: tuple[bool, ...]  # by cell: whether it takes neither JSON nor an array
     stamped: tuple[int, ...]  # NOT NULL creation and change times: null means now
     json: tuple[tuple[int, bool], ...]  # with whether the field takes SQL NULL
     arrays: tuple[int, ...]
@@ -565,9 +678,9 @@ def _plan(kind: Kind) -> _Plan:
         else:
             scalars.append(i)
     return _Plan(
-        names=frozenset(f.attname for f in fields) | SKIPPED_COLUMNS,
         fields=fields,
-        attnames=tuple(f.attname for f in fields),
+        position={f.attname: i for i, f in enumerate(fields)},
+        scalar=tuple(i in scalars for i in range(len(fields))),
         stamped=tuple(i for i, f in enumerate(fields) if not f.null and _stamped(f)),
         json=tuple(json),
         arrays=tuple(arrays),

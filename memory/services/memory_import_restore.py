@@ -13,7 +13,7 @@ each term's df and bounds) is done by ``postings_load`` (memory/search/bm25_load
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from django.db import connection
 
@@ -56,21 +56,33 @@ def restore_triggers_off(kinds: Iterable[Kind]) -> str | None:
     return None
 
 
-def restore_rows_checked(context_id: int, written: Iterable[tuple[Kind, str]]) -> None:
+def restore_rows_checked(
+    context_id: int, written: Iterable[tuple[Kind, str, Collection[tuple[str, str]]]]
+) -> None:
     """After the rows of every kind are written with triggers off: their foreign keys
-    (``written`` pairs each kind with a query of its new ids) and the usage log."""
-    for kind, new_ids in written:
-        foreign_keys_check(kind.model._meta.db_table, new_ids)
+    and the usage log. ``written`` gives each kind with a query of its new ids and the
+    keys its rows keep by construction, (column, referenced table): only the others the
+    catalog lists — none, unless a migration adds one the import does not write — are
+    looked up."""
+    for kind, new_ids, kept in written:
+        foreign_keys_check(kind.model._meta.db_table, new_ids, guaranteed=kept)
     _usage_written(context_id)
+
+
+# The blocking keys' references kept by construction: the import writes each key with
+# its context's id (held locked) and the id of an entity it read from the context's rows
+# in its own transaction (memory_import_index.ImportKeys).
+KEYS_KEPT = frozenset({("context_id", "memory_context"), ("entity_id", "memory_entity")})
 
 
 def restore_keys_checked(context_id: int) -> None:
     """The foreign keys of the blocking keys written with triggers off (the context's:
-    it had none before)."""
+    it had none before), but for those kept by construction (``KEYS_KEPT``)."""
     foreign_keys_check(
         "memory_duplicatekey",
         "SELECT id FROM memory_duplicatekey WHERE context_id = %s",
         [context_id],
+        guaranteed=KEYS_KEPT,
     )
 
 
