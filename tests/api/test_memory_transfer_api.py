@@ -522,6 +522,17 @@ def test_a_row_written_with_triggers_off_is_checked_against_every_foreign_key(
             cursor.execute("UPDATE memory_fact SET object_id = -1 WHERE id = %s", [fact.pk])
         with pytest.raises(ForeignKeyBroken, match="object_id names no row of memory_entity"):
             foreign_keys_check("memory_fact", "SELECT %s", [fact.pk])
+        # A key its writer keeps by construction is not looked up; every other still is.
+        foreign_keys_check(
+            "memory_fact", "SELECT %s", [fact.pk], guaranteed={("object_id", "memory_entity")}
+        )
+        with pytest.raises(ForeignKeyBroken, match="object_id"):
+            foreign_keys_check(
+                "memory_fact",
+                "SELECT %s",
+                [fact.pk],
+                guaranteed={("subject_id", "memory_entity"), ("object_id", "memory_context")},
+            )
         foreign_keys_check("memory_entity", "SELECT %s", [fact.subject_id])
         transaction.set_rollback(True)
 
@@ -579,3 +590,112 @@ def test_a_name_given_as_a_number_is_indexed_as_the_row_holds_it(
     assert facts.exists()
     for fact_doc in SearchDoc.objects.filter(fact__in=facts):
         assert "1234567" in {terms[t] for t in fact_doc.term_ids}
+
+
+@pytest.fixture
+def rows_sent_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row sent as soon as its line is read, three rows a COPY: a small export
+    then goes through many COPYs, some open while later lines are read."""
+    from memory.services import memory_import as module
+
+    monkeypatch.setattr(module, "FLUSH_ROWS", 1)
+    monkeypatch.setattr(module, "STREAM_ROWS", 3)
+
+
+@pytest.mark.usefixtures("rows_sent_one_by_one")
+def test_rows_streamed_through_open_copies_round_trip_and_report_progress(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    target = make_context("streamed")
+    told: list[tuple[int, int]] = []
+    lines = _lines(source)
+    report = memory_import(
+        access=system_access(target),
+        lines=_padded(lines),
+        on_progress=lambda done, total: told.append((done, total)),
+    )
+    assert report.set_based_checks and report.texts_analyzed_ahead
+    assert_same_memory(source, target)
+    # Told between two COPYs, in order, and once at the end.
+    assert len(told) >= 2
+    assert [done for done, _ in told] == sorted(done for done, _ in told)
+    assert told[-1][0] == report.lines
+
+
+def _padded(lines: list[str]) -> list[str]:
+    """The export with blank lines enough for progress to be told more than once (an
+    import skips blank lines but counts them as read)."""
+    return [lines[0], *(["\n"] * 2_500), *lines[1:]]
+
+
+@pytest.mark.usefixtures("rows_sent_one_by_one")
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        # A line refused while the facts' COPY is open (the rows before it were sent).
+        (lambda lines: _after_facts(lines, '{"record": "spaceship"}'), "spaceship"),
+        # A cell the server refuses, in the middle of a stream.
+        (lambda lines: [x.replace('"observed_count":1', '"observed_count":"many"')
+                        for x in lines], "fact lines"),
+    ],
+)  # fmt: skip
+def test_a_line_refused_while_rows_stream_writes_nothing(
+    source: Context,
+    make_context: Callable[..., Context],
+    damage: Callable[[list[str]], list[str]],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memory.errors import ValidationFailed
+    from memory.services import memory_import as module
+
+    monkeypatch.setattr(module, "STREAM_ROWS", 1_000)  # the facts' COPY stays open
+    target = make_context("stopped")
+
+    with pytest.raises(ValidationFailed, match=message):
+        memory_import(access=system_access(target), lines=damage(_lines(source)))
+    _nothing_written(target)
+    # The connection is usable again: the open COPY was given up, not left behind.
+    assert memory_import(access=system_access(target), lines=_lines(source)).counts
+    assert_same_memory(source, target)
+
+
+def _after_facts(lines: list[str], extra: str) -> list[str]:
+    last_fact = max(n for n, line in enumerate(lines) if '"record":"fact"' in line)
+    return [*lines[: last_fact + 1], extra, *lines[last_fact + 1 :]]
+
+
+def test_a_nullable_reference_the_file_does_not_hold_writes_nothing(
+    source: Context, make_context: Callable[..., Context]
+) -> None:
+    """A reference that may be NULL (a fact's predecessor) and names no line is refused,
+    not written as NULL."""
+    lines = _lines(source)
+    at = next(n for n, line in enumerate(lines) if '"record":"fact"' in line)
+    fact = json.loads(lines[at])
+    fact["supersedes_id"] = 987654321
+    lines[at] = json.dumps(fact)
+    target = make_context("predecessor")
+    from memory.errors import ValidationFailed
+
+    with pytest.raises(
+        ValidationFailed, match=f"fact {fact['id']}: supersedes_id 987654321 is not in the file"
+    ):
+        memory_import(access=system_access(target), lines=lines)
+    _nothing_written(target)
+
+
+def test_a_vocabulary_past_the_spools_bound_is_read_back(
+    source: Context, make_context: Callable[..., Context], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Facts and entities whose vocabulary is too large to number while they are
+    analyzed ahead are read back once written: the same documents."""
+    from memory.search import bm25_load
+
+    search_index_rebuild(context=source)
+    monkeypatch.setattr(bm25_load, "VOCABULARY_TERMS", 5)
+    target = make_context("wordy")
+    report = memory_import(access=system_access(target), lines=_lines(source))
+    assert not report.texts_analyzed_ahead
+    assert _documents(target) == _documents(source)
+    assert _corpus(target) == _corpus(source)

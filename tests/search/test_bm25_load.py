@@ -10,9 +10,16 @@ from django.db import transaction
 
 from memory.models import Context, Entity
 from memory.restore_writes import replica_role_enter, replica_role_leave
+from memory.search import bm25_load
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
-from memory.search.bm25_load import WordTerms, postings_load
+from memory.search.bm25_load import (
+    PostingsSpool,
+    VocabularyFull,
+    WordTerms,
+    postings_load,
+    postings_load_spooled,
+)
 from memory.search.models import SearchDoc, SearchStats, SearchTerm, Target
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +117,52 @@ def test_loaded_with_triggers_off_counts_terms_as_the_postings_trigger_does(
     # held takes its shortest document afresh.
     assert terms["ada"] == (2, 9, 3)
     assert terms["lovelac"] == (2, 1, 3)
+
+
+def _stale_terms(context: Context) -> None:
+    """A term left behind by deleted documents (df 0, stale bounds) and a live one."""
+    SearchTerm.objects.create(
+        context=context, target=Target.ENTITY, text="ada", df=0, max_tf=9, min_dl=1
+    )
+    SearchTerm.objects.create(
+        context=context, target=Target.ENTITY, text="lovelac", df=1, max_tf=1, min_dl=7
+    )
+
+
+@pytest.mark.parametrize("triggers_off", [False, True], ids=["triggers firing", "restore"])
+def test_spooled_postings_equal_loaded_ones(
+    make_context: Callable[..., Context], triggers_off: bool
+) -> None:
+    """Items analyzed ahead into a spool (terms numbered and counted as they are met,
+    the postings naming them by number) load as the same index as items loaded from
+    their texts: documents, statistics, and each term's df and bounds."""
+    spooled, loaded = make_context("spooled"), make_context("loaded")
+    for context in (spooled, loaded):
+        _stale_terms(context)
+    spool = PostingsSpool()
+    for entity, text in zip(_entities(spooled), TEXTS, strict=True):
+        spool.add(entity.pk, entity.scope, text)
+    spool.finish()
+    with transaction.atomic():
+        if triggers_off:
+            assert replica_role_enter()
+        count = postings_load_spooled(context_id=spooled.pk, target=Target.ENTITY, spool=spool)
+        if triggers_off:
+            replica_role_leave()
+    spool.close()
+    assert count == len(TEXTS)
+    items = [(e.pk, e.scope, text) for e, text in zip(_entities(loaded), TEXTS, strict=True)]
+    postings_load(context_id=loaded.pk, target=Target.ENTITY, items=iter(items))
+    index = _index(spooled)
+    assert index == _index(loaded)
+    assert ("c:\\engines\\analyt", 1, 1, 5) in index["terms"]  # backslashes kept
+    assert ("ada", 2, 9, 3) in index["terms"]  # a stale term: df added, min_dl afresh
+
+
+def test_a_spool_refuses_a_vocabulary_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25_load, "VOCABULARY_TERMS", 3)
+    spool = PostingsSpool()
+    spool.add(1, "org/acme", "Ada Ada Lovelace")  # two distinct terms
+    with pytest.raises(VocabularyFull):
+        spool.add(2, "org/acme", "Charles Babbage")
+    spool.close()
