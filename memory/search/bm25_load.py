@@ -25,7 +25,6 @@ that name them by number, so no statement groups or joins the postings by their 
 from __future__ import annotations
 
 import tempfile
-from array import array
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -49,8 +48,8 @@ VOCABULARY_TERMS = 500_000
 _DOCS = "bm25_load_docs"
 _POSTINGS = "bm25_load_postings"
 _IDS = "bm25_load_ids"
-_NUMBERED = "bm25_load_numbered"  # a spool's postings: (ref, term number, tf)
-_TERMS = "bm25_load_terms"  # a spool's terms: (number, text, df, max_tf, min_dl)
+_NUMBERED = "bm25_load_numbered"  # a spool's postings: (ref, term number, tf, dl)
+_TERMS = "bm25_load_terms"  # a spool's terms: (number, text)
 _TERM_IDS = "bm25_load_term_ids"
 # Each document takes its id now, from the documents' own sequence, so postings can name
 # it without a join back through the item's column.
@@ -121,17 +120,14 @@ class PostingsSpool:
     so that the analysis needs no database connection: a restore analyzes its texts in a
     thread while its connection writes the rows (memory/services/memory_import_index.py).
 
-    Each distinct term gets a number as it is first met, and its statistics (df, largest
-    tf, shortest document) are counted as the postings are spooled: the postings file
-    holds numbers, not texts, and the terms file one line a term, so the load joins
-    integers to a table of the corpus's terms instead of grouping and joining millions
-    of posting rows by their texts. A batch of documents is held at a time, the rest is
-    on disk; the vocabulary is held until ``finish`` (about 100 bytes a distinct term),
-    and a corpus whose vocabulary outgrows ``VOCABULARY_TERMS`` raises ``VocabularyFull``
-    (its caller reads the items back instead)."""
+    Each distinct term gets a number as it is first met: the postings file holds
+    numbers, not texts, and the terms file one line a term, so the load groups and joins
+    the postings by integers instead of by their texts. A batch of documents is held at
+    a time, the rest is on disk; the vocabulary is held until ``finish`` (about 100
+    bytes a distinct term), and a corpus whose vocabulary outgrows ``VOCABULARY_TERMS``
+    raises ``VocabularyFull`` (its caller reads the items back instead)."""
 
     def __init__(self) -> None:
-        self.analyzer = WordTerms()
         # Closed by close(): the files outlive the analysis, until the load.
         self.docs: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self.postings: IO[str] = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
@@ -139,37 +135,42 @@ class PostingsSpool:
         self.count = 0
         self._docs: list[str] = []
         self._postings: list[str] = []
-        self._numbers: dict[str, int] = {}
-        # By term number: documents holding it, its largest tf, its shortest document.
-        self._df = array("q")
-        self._max_tf = array("q")
-        self._min_dl = array("q")
+        # Each term's number, as the text it is written with.
+        self._numbers: dict[str, str] = {}
+        # Each word's terms' numbers: a word is analyzed and numbered once (``WordTerms``).
+        self._memo: dict[str, list[str]] = {}
+
+    def _numbered(self, text: str) -> list[str]:
+        """The numbers of ``text``'s terms, in order (``WordTerms.terms``, numbered)."""
+        out: list[str] = []
+        memo = self._memo
+        for word in text.lower().split():
+            numbered = memo.get(word)
+            if numbered is None:
+                if len(memo) >= MEMO_WORDS:
+                    memo.clear()
+                numbered = memo[word] = [self._number(term) for term in analyze(word)]
+            out.extend(numbered)
+        return out
+
+    def _number(self, term: str) -> str:
+        numbers = self._numbers
+        number = numbers.get(term)
+        if number is None:
+            if len(numbers) >= VOCABULARY_TERMS:
+                raise VocabularyFull(f"more than {VOCABULARY_TERMS} distinct terms")
+            number = numbers[term] = str(len(numbers))
+        return number
 
     def add(self, ref: int, scope: str, text: str) -> None:
-        terms = self.analyzer.terms(text)
+        terms = self._numbered(text)
         length = len(terms)
         self._docs.append(f"{ref}\t{_copy_field(scope)}\t{length}\n")
         bag: dict[str, int] = {}
         for term in terms:
             bag[term] = bag.get(term, 0) + 1
-        numbers, df, max_tf, min_dl = self._numbers, self._df, self._max_tf, self._min_dl
-        postings = self._postings
-        for term, tf in bag.items():
-            number = numbers.get(term)
-            if number is None:
-                number = numbers[term] = len(df)
-                if number >= VOCABULARY_TERMS:
-                    raise VocabularyFull(f"more than {VOCABULARY_TERMS} distinct terms")
-                df.append(1)
-                max_tf.append(tf)
-                min_dl.append(length)
-            else:
-                df[number] += 1
-                if tf > max_tf[number]:
-                    max_tf[number] = tf
-                if length < min_dl[number]:
-                    min_dl[number] = length
-            postings.append(f"{ref}\t{number}\t{tf}\n")
+        prefix, suffix = f"{ref}\t", f"\t{length}\n"
+        self._postings.extend([f"{prefix}{number}\t{tf}{suffix}" for number, tf in bag.items()])
         self.count += 1
         if len(self._docs) >= COPY_BATCH:
             self._spill()
@@ -182,18 +183,15 @@ class PostingsSpool:
     def finish(self) -> None:
         """Write what is held and the terms, and rewind the files for the load."""
         self._spill()
-        df, max_tf, min_dl = self._df, self._max_tf, self._min_dl
         lines: list[str] = []
-        for term, n in self._numbers.items():
-            lines.append(f"{n}\t{_copy_field(term)}\t{df[n]}\t{max_tf[n]}\t{min_dl[n]}\n")
+        for term, number in self._numbers.items():
+            lines.append(f"{number}\t{_copy_field(term)}\n")
             if len(lines) >= COPY_BATCH:
                 self.terms.write("".join(lines))
                 lines = []
         self.terms.write("".join(lines))
         # Neither the memo nor the vocabulary is needed any more.
-        self.analyzer = WordTerms()
-        self._numbers = {}
-        self._df, self._max_tf, self._min_dl = array("q"), array("q"), array("q")
+        self._memo, self._numbers = {}, {}
         for spooled in (self.docs, self.postings, self.terms):
             spooled.flush()
             spooled.seek(0)
@@ -214,8 +212,8 @@ def postings_load_spooled(
     with connection.cursor() as cursor:
         for table, columns, spooled in (
             (_DOCS, "ref, scope, length", spool.docs),
-            (_NUMBERED, "ref, number, tf", spool.postings),
-            (_TERMS, "number, text, df, max_tf, min_dl", spool.terms),
+            (_NUMBERED, "ref, number, tf, dl", spool.postings),
+            (_TERMS, "number, text", spool.terms),
         ):
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 while block := spooled.read(1 << 20):
@@ -233,17 +231,13 @@ def _numbered_create() -> None:
         cursor.execute(_DOCS_TABLE)
         cursor.execute(
             f"CREATE TEMP TABLE {_NUMBERED} (ref bigint NOT NULL, number integer NOT NULL, "
-            "tf integer NOT NULL)"
+            "tf integer NOT NULL, dl integer NOT NULL)"
         )
-        cursor.execute(
-            f"CREATE TEMP TABLE {_TERMS} (number integer NOT NULL, text text NOT NULL, "
-            "df integer NOT NULL, max_tf integer NOT NULL, min_dl integer NOT NULL)"
-        )
+        cursor.execute(f"CREATE TEMP TABLE {_TERMS} (number integer NOT NULL, text text NOT NULL)")
 
 
 def _write_numbered(context_id: int, target: Target, refs: str | None) -> None:
-    """``_write`` for spooled items: the terms come with their statistics, and the
-    postings name them by number."""
+    """``_write`` for spooled items: the postings name their terms by number."""
     column = REF_COLUMN[target]
     ref, mapped = ("m.new_id", f"JOIN {refs} m ON m.id = d.ref") if refs else ("d.ref", "")
     triggers_off = replica_role_on()
@@ -257,7 +251,11 @@ def _write_numbered(context_id: int, target: Target, refs: str | None) -> None:
             cursor.execute(
                 f"""
                 INSERT INTO search_searchterm AS t (context_id, target, text, df, max_tf, min_dl)
-                SELECT %s, %s, text, df, max_tf, min_dl FROM {_TERMS} ORDER BY text
+                SELECT %s, %s, s.text, c.df, c.max_tf, c.min_dl
+                FROM {_TERMS} s
+                JOIN (SELECT number, count(*) AS df, max(tf) AS max_tf, min(dl) AS min_dl
+                      FROM {_NUMBERED} GROUP BY number) c ON c.number = s.number
+                ORDER BY s.text
                 ON CONFLICT (context_id, target, text) DO UPDATE
                 SET df = t.df + EXCLUDED.df,
                     max_tf = greatest(t.max_tf, EXCLUDED.max_tf),
@@ -304,7 +302,7 @@ def _write_numbered(context_id: int, target: Target, refs: str | None) -> None:
         cursor.execute(
             f"""
             INSERT INTO search_searchposting (term_id, doc_id, tf, dl)
-            SELECT n.term_id, d.doc_id, p.tf, d.length
+            SELECT n.term_id, d.doc_id, p.tf, p.dl
             FROM {_NUMBERED} p
             JOIN {_TERM_IDS} n ON n.number = p.number
             JOIN {_DOCS} d ON d.ref = p.ref
