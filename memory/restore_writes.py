@@ -167,3 +167,15 @@ def _foreign_keys(table: str) -> list[tuple[list[str], str, list[str]]]:
             [table],
         )
         return [(list(cols), target, list(tcols)) for cols, target, tcols in cursor.fetchall()]
+
+
+def serial_sequence(table: str) -> int:
+    """The oid of ``table``'s id sequence, for ``nextval({oid}::regclass)`` in a statement
+    that numbers many rows: ``nextval(pg_get_serial_sequence(…))`` looks the sequence up
+    again for every row (a stable function, not folded into a constant), which costs
+    several times the ``nextval`` itself."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')::regclass::oid", [table])
+        row = cursor.fetchone()
+    assert row is not None and row[0] is not None, f"{table} has no id sequence"
+    return int(row[0])

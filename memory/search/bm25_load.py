@@ -30,7 +30,12 @@ from typing import IO, Any
 
 from django.db import connection
 
-from memory.restore_writes import foreign_keys_check, replica_role_on, triggers_firing
+from memory.restore_writes import (
+    foreign_keys_check,
+    replica_role_on,
+    serial_sequence,
+    triggers_firing,
+)
 from memory.search.analyzer import analyze
 from memory.search.bm25_postings import REF_COLUMN
 from memory.search.models import SearchDoc, Target
@@ -51,16 +56,19 @@ _IDS = "bm25_load_ids"
 _NUMBERED = "bm25_load_numbered"  # a spool's postings: (ref, term number, tf, dl)
 _TERMS = "bm25_load_terms"  # a spool's terms: (number, text)
 _TERM_IDS = "bm25_load_term_ids"
-# Each document takes its id now, from the documents' own sequence, so postings can name
-# it without a join back through the item's column.
-_DOCS_TABLE = f"""
-CREATE TEMP TABLE {_DOCS} (
-    ref bigint NOT NULL,
-    scope text NOT NULL,
-    length integer NOT NULL,
-    doc_id bigint NOT NULL DEFAULT nextval(pg_get_serial_sequence('search_searchdoc', 'id'))
-)
-"""
+
+
+def _docs_table() -> str:
+    """Each document takes its id as it is staged, from the documents' own sequence
+    (named by oid: a look-up by name would run again for every row), so postings can
+    name it without a join back through the item's column."""
+    sequence = serial_sequence("search_searchdoc")
+    return (
+        f"CREATE TEMP TABLE {_DOCS} (ref bigint NOT NULL, scope text NOT NULL, "
+        f"length integer NOT NULL, doc_id bigint NOT NULL DEFAULT nextval({sequence}::regclass))"
+    )
+
+
 # The documents' insert trigger whose work ``_documents_checked`` does when triggers are off:
 # (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
 DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
@@ -228,7 +236,7 @@ def postings_load_spooled(
 def _numbered_create() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_NUMBERED}, {_TERMS}, {_TERM_IDS}")
-        cursor.execute(_DOCS_TABLE)
+        cursor.execute(_docs_table())
         cursor.execute(
             f"CREATE TEMP TABLE {_NUMBERED} (ref bigint NOT NULL, number integer NOT NULL, "
             "tf integer NOT NULL, dl integer NOT NULL)"
@@ -314,7 +322,7 @@ def _write_numbered(context_id: int, target: Target, refs: str | None) -> None:
 def _staging_create() -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {_DOCS}, {_POSTINGS}, {_IDS}")
-        cursor.execute(_DOCS_TABLE)
+        cursor.execute(_docs_table())
         # The document's length beside each posting: the terms' bounds take its minimum.
         cursor.execute(
             f"CREATE TEMP TABLE {_POSTINGS} (ref bigint NOT NULL, term text NOT NULL, "

@@ -41,7 +41,7 @@ from memory.models import (
     Turn,
 )
 from memory.queueing import embeddings_drain_enqueue
-from memory.restore_writes import replica_role_leave, triggers_firing
+from memory.restore_writes import replica_role_leave, serial_sequence, triggers_firing
 from memory.search.models import Target
 from memory.services.duplicate_model import Model
 from memory.services.duplicate_pairs import model_save
@@ -370,7 +370,7 @@ class _Staging:
         the order of the old ones (an export of the import lists its rows in the same
         order as the file). A narrow table: the writes join it once per reference."""
         table, ids = _table(kind), _ids(kind)
-        sequence = f"pg_get_serial_sequence('{kind.model._meta.db_table}', 'id')"
+        sequence = f"{serial_sequence(kind.model._meta.db_table)}::regclass"
         cursor.execute(f"DROP TABLE IF EXISTS {ids}")
         cursor.execute(
             f"""
