@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
+from functools import cache
 from typing import Any
 
-from django.db import connection, models
+import orjson
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 
 def _element(value: object) -> str:
@@ -92,6 +94,16 @@ def next_ids(model: type[models.Model], count: int) -> list[int]:
         return [int(r[0]) for r in cursor.fetchall()]
 
 
+@cache
+def _columns(model: type[models.Model]) -> list[tuple[Any, str, str]]:
+    """The model's concrete fields with their columns and database types, worked out
+    once per process: a foreign key's type is its target's, which builds a field each
+    time it is asked (a millisecond of a small run's inserts)."""
+    return [
+        (f, str(f.column), str(f.db_type(connection) or "")) for f in model._meta.concrete_fields
+    ]
+
+
 def _cast(db_type: str) -> tuple[str, str]:
     """How a column travels: the array type it is sent as, and the cast back per row.
 
@@ -125,7 +137,7 @@ def rows_insert(
     """
     if not rows:
         return set() if skip_conflicts else None
-    fields = [(str(f.column), str(f.db_type(connection))) for f in model._meta.concrete_fields]
+    fields = [(column, db_type) for _, column, db_type in _columns(model)]
     columns = [c for c, _ in fields]
     # A column added to the model must be given a value by the caller: fail loudly.
     if list(rows[0]) != columns:
@@ -184,6 +196,34 @@ def _scalar_text(value: object) -> str | None:
     return str(value)
 
 
+# orjson writes what ``json.dumps`` writes for the values a model stores (dicts with
+# non-string keys included); what it would write differently it refuses instead
+# (datetimes, dataclasses; integers beyond 64 bits), and those go to ``json.dumps``.
+_ORJSON_OPTIONS = (
+    orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+
+
+def json_text(value: object, encoder: type[json.JSONEncoder] | None = None) -> str:
+    """``json.dumps(value, cls=encoder)``, an order of magnitude faster for the plain
+    values of a run's payload and result (half a megabyte for a bulk turn: 15 ms with
+    ``json``, under 2 with orjson). A custom encoder always goes through ``json``."""
+    if encoder is None:
+        try:
+            return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+        except TypeError:
+            pass  # refused: json's own rules decide (and raise what they raise)
+    return json.dumps(value, cls=encoder)
+
+
+def _prep_save(field: Any, obj: models.Model, *, add: bool) -> Any:
+    """What ``save()`` sends for ``field`` of ``obj``; JSON as text (see ``json_text``)."""
+    value = field.pre_save(obj, add=add)
+    if isinstance(field, models.JSONField) and value is not None:
+        return json_text(value, field.encoder)
+    return field.get_db_prep_save(value, connection)
+
+
 def instances_insert(
     objs: Sequence[models.Model], *, skip_conflicts: bool = False
 ) -> list[models.Model]:
@@ -199,18 +239,22 @@ def instances_insert(
     model = type(objs[0])
     for obj, pk in zip(objs, next_ids(model, len(objs)), strict=True):
         obj.pk = pk
-    fields = [(f, str(f.column), f.db_type(connection) or "") for f in model._meta.concrete_fields]
+    fields = [
+        (field, column, isinstance(field, models.JSONField), db_type.endswith("[]"))
+        for field, column, db_type in _columns(model)
+    ]
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks the wrapper up per use
     rows = []
     for obj in objs:
         row: dict[str, object] = {}
-        for field, column, db_type in fields:
+        for field, column, is_json, is_array in fields:
             value = field.pre_save(obj, add=True)
-            if isinstance(field, models.JSONField):
-                row[column] = None if value is None else json.dumps(value, cls=field.encoder)
-            elif db_type.endswith("[]"):
+            if is_json:
+                row[column] = None if value is None else json_text(value, field.encoder)
+            elif is_array:
                 row[column] = value  # a list: rows_insert writes its literal
             else:
-                row[column] = field.get_db_prep_save(value, connection)
+                row[column] = field.get_db_prep_save(value, db)
         rows.append(row)
     inserted = rows_insert(model, rows, skip_conflicts=skip_conflicts)
     saved = [obj for obj in objs if inserted is None or obj.pk in inserted]
@@ -228,7 +272,7 @@ def instance_insert(obj: models.Model) -> None:
     model = type(obj)
     meta = model._meta
     fields = [f for f in meta.concrete_fields if not (f.primary_key and obj.pk is None)]
-    values = [f.get_db_prep_save(f.pre_save(obj, add=True), connection) for f in fields]
+    values = [_prep_save(f, obj, add=True) for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {meta.db_table} ({', '.join(str(f.column) for f in fields)}) "  # noqa: S608  (names from the model)
@@ -247,7 +291,7 @@ def instance_update(obj: models.Model, field_names: Sequence[str]) -> None:
     ``save()`` would), without the ORM's statement compilation; no signals."""
     meta = type(obj)._meta
     fields = [meta.get_field(name) for name in field_names]
-    values = [f.get_db_prep_save(f.pre_save(obj, add=False), connection) for f in fields]  # type: ignore[union-attr]
+    values = [_prep_save(f, obj, add=False) for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {meta.db_table} SET "  # noqa: S608  (names from the model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from memory.pg import (
     instance_update,
     instances_insert,
     int_array_literal,
+    json_text,
 )
 
 HOSTILE = ["a,b", "{x}", 'say "hi"', "back\\slash", "NULL", "", " padded ", "émoji ✓", "'q'"]
@@ -144,3 +146,32 @@ def test_single_row_helpers_write_and_read_what_the_orm_does(
         assert read.context.slug == context.slug  # type: ignore[attr-defined]
     assert len(queries) == 0
     assert instance_read(Run, run.pk + 1000) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"triples": [{"subject": "Ana", "object": "Acme"}], "ok": True, "none": None},
+        {1: "int key", 2.5: "float key", None: "null key", False: "bool key"},
+        {"big": 10**20, "neg": -(2**63), "float": 0.1, "nested": [[], {}, [1, [2]]]},
+        ["émoji ✓", 'say "hi"', "back\\slash", "\u0000 nul", "line\nbreak"],
+        "plain",
+        0,
+    ],
+)
+def test_json_text_reads_back_as_json_dumps_does(value: object) -> None:
+    assert json.loads(json_text(value)) == json.loads(json.dumps(value))
+
+
+def test_json_text_refuses_and_encodes_as_json_dumps_does() -> None:
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    with pytest.raises(TypeError):
+        json.dumps({"at": when})
+    with pytest.raises(TypeError):
+        json_text({"at": when})
+
+    class Dates(json.JSONEncoder):
+        def default(self, o: object) -> object:
+            return o.isoformat() if isinstance(o, datetime) else super().default(o)
+
+    assert json_text({"at": when}, Dates) == json.dumps({"at": when}, cls=Dates)

@@ -60,7 +60,17 @@ class DuplicateKey(models.Model):
     order-free form, bigrams, sounds, each word's sound, dates and codes among its
     attributes). Kept by every entity write; the full scan rebuilds them."""
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # The key's context is its entity's: the entity's foreign key already ties the row
+    # to a live record of that context (and takes it along when it goes), so this one
+    # is neither checked nor indexed on its own (duplicate_key_lookup leads with it;
+    # docs/decisions/0110).
+    context = models.ForeignKey(
+        "memory.Context",
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
     entity = models.ForeignKey(
         "memory.Entity", on_delete=models.CASCADE, related_name="duplicate_keys"
     )

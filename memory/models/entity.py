@@ -30,7 +30,10 @@ ENTITY_TYPES: tuple[str, ...] = tuple(EntityType.values)
 class Entity(models.Model):
     """A node of the graph. A merged entity stays as a redirect (``merged_into``)."""
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="entities")
+    # No index of its own: entity_key and the other indexes below lead with it.
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="entities", db_index=False
+    )
     scope = models.CharField(max_length=300)
     name = models.CharField(max_length=300)
     type = models.CharField(max_length=20, choices=EntityType.choices, default=EntityType.OTHER)

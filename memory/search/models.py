@@ -77,7 +77,12 @@ class SearchDoc(models.Model):
     postings through ``term_ids``) and inserts a new one.
     """
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # A document's context is its record's: the record's foreign key below (exactly one
+    # is set) already ties the row to a live record of that context, so this one is not
+    # checked again row by row (docs/decisions/0110). Indexed: a corpus is read by it.
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
     target = models.CharField(max_length=6, choices=Target.choices)
     # One document a record, by the partial unique constraints below: each row names one
     # of the four, so a plain unique index on each would write three NULL entries a row.

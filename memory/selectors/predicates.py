@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from django.db import connection
@@ -39,6 +39,12 @@ class RegistryIndex:
     by_name: dict[str, Predicate]
     alias_to_name: dict[str, str]
     inverse_aliases: frozenset[str] = frozenset()
+    # Forms canonicalized against this load: (form, fuzzy) → result. A load a write
+    # reuses (registry_index_for_write) answers a form the next write states again
+    # without another pass over the registry; the typo match scans every registered form.
+    canonicalized: dict[tuple[str, bool], Canonicalization] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def registered_forms(self) -> dict[str, Predicate]:
         """Every registered name and alias, mapped to its registered predicate."""
@@ -134,7 +140,18 @@ def predicate_canonicalize(
     """
     predicate_check_text(name)
     fuzzy = context.predicate_mode == PredicateMode.PERMISSIVE
-    return _canonicalize(index or registry_index_load(context=context), name, fuzzy=fuzzy)
+    if index is None:
+        return _canonicalize(registry_index_load(context=context), name, fuzzy=fuzzy)
+    memo = index.canonicalized
+    known = memo.get((name, fuzzy))
+    if known is None:
+        if len(memo) >= _CANONICALIZED_KEPT:
+            memo.clear()  # forms a strict registry refuses add no rows, so no new load
+        known = memo[name, fuzzy] = _canonicalize(index, name, fuzzy=fuzzy)
+    return known
+
+
+_CANONICALIZED_KEPT = 10_000
 
 
 def _canonicalize(index: RegistryIndex, raw: str, *, fuzzy: bool) -> Canonicalization:

@@ -241,7 +241,7 @@ class _MentionBook:
         return list(self.by_ref.values())
 
     def describe(self, item: EntityItem, *, unresolved: list[Unresolved], position: int) -> None:
-        name = entity_clean_name(item.name)
+        name = self._keyed(item.name)[0]
         type_ = self._type(name, item.type)
         mention = self._get_or_add(name, type_)
         for alias in item.aliases:
@@ -283,7 +283,7 @@ class _MentionBook:
         return self._get_or_add(clean, None)
 
     def _get_or_add(self, name: str, type_: str | None) -> Mention:
-        key = entity_normalize_key(name)
+        key = self._keyed(name)[1]  # a clean name cleans to itself
         found = self.by_ref.get((key, type_))
         if found is not None:
             if name != found.name and name not in found.aliases:

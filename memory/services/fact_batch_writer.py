@@ -413,15 +413,13 @@ def _pk(fact: AnyFact) -> int:
     return int(fact.pk)
 
 
-def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[str, Any]:
-    created_by = base["created_by"]
-    run = base["run"]
+def _column_values(row: FactRow, batch: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row.pk,
-        "context_id": base["context"].pk,
-        "scope": base["scope"],
+        "context_id": batch["context_id"],
+        "scope": batch["scope"],
         "subject_id": row.subject_id,
-        "predicate_id": row.predicate.pk,
+        "predicate_id": row.predicate.id,  # .id, not .pk: the property costs a lookup a row
         "raw_predicate": row.raw_predicate,
         "kind": row.kind,
         "object_id": row.object_id,
@@ -431,19 +429,19 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
         "importance": row.importance,
         "valid_from": row.valid_from,
         "valid_until": row.valid_until,
-        "recorded_at": now,
+        "recorded_at": batch["recorded_at"],
         "last_seen_at": row.last_seen_at,
         "observed_count": row.observed_count,
         "status": row.status,
         "status_changed_at": row.status_changed_at,
         "supersedes_id": row.supersedes_id,
         "single_valued": row.single_valued,
-        "source_kind": base["source_kind"],
-        "source_ref": base["source_ref"],
-        "run_id": run.pk if run is not None else None,
-        "document_id": base["document_id"],
-        "turn_id": base.get("turn_id"),  # provenance: the turn of the ingest run
-        "created_by_id": created_by.pk if created_by is not None else None,
+        "source_kind": batch["source_kind"],
+        "source_ref": batch["source_ref"],
+        "run_id": batch["run_id"],
+        "document_id": batch["document_id"],
+        "turn_id": batch["turn_id"],  # provenance: the turn of the ingest run
+        "created_by_id": batch["created_by_id"],
         "trust": row.trust,
         "trust_reason": row.trust_reason,
         "reviewed_at": None,
@@ -453,4 +451,16 @@ def _column_values(row: FactRow, base: dict[str, Any], now: datetime) -> dict[st
 
 
 def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None:
-    rows_insert(Fact, [_column_values(row, base, now) for row in rows])
+    created_by, run = base["created_by"], base["run"]
+    batch = {  # what every row of the batch shares, worked out once
+        "context_id": base["context"].pk,
+        "scope": base["scope"],
+        "recorded_at": now,
+        "source_kind": base["source_kind"],
+        "source_ref": base["source_ref"],
+        "run_id": run.pk if run is not None else None,
+        "document_id": base["document_id"],
+        "turn_id": base.get("turn_id"),
+        "created_by_id": created_by.pk if created_by is not None else None,
+    }
+    rows_insert(Fact, [_column_values(row, batch) for row in rows])

@@ -3,10 +3,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from memory.access import ContextAccess, system_access
-from memory.models import Context, Document, Entity
+from memory.models import Context, Document, DuplicateKey, Entity
 from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.services.contexts import context_create
@@ -137,3 +137,22 @@ def test_what_an_ingest_writes_is_indexed_as_a_rebuild_indexes_it(
     search_index_rebuild(context=access.context)
     assert _postings(access.context) == written
     assert _postings(access.context, "entity") == entities
+
+
+def test_derived_rows_hold_their_records_context_and_name_live_records(
+    access: ContextAccess,
+) -> None:
+    """Search documents and duplicate keys hold their context without a foreign key of
+    its own: it is their record's, and the record's own key is checked."""
+    alex = entity_upsert(access=access, name="Alex Moreau", type="person", scope="s").entity
+    fact = fact_write(access=access, subject=alex, predicate="current_title", value="CTO").fact
+    docs = SearchDoc.objects.filter(context=access.context)
+    assert {(d.fact_id, d.entity_id) for d in docs} == {(fact.pk, None), (None, alex.pk)}
+    keys = DuplicateKey.objects.filter(entity=alex)
+    assert keys.exists() and set(keys.values_list("context_id", flat=True)) == {alex.context_id}
+    with pytest.raises(IntegrityError), transaction.atomic():
+        SearchDoc.objects.create(
+            context=access.context, target="fact", fact_id=10**12, scope="s", length=1
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the check, before the commit

@@ -19,6 +19,7 @@ from memory.models import (
     Fact,
     Predicate,
     PredicateAlias,
+    PredicateMode,
     PredicateStatus,
     Role,
 )
@@ -334,6 +335,20 @@ def test_a_write_sees_every_change_to_the_registry(
     assert {n: (p.status, p.single_valued, p.example) for n, p in after.by_name.items()} == {
         n: (p.status, p.single_valued, p.example) for n, p in fresh.by_name.items()
     }
+
+
+def test_a_reused_load_answers_each_form_as_a_fresh_load_would(context: Context) -> None:
+    index = registry_index_for_write(context=context)
+    typo = predicate_canonicalize(context=context, name="wroks_at", index=index)
+    assert (typo.canonical, typo.via) == ("works_at", "fuzzy")
+    assert predicate_canonicalize(context=context, name="wroks_at", index=index) is typo
+    # The context's mode is part of the answer: a strict context guesses no typos.
+    context.predicate_mode = PredicateMode.STRICT
+    strict = predicate_canonicalize(context=context, name="wroks_at", index=index)
+    assert (strict.canonical, strict.via) == ("wroks_at", "none")
+    assert strict == predicate_canonicalize(context=context, name="wroks_at")
+    with pytest.raises(ValidationFailed):  # hostile text is refused before any answer
+        predicate_canonicalize(context=context, name="a]->(b)", index=index)
 
 
 def test_permissive_mode_creates_an_observed_predicate(context: Context) -> None:
