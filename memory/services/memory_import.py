@@ -220,6 +220,7 @@ class _Staging:
         self.buffers: dict[str, list[list[Any]]] = {}
         self.defaults: dict[str, tuple[Any, ...]] = {}
         self.replace_registry = False
+        self.counts: dict[str, int] = {}
         self.texts = ImportTexts()
         self.stream = _CopyStream()
 
@@ -354,6 +355,7 @@ class _Staging:
         written, ``_insert_sql``); a file with predicates replaces the context's
         registry."""
         self.replace_registry = report.counts.get("predicate", 0) > 0
+        self.counts = dict(report.counts)
         with connection.cursor() as cursor:
             # Once a session (a later role of the session may not replace it).
             cursor.execute(
@@ -370,8 +372,12 @@ class _Staging:
         the order of the old ones (an export of the import lists its rows in the same
         order as the file). A narrow table: the writes join it once per reference."""
         table, ids = _table(kind), _ids(kind)
-        sequence = f"{serial_sequence(kind.model._meta.db_table)}::regclass"
         cursor.execute(f"DROP TABLE IF EXISTS {ids}")
+        if not self.counts.get(kind.name):  # joined all the same, to find a dangling one
+            cursor.execute(f"CREATE TEMP TABLE {ids} (id bigint UNIQUE, new_id bigint)")
+            self.created.append(ids)
+            return
+        sequence = f"{serial_sequence(kind.model._meta.db_table)}::regclass"
         cursor.execute(
             f"""
             CREATE TEMP TABLE {ids} AS
@@ -402,7 +408,7 @@ class _Staging:
                 PredicateAlias.objects.filter(context_id=context_id).delete()
                 Predicate.objects.filter(context_id=context_id).delete()
         with connection.cursor() as cursor:
-            for kind in KINDS:
+            for kind in self._written():
                 try:
                     with transaction.atomic():
                         cursor.execute(*_insert_sql(kind, context_id))
@@ -429,14 +435,18 @@ class _Staging:
         keys its rows keep by construction (``_kept_keys``)."""
         return [
             (kind, f"SELECT new_id FROM {_ids(kind)}", _kept_keys(kind))  # noqa: S608
-            for kind in KINDS
+            for kind in self._written()
         ]
+
+    def _written(self) -> list[Kind]:
+        """The kinds the file has lines of (in dependency order)."""
+        return [kind for kind in KINDS if self.counts.get(kind.name)]
 
     def drop(self) -> None:
         self.texts.close()
-        with connection.cursor() as cursor:
-            for table in self.created:
-                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        if self.created:
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP TABLE IF EXISTS {', '.join(self.created)}")
         self.created = []
 
 

@@ -665,21 +665,33 @@ def _after_facts(lines: list[str], extra: str) -> list[str]:
     return [*lines[: last_fact + 1], extra, *lines[last_fact + 1 :]]
 
 
+# Kinds a file may leave out: its documents, with what hangs off them.
+DOCUMENT_KINDS = ("document", "chunk", "keyword", "keyword_link")
+
+
+@pytest.mark.parametrize(
+    ("field", "without"),
+    [("supersedes_id", ()), ("document_id", DOCUMENT_KINDS)],
+    ids=["to a fact", "to a kind the file has no lines of"],
+)
 def test_a_nullable_reference_the_file_does_not_hold_writes_nothing(
-    source: Context, make_context: Callable[..., Context]
+    source: Context, make_context: Callable[..., Context], field: str, without: tuple[str, ...]
 ) -> None:
-    """A reference that may be NULL (a fact's predecessor) and names no line is refused,
-    not written as NULL."""
-    lines = _lines(source)
+    """A reference that may be NULL (a fact's predecessor, its document) and names no
+    line is refused, not written as NULL — also when the file has no line of its kind."""
+    lines = [line for line in _lines(source) if json.loads(line)["record"] not in without]
+    end = json.loads(lines[-1])
+    end["counts"] = {k: v for k, v in end["counts"].items() if k not in without}
+    lines[-1] = json.dumps(end)
     at = next(n for n, line in enumerate(lines) if '"record":"fact"' in line)
     fact = json.loads(lines[at])
-    fact["supersedes_id"] = 987654321
+    fact[field] = 987654321
     lines[at] = json.dumps(fact)
-    target = make_context("predecessor")
+    target = make_context("dangling")
     from memory.errors import ValidationFailed
 
     with pytest.raises(
-        ValidationFailed, match=f"fact {fact['id']}: supersedes_id 987654321 is not in the file"
+        ValidationFailed, match=f"fact {fact['id']}: {field} 987654321 is not in the file"
     ):
         memory_import(access=system_access(target), lines=lines)
     _nothing_written(target)
