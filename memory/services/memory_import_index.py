@@ -259,8 +259,9 @@ class ImportKeys:
 
     ``begin`` reads the first batch's records and makes their keys in a thread (Python
     only) while the connection loads the search postings; ``write`` writes them and the
-    other batches'. An import of up to ``KEY_BATCH`` live entities makes all of its keys
-    that way."""
+    other batches', each batch's keys made in the thread while the connection reads the
+    next batch's records and copies the batch before. An import of up to ``KEY_BATCH``
+    live entities makes all of its keys while the postings load."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -269,26 +270,31 @@ class ImportKeys:
         self.ahead: list[tuple[int, int, str, str]] = []
         self.failure: BaseException | None = None
 
-    def begin(self) -> None:
+    def begin(self) -> bool:
+        """Read the next batch's records and make their keys in a thread; False when
+        every batch has been read."""
         ids = self._next_ids()
         if not ids:
-            return
+            return False
         records = records_of(self.context.pk, ids)
         self.thread = threading.Thread(
             target=self._make_ahead, args=(records,), name="import-keys", daemon=True
         )
         self.thread.start()
+        return True
 
     def write(self) -> int:
         """Write every live entity's keys; returns how many were written."""
-        self._join()
-        if self.failure is not None:
-            raise self.failure  # as it would have been raised without the thread
-        written = self._copy(self.ahead)
-        self.ahead = []
-        while ids := self._next_ids():
-            written += self._copy(self._rows(records_of(self.context.pk, ids).values()))
-        return written
+        written = 0
+        while True:
+            self._join()
+            if self.failure is not None:
+                raise self.failure  # as it would have been raised without the thread
+            rows, self.ahead = self.ahead, []
+            more = self.begin()  # the next batch's keys are made while these are copied
+            written += self._copy(rows)
+            if not more:
+                return written
 
     def close(self) -> None:
         self._join()
@@ -322,6 +328,8 @@ class ImportKeys:
         ]
 
     def _copy(self, rows: list[tuple[int, int, str, str]]) -> int:
+        if not rows:
+            return 0
         sql = f"COPY {DuplicateKey._meta.db_table} (context_id, entity_id, type, key) FROM STDIN"
         with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
             for row in rows:

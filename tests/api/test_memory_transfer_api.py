@@ -711,3 +711,17 @@ def test_a_vocabulary_past_the_spools_bound_is_read_back(
     assert not report.texts_analyzed_ahead
     assert _documents(target) == _documents(source)
     assert _corpus(target) == _corpus(source)
+
+
+def test_blocking_keys_made_a_batch_ahead_are_the_originals(
+    source: Context, make_context: Callable[..., Context], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One entity a batch: every batch's keys are made in the thread while the batch
+    before is copied, and the keys are the original's."""
+    from memory.services import memory_import_index
+
+    monkeypatch.setattr(memory_import_index, "KEY_BATCH", 1)
+    target = make_context("batched")
+    memory_import(access=system_access(target), lines=_lines(source))
+    assert len(_keys(target)) > 2
+    assert _keys(target) == _keys(source)
