@@ -237,6 +237,12 @@ def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target,
 
 
 def _facts_and_entities_read_back(context: Context) -> None:
+    # Not analyzed with the other tables when the texts were to be analyzed ahead; the
+    # read below joins the facts to their entities and predicate.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"ANALYZE {Fact._meta.db_table} (id, context_id, subject_id, predicate_id, object_id)"
+        )
     facts = Fact.objects.filter(context=context).values_list(
         "pk", "scope", "subject__name", "predicate__name", "object__name", "value_text"
     )
