@@ -697,22 +697,6 @@ def test_a_nullable_reference_the_file_does_not_hold_writes_nothing(
     _nothing_written(target)
 
 
-def test_a_vocabulary_past_the_spools_bound_is_read_back(
-    source: Context, make_context: Callable[..., Context], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Facts and entities whose vocabulary is too large to number while they are
-    analyzed ahead are read back once written: the same documents."""
-    from memory.search import bm25_load
-
-    search_index_rebuild(context=source)
-    monkeypatch.setattr(bm25_load, "VOCABULARY_TERMS", 5)
-    target = make_context("wordy")
-    report = memory_import(access=system_access(target), lines=_lines(source))
-    assert not report.texts_analyzed_ahead
-    assert _documents(target) == _documents(source)
-    assert _corpus(target) == _corpus(source)
-
-
 def test_blocking_keys_made_a_batch_ahead_are_the_originals(
     source: Context, make_context: Callable[..., Context], monkeypatch: pytest.MonkeyPatch
 ) -> None:

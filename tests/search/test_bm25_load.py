@@ -10,12 +10,10 @@ from django.db import transaction
 
 from memory.models import Context, Entity
 from memory.restore_writes import replica_role_enter, replica_role_leave
-from memory.search import bm25_load
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.bm25_load import (
     PostingsSpool,
-    VocabularyFull,
     WordTerms,
     postings_load,
     postings_load_spooled,
@@ -133,9 +131,9 @@ def _stale_terms(context: Context) -> None:
 def test_spooled_postings_equal_loaded_ones(
     make_context: Callable[..., Context], triggers_off: bool
 ) -> None:
-    """Items analyzed ahead into a spool (terms numbered and counted as they are met,
-    the postings naming them by number) load as the same index as items loaded from
-    their texts: documents, statistics, and each term's df and bounds."""
+    """Items analyzed ahead into a spool (a restore's thread) load as the same index as
+    items loaded from their texts: documents, statistics, and each term's df and
+    bounds."""
     spooled, loaded = make_context("spooled"), make_context("loaded")
     for context in (spooled, loaded):
         _stale_terms(context)
@@ -157,12 +155,3 @@ def test_spooled_postings_equal_loaded_ones(
     assert index == _index(loaded)
     assert ("c:\\engines\\analyt", 1, 1, 5) in index["terms"]  # backslashes kept
     assert ("ada", 2, 9, 3) in index["terms"]  # a stale term: df added, min_dl afresh
-
-
-def test_a_spool_refuses_a_vocabulary_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25_load, "VOCABULARY_TERMS", 3)
-    spool = PostingsSpool()
-    spool.add(1, "org/acme", "Ada Ada Lovelace")  # two distinct terms
-    with pytest.raises(VocabularyFull):
-        spool.add(2, "org/acme", "Charles Babbage")
-    spool.close()
