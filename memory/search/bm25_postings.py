@@ -84,17 +84,11 @@ def postings_replace_batches(*, context_id: int, batches: Sequence[IndexBatch]) 
             ref_ids=[i.ref_id for i in batch.items if i.ref_id not in batch.unindexed],
         )
     bags = [[Counter(item.terms) for item in batch.items] for batch in batches]
-    term_ids = _term_ids(
-        context_id=context_id,
-        wanted=sorted(
-            {
-                (batch.target.value, term)
-                for batch, of in zip(batches, bags, strict=True)
-                for bag in of
-                for term in bag
-            }
-        ),
-    )
+    wanted: set[tuple[str, str]] = set()
+    for batch, of in zip(batches, bags, strict=True):
+        target = batch.target.value  # (an enum's value is a property: read it once)
+        wanted.update((target, term) for bag in of for term in bag)
+    term_ids = _term_ids(context_id=context_id, wanted=sorted(wanted))
     for batch, of in zip(batches, bags, strict=True):
         _docs_and_postings(context_id, batch, of, term_ids[batch.target.value])
 
@@ -105,11 +99,13 @@ def _docs_and_postings(
     refs: list[int] = []
     terms: list[int] = []
     tfs: list[int] = []
+    doc_terms: list[str] = []  # each document's term ids, as the literal of its array
     for item, bag in zip(batch.items, bags, strict=True):
-        for term, tf in bag.items():
-            refs.append(item.ref_id)
-            terms.append(term_ids[term])
-            tfs.append(tf)
+        ids = [term_ids[term] for term in bag]  # a bag iterates its terms in one order
+        refs += [item.ref_id] * len(ids)
+        terms += ids
+        tfs += bag.values()
+        doc_terms.append(int_array_literal(ids))
     with connection.cursor() as cursor:
         cursor.execute(
             _DOCS_AND_POSTINGS_SQL.format(column=REF_COLUMN[batch.target]),
@@ -119,7 +115,7 @@ def _docs_and_postings(
                 int_array_literal(item.ref_id for item in batch.items),
                 array_literal(item.scope for item in batch.items),
                 int_array_literal(sum(bag.values()) for bag in bags),
-                array_literal(int_array_literal(term_ids[t] for t in bag) for bag in bags),
+                array_literal(doc_terms),
                 int_array_literal(refs),
                 int_array_literal(terms),
                 int_array_literal(tfs),
