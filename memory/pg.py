@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache
 from typing import Any
@@ -301,12 +302,35 @@ def instance_update(obj: models.Model, field_names: Sequence[str]) -> None:
         )
 
 
-def instance_read(
-    model: type[models.Model], pk: int, *, related: Sequence[str] = ()
-) -> models.Model | None:
-    """``model.objects.select_related(*related).filter(pk=pk).first()`` for the hot
-    paths: one plain statement that joins the forward foreign keys named, the instances
-    built with each field's own ``from_db_value``, as the ORM builds them."""
+@dataclass(frozen=True)
+class InstanceSelect:
+    """What ``instance_read`` selects: a model's columns (alias ``t0``) and those of the
+    forward foreign keys named, joined; ``build`` makes the instances of one row."""
+
+    model: type[models.Model]
+    parts: list[tuple[Any, type[models.Model], str]]
+    columns: str  # the select list
+    joins: str  # LEFT JOINs onto t0
+
+    def build(self, row: Sequence[object]) -> models.Model:
+        built: list[models.Model | None] = []
+        offset = 0
+        for _, m, _ in self.parts:
+            fields = m._meta.concrete_fields
+            values = row[offset : offset + len(fields)]
+            offset += len(fields)
+            built.append(_from_row(m, fields, values))
+        main = built[0]
+        assert main is not None  # its own primary key is never null
+        for (link, _, _), instance in zip(self.parts[1:], built[1:], strict=True):
+            link.set_cached_value(main, instance)
+        return main
+
+
+@cache
+def instance_select(model: type[models.Model], related: tuple[str, ...] = ()) -> InstanceSelect:
+    """The select of ``model`` as ``t0`` with the forward foreign keys ``related`` joined
+    (worked out once per process)."""
     parts: list[tuple[Any, type[models.Model], str]] = [(None, model, "t0")]
     joins = []
     for position, name in enumerate(related, start=1):
@@ -321,28 +345,24 @@ def instance_read(
     columns = [
         f"{alias}.{field.column}" for _, m, alias in parts for field in m._meta.concrete_fields
     ]
+    return InstanceSelect(model, parts, ", ".join(columns), " ".join(joins))
+
+
+def instance_read(
+    model: type[models.Model], pk: int, *, related: Sequence[str] = ()
+) -> models.Model | None:
+    """``model.objects.select_related(*related).filter(pk=pk).first()`` for the hot
+    paths: one plain statement that joins the forward foreign keys named, the instances
+    built with each field's own ``from_db_value``, as the ORM builds them."""
+    select = instance_select(model, tuple(related))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {', '.join(columns)} FROM {model._meta.db_table} t0 "  # noqa: S608  (names from the models)
-            + " ".join(joins)
-            + f" WHERE t0.{model._meta.pk.column} = %s",
+            f"SELECT {select.columns} FROM {model._meta.db_table} t0 {select.joins} "  # noqa: S608  (names from the models)
+            f"WHERE t0.{model._meta.pk.column} = %s",
             [pk],
         )
         row = cursor.fetchone()
-    if row is None:
-        return None
-    built: list[models.Model | None] = []
-    offset = 0
-    for _, m, _ in parts:
-        fields = m._meta.concrete_fields
-        values = row[offset : offset + len(fields)]
-        offset += len(fields)
-        built.append(_from_row(m, fields, values))
-    main = built[0]
-    assert main is not None  # its own primary key matched
-    for (link, _, _), instance in zip(parts[1:], built[1:], strict=True):
-        link.set_cached_value(main, instance)
-    return main
+    return None if row is None else select.build(row)
 
 
 def _from_row(

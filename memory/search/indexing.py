@@ -25,7 +25,7 @@ from memory.queueing import embeddings_drain_enqueue
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexBatch, IndexItem, postings_replace_batches
 from memory.search.models import Target
-from memory.search.texts import entity_text
+from memory.search.texts import entity_text_of
 from memory.stages import stage
 
 REBUILD_BATCH = 2000
@@ -247,7 +247,7 @@ def _entity_items(
             )
             rows += cursor.fetchall()
     for pk, context_id, scope, name, aliases in rows:
-        text = entity_text(Entity(name=name, aliases=aliases))
+        text = entity_text_of(name=name, aliases=aliases)
         by_context.setdefault(context_id, []).append(
             IndexItem(ref_id=pk, scope=scope, terms=analyze(text))
         )

@@ -79,9 +79,14 @@ class SearchDoc(models.Model):
 
     # A document's context is its record's: the record's foreign key below (exactly one
     # is set) already ties the row to a live record of that context, so this one is not
-    # checked again row by row (docs/decisions/0110). Indexed: a corpus is read by it.
+    # checked again row by row. Nor indexed: nothing reads documents by context alone (a
+    # query reads postings, then documents by id; docs/decisions/0110).
     context = models.ForeignKey(
-        "memory.Context", on_delete=models.CASCADE, related_name="+", db_constraint=False
+        "memory.Context",
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
     )
     target = models.CharField(max_length=6, choices=Target.choices)
     # One document a record, by the partial unique constraints below: each row names one

@@ -259,10 +259,12 @@ _HOLDERS_SQL = f"""
     {_OTHER_HOLDERS}
 """  # noqa: S608 - table names from the models, values are parameters
 
+# The old keys go by entity alone (ids are unique across contexts): with the context in
+# the condition too, the planner could read every key of the context through
+# duplicate_key_lookup and filter them, a cost that grows with the context.
 _REWRITE_SQL = f"""
     WITH gone AS (
-        DELETE FROM {DuplicateKey._meta.db_table}
-        WHERE context_id = %s AND entity_id = ANY(%s::bigint[])
+        DELETE FROM {DuplicateKey._meta.db_table} WHERE entity_id = ANY(%s::bigint[])
     ), added AS (
         INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
         SELECT %s, x.entity_id, x.type, x.key
@@ -281,7 +283,6 @@ def _rewrite_and_holders(
     # Arrays go as their text literals: psycopg adapting thousands of keys element by
     # element cost more than the statement.
     params: list[Any] = [
-        context_id,
         int_array_literal(sorted({*mine, *gone})),
         context_id,
         int_array_literal(pk for pk, _, _ in rows),

@@ -131,8 +131,12 @@ def _word_consonants(word: str) -> str:
     f and c as k: what a respelling of the same sounds keeps (Pollock and Zamora's
     skeleton key: "catherine" and "kathryn" are both "kthrn")."""
     word = word.replace("ph", "f").replace("c", "k")
-    head, rest = word[:1], re.sub(r"[aeiouy]", "", word[1:])
-    return re.sub(r"(.)\1+", r"\1", head + rest)
+    head, rest = word[:1], _VOWELS.sub("", word[1:])
+    return _DOUBLED.sub(r"\1", head + rest)
+
+
+_VOWELS = re.compile(r"[aeiouy]")
+_DOUBLED = re.compile(r"(.)\1+")
 
 
 @lru_cache(maxsize=NAME_CACHE)

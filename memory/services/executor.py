@@ -28,6 +28,7 @@ from django_tasks import TaskResultStatus
 
 from memory.errors import Conflict
 from memory.locks import executor_lock
+from memory.pg import instance_select
 from memory.queueing import WorkerLost
 
 
@@ -52,39 +53,58 @@ def executor_identity() -> str:
     return f"{socket.gethostname()[:80]}:{os.getpid()}"
 
 
+@dataclass(frozen=True)
+class Claim:
+    """Whether this process executes the record and, when it does, the record as the
+    claim left it (its ``related`` foreign keys loaded), read by the claim itself."""
+
+    claimed: bool
+    record: Any = None
+
+
 @contextmanager
-def executor_claim(lifecycle: Lifecycle, pk: int) -> Iterator[bool]:
-    """Lock and claim record ``pk``; yields whether this process executes it. The lock is
-    held until the block ends, so the executor must work inside it."""
-    claimed = False
+def executor_claim(
+    lifecycle: Lifecycle, pk: int, *, related: tuple[str, ...] = ()
+) -> Iterator[Claim]:
+    """Lock and claim record ``pk``; yields the ``Claim``. The lock is held until the
+    block ends, so the executor must work inside it."""
+    claim = Claim(False)
 
     def lock_and_claim(lock: list[int]) -> bool:
-        nonlocal claimed
-        held, claimed = _lock_and_claim(lifecycle, pk, lock)
+        nonlocal claim
+        held, claim = _lock_and_claim(lifecycle, pk, lock, related)
         return held
 
     with executor_lock(lifecycle.lock_namespace, pk, take=lock_and_claim) as held:
-        yield held and claimed
+        yield claim if held else Claim(False)
 
 
-def _lock_and_claim(lifecycle: Lifecycle, pk: int, lock: list[int]) -> tuple[bool, bool]:
+def _lock_and_claim(
+    lifecycle: Lifecycle, pk: int, lock: list[int], related: tuple[str, ...]
+) -> tuple[bool, Claim]:
     """Try the record's lock and, only if it is taken, move the record from pending to
-    running: whether the lock was taken, and whether the record was pending. One plain
-    statement (every run is claimed): the lock is tried once, in a CTE the claim reads."""
+    running: whether the lock was taken, and the claim (with the record as the claim
+    left it). One plain statement (every run is claimed): the lock is tried once, in a
+    CTE the claim reads, and the claimed row comes back from the UPDATE with the rows it
+    points at joined, so the executor needs no read of its own."""
     meta = lifecycle.model._meta
     state = meta.get_field(lifecycle.state_field).column  # type: ignore[union-attr]
     counted = "".join(f", {c} = {c} + 1" for c in lifecycle.counted_on_claim)
+    select = instance_select(lifecycle.model, related)
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH lock AS (SELECT pg_try_advisory_lock(%s, %s) AS held), claimed AS ("  # noqa: S608  (names from the model)
             f" UPDATE {meta.db_table} SET {state} = %s, started_at = %s, worker = %s{counted}"
             f" FROM lock WHERE lock.held AND {meta.pk.column} = %s AND {state} = %s"
-            " RETURNING 1"
-            ") SELECT lock.held, EXISTS (SELECT 1 FROM claimed) FROM lock",
+            f" RETURNING {meta.db_table}.*"
+            f") SELECT lock.held, {select.columns} FROM lock"
+            f" LEFT JOIN claimed t0 ON true {select.joins}",
             [*lock, lifecycle.running, timezone.now(), executor_identity(), pk, lifecycle.pending],
         )
-        held, claimed = cursor.fetchone()
-    return bool(held), bool(claimed)
+        held, *row = cursor.fetchone()
+    # The record's own id: null when nothing was claimed (the join found no row).
+    claimed = row[[f.primary_key for f in meta.concrete_fields].index(True)] is not None
+    return bool(held), Claim(claimed, select.build(row) if claimed else None)
 
 
 def executor_recover_stale(

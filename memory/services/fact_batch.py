@@ -140,12 +140,13 @@ def _write_checked(
     # every write for one subject queues here. Objects are locked too, so a merge cannot
     # move one away between our read and our insert.
     names: dict[int, str] = {}
+    # ``.id``, not ``.pk``: the property is a lookup a fact, and a bulk turn has thousands.
     live = entities_lock_live(
-        {f.subject.pk for f in facts} | {f.object.pk for f in facts if f.object is not None},
+        {f.subject.id for f in facts} | {f.object.id for f in facts if f.object is not None},
         names=names,
     )
     predicate_ids = {r.predicate.pk for r in resolved.values() if isinstance(r, ResolvedPredicate)}
-    subject_ids = {live[f.subject.pk] for f in facts if f.subject.pk in live}
+    subject_ids = {live[f.subject.id] for f in facts if f.subject.id in live}
     state = _current_facts(scope, subject_ids - set(new_entities), predicate_ids)
     writer = BatchWriter(
         access=access,

@@ -95,11 +95,10 @@ def import_job_execute(*, job_id: int) -> str:
     The executor holds the job's advisory lock throughout, so a job left ``running`` by a
     worker that died can be told from one still importing (``import_jobs_recover_stale``).
     """
-    with executor_claim(IMPORT_JOB_LIFECYCLE, job_id) as claimed:
-        job = ImportJob.objects.select_related("context", "created_by").get(pk=job_id)
-        if not claimed:  # another worker is importing it, or it is done
-            return str(job.status)
-        return _import(job)
+    with executor_claim(IMPORT_JOB_LIFECYCLE, job_id, related=("context", "created_by")) as claim:
+        if not claim.claimed:  # another worker is importing it, or it is done
+            return str(ImportJob.objects.values_list("status", flat=True).get(pk=job_id))
+        return _import(claim.record)
 
 
 def _import(job: ImportJob) -> str:

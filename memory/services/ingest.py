@@ -280,10 +280,11 @@ def run_execute(*, run_id: int) -> Run:
 
     A run that is not pending (done, or executing elsewhere) is returned as it is.
     """
-    with executor_claim(RUN_LIFECYCLE, run_id) as claimed:
-        run = _run_read(run_id)
-        if not claimed:
-            return run
+    with executor_claim(RUN_LIFECYCLE, run_id, related=_RUN_RELATED) as claim:
+        if not claim.claimed:
+            return _run_read(run_id)
+        run = claim.record
+        assert isinstance(run, Run)
         clock = StageClock()
         succeeded = False
         try:
@@ -331,9 +332,12 @@ def run_execute(*, run_id: int) -> Run:
         return run
 
 
+_RUN_RELATED = ("context", "created_by")  # what an executed run is read with
+
+
 def _run_read(run_id: int) -> Run:
-    """The run with its context and creator (one plain statement: every run is read)."""
-    run = instance_read(Run, run_id, related=("context", "created_by"))
+    """The run with its context and creator (one plain statement)."""
+    run = instance_read(Run, run_id, related=_RUN_RELATED)
     if run is None:
         raise Run.DoesNotExist(f"no run {run_id}")
     assert isinstance(run, Run)

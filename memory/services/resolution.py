@@ -145,7 +145,7 @@ def _by_key_or_alias(
     with connection.cursor() as cursor:
         cursor.execute(
             _BY_KEY_OR_ALIAS_SQL,
-            [access.context.pk, array_literal(sorted(nearness)), wanted, wanted],
+            [wanted, access.context.pk, access.context.pk, wanted, array_literal(sorted(nearness))],
         )
         rows = cursor.fetchall()
     for pk, type_, scope, key, alias_keys in rows:
@@ -157,10 +157,22 @@ def _by_key_or_alias(
         _match_key_or_alias(plan, by_key, by_alias)
 
 
+# The wanted keys are matched one by one (an index probe each, or one hash join) and
+# the aliases through their GIN index, then the two id sets read: one scan filtering the
+# context's entities by ``normalized_key = ANY(…) OR alias_keys && …`` compared every
+# entity's aliases with every wanted key (24 ms for 400 keys over 2,400 entities in a
+# young context, whose statistics the planner has not seen yet, and growing with it).
 _BY_KEY_OR_ALIAS_SQL = f"""
-    SELECT id, type, scope, normalized_key, alias_keys FROM {Entity._meta.db_table}
-    WHERE context_id = %s AND merged_into_id IS NULL AND scope = ANY(%s::text[])
-      AND (normalized_key = ANY(%s::varchar[]) OR alias_keys && %s::varchar[])
+    SELECT e.id, e.type, e.scope, e.normalized_key, e.alias_keys FROM {Entity._meta.db_table} e
+    WHERE e.id IN (
+        SELECT k.id FROM unnest(%s::varchar[]) AS w(key)
+        CROSS JOIN LATERAL (
+            SELECT id FROM {Entity._meta.db_table}
+            WHERE context_id = %s AND normalized_key = w.key
+        ) k
+        UNION
+        SELECT id FROM {Entity._meta.db_table} WHERE context_id = %s AND alias_keys && %s::varchar[]
+    ) AND e.merged_into_id IS NULL AND e.scope = ANY(%s::text[])
 """  # noqa: S608 - table names from the models, values are parameters
 
 

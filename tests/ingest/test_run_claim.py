@@ -11,7 +11,8 @@ from django.db import connection
 from memory.access import ContextAccess
 from memory.locks import RUN_LOCK
 from memory.models import Run, RunOutcome
-from memory.services.ingest import run_create, run_execute
+from memory.services.executor import Claim, executor_claim
+from memory.services.ingest import RUN_LIFECYCLE, run_create, run_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,4 +61,24 @@ def test_a_run_that_is_not_pending_is_returned_as_it_is_and_its_lock_let_go(
     again = run_execute(run_id=run.pk)  # a second delivery of its task
     assert first.outcome == again.outcome == RunOutcome.SUCCEEDED
     assert Run.objects.get(pk=run.pk).attempts == 1
+    assert _lock_free(other_session, run.pk)
+
+
+def test_the_claim_returns_the_run_as_it_left_it(
+    access: ContextAccess, other_session: psycopg.Connection
+) -> None:
+    """The executor works from the row the claim returned: it must be the run as the
+    claim left it, with its context and creator, as a fresh read would give them."""
+    run = run_create(access=access, text="", scope="s", infer="triples", triples=TRIPLES)
+    with executor_claim(RUN_LIFECYCLE, run.pk, related=("context", "created_by")) as claim:
+        assert claim.claimed
+        read = Run.objects.select_related("context", "created_by").get(pk=run.pk)
+        fields = [f.attname for f in Run._meta.concrete_fields]
+        assert [getattr(claim.record, f) for f in fields] == [getattr(read, f) for f in fields]
+        assert claim.record.outcome == RunOutcome.RUNNING and claim.record.attempts == 1
+        assert claim.record.context.slug == access.context.slug
+        assert claim.record.created_by is None
+        # A second delivery meanwhile finds it running: no claim, no record.
+        with executor_claim(RUN_LIFECYCLE, run.pk) as second:
+            assert second == Claim(False)
     assert _lock_free(other_session, run.pk)
