@@ -312,7 +312,9 @@ class InstanceSelect:
     columns: str  # the select list
     joins: str  # LEFT JOINs onto t0
 
-    def build(self, row: Sequence[object]) -> models.Model:
+    def build(self, row: Sequence[object]) -> models.Model | None:
+        """The instance of ``row``, or None when its primary key is null (an outer join
+        that found no row)."""
         built: list[models.Model | None] = []
         offset = 0
         for _, m, _ in self.parts:
@@ -321,7 +323,8 @@ class InstanceSelect:
             offset += len(fields)
             built.append(_from_row(m, fields, values))
         main = built[0]
-        assert main is not None  # its own primary key is never null
+        if main is None:
+            return None
         for (link, _, _), instance in zip(self.parts[1:], built[1:], strict=True):
             link.set_cached_value(main, instance)
         return main

@@ -102,9 +102,8 @@ def _lock_and_claim(
             [*lock, lifecycle.running, timezone.now(), executor_identity(), pk, lifecycle.pending],
         )
         held, *row = cursor.fetchone()
-    # The record's own id: null when nothing was claimed (the join found no row).
-    claimed = row[[f.primary_key for f in meta.concrete_fields].index(True)] is not None
-    return bool(held), Claim(claimed, select.build(row) if claimed else None)
+    record = select.build(row)  # None when nothing was claimed (the join found no row)
+    return bool(held), Claim(record is not None, record)
 
 
 def executor_recover_stale(
