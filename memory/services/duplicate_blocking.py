@@ -111,9 +111,8 @@ _RECORDS_SQL = f"""
            e.attributes,
            (SELECT array_agg(i.kind || chr(31) || i.value)
             FROM {EntityIdentifier._meta.db_table} i WHERE i.entity_id = e.id),
-           e.embedding IS NOT NULL
+           e.embedding IS NOT NULL, e.merged_into_id
     FROM {Entity._meta.db_table} e
-    WHERE e.merged_into_id IS NULL
 """  # noqa: S608 - table names from the models, values are parameters
 
 
@@ -122,25 +121,32 @@ def records_read(
 ) -> dict[int, tuple[int, Record]]:
     """Live entities as the comparators read them, with their context: those in ``ids``
     (of any context unless ``context_id``), or all of ``context_id``. One statement."""
-    sql = _RECORDS_SQL
     params: list[Any] = []
-    if context_id is not None:
-        sql += " AND e.context_id = %s"
-        params.append(context_id)
-    if ids is not None:
+    if ids is None:
+        sql = _RECORDS_SQL + " WHERE e.merged_into_id IS NULL"
+        if context_id is not None:
+            sql += " AND e.context_id = %s"
+            params.append(context_id)
+    else:
         ids = sorted(set(ids))
         if not ids:
             return {}  # a check whose entities block with no one: nothing to read
+        # By id alone, the rows' context and merge checked as they are read: with either
+        # condition beside ``id = ANY(…)``, the planner of a young table (no statistics
+        # yet) scanned a partial index of the context's live entities for the ids instead
+        # of reading them by key, 0.5 ms for 4 ids at 6,000 entities (docs/decisions/0111).
         # As a bigint[] literal: a list adapted by psycopg comes as smallint[] when the
         # ids are small, and ``bigint = ANY(smallint[])`` is a linear filter, not a hash
         # (47 ms for a re-estimate's 3,000 ids against 5 ms).
-        sql += " AND e.id = ANY(%s::bigint[])"
+        sql = _RECORDS_SQL + " WHERE e.id = ANY(%s::bigint[])"
         params.append(int_array_literal(ids))
     out = {}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         for row in cursor.fetchall():
-            pk, context, type_, scope, key, alias_keys, attributes, idents, has_vector = row
+            pk, context, type_, scope, key, alias_keys, attributes, idents, has_vector, into = row
+            if into is not None or (context_id is not None and context != context_id):
+                continue
             by_kind: dict[str, set[str]] = defaultdict(set)
             for pair in idents or ():
                 kind, _, value = pair.partition(chr(31))
@@ -259,12 +265,20 @@ _HOLDERS_SQL = f"""
     {_OTHER_HOLDERS}
 """  # noqa: S608 - table names from the models, values are parameters
 
-# The old keys go by entity alone (ids are unique across contexts): with the context in
-# the condition too, the planner could read every key of the context through
-# duplicate_key_lookup and filter them, a cost that grows with the context.
+# The old keys go by entity alone (ids are unique across contexts), each entity's found
+# by a probe of the entity index and deleted by its row address: with the context in the
+# condition, or with ``entity_id = ANY(…)`` left to the planner, a young table (no
+# statistics yet) was read whole for them, a cost that grows with the table
+# (docs/decisions/0111). ``OFFSET 0`` keeps each probe a probe.
 _REWRITE_SQL = f"""
     WITH gone AS (
-        DELETE FROM {DuplicateKey._meta.db_table} WHERE entity_id = ANY(%s::bigint[])
+        DELETE FROM {DuplicateKey._meta.db_table} WHERE ctid = ANY(ARRAY(
+            SELECT k.ctid FROM unnest(%s::bigint[]) AS w(entity_id)
+            CROSS JOIN LATERAL (
+                SELECT ctid FROM {DuplicateKey._meta.db_table}
+                WHERE entity_id = w.entity_id OFFSET 0
+            ) k
+        ))
     ), added AS (
         INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
         SELECT %s, x.entity_id, x.type, x.key
