@@ -9,7 +9,9 @@ which the server parses with the ``::T[]`` cast, does the same in a string join.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache
@@ -123,6 +125,7 @@ def rows_insert(
     rows: Sequence[Mapping[str, object]],
     *,
     skip_conflicts: bool = False,
+    overlap: bool = False,
 ) -> set[int] | None:
     """Insert ``rows`` (column name → value, every concrete column, ``id`` included) with
     one ``INSERT … SELECT FROM unnest(column arrays)``: a parameter per column instead of
@@ -134,7 +137,8 @@ def rows_insert(
 
     ``skip_conflicts``: rows that would break a unique constraint are left out
     (``ON CONFLICT DO NOTHING``) instead of failing the statement; returns then the ids
-    of the rows inserted.
+    of the rows inserted. ``overlap``: sent with ``execute_overlapped`` (not with
+    ``skip_conflicts``, whose ids are read).
     """
     if not rows:
         return set() if skip_conflicts else None
@@ -158,14 +162,102 @@ def rows_insert(
             values = [None if v is None else array_literal(v) for v in values]  # type: ignore[arg-type]
         params.append(array_literal(values))
     conflicts = f" ON CONFLICT DO NOTHING RETURNING {columns[0]}" if skip_conflicts else ""
+    sql = (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "  # noqa: S608  (names from the model)
+        f"SELECT {', '.join(selected)} "
+        f"FROM unnest({', '.join(arrays)}) AS u({', '.join(unnested)})" + conflicts
+    )
+    bound: list[Any] = [*scalars, *params]  # placeholders in order: SELECT, then FROM
+    if overlap and not skip_conflicts:
+        execute_overlapped(sql, bound)
+        return None
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "  # noqa: S608  (names from the model)
-            f"SELECT {', '.join(selected)} "
-            f"FROM unnest({', '.join(arrays)}) AS u({', '.join(unnested)})" + conflicts,
-            [*scalars, *params],  # placeholders in statement order: SELECT, then FROM
-        )
+        cursor.execute(sql, bound)
         return {int(row[0]) for row in cursor.fetchall()} if skip_conflicts else None
+
+
+# --- statements the server runs while Python goes on -------------------------------------
+
+
+@dataclass
+class _Overlap:
+    """An open ``overlap_window``: the pipeline its overlapped statements were sent on,
+    while some are outstanding."""
+
+    pipeline: Any = None  # psycopg's Pipeline, entered
+    sending: bool = False  # an overlapped statement is being executed
+
+
+_overlap: ContextVar[_Overlap | None] = ContextVar("overlap", default=None)
+
+
+@contextmanager
+def overlap_window() -> Iterator[None]:
+    """A stretch of a transaction in which ``execute_overlapped`` statements are sent
+    without waiting for their results: the server runs each while Python prepares what
+    comes next. Any other statement first waits for those sent before it (raising the
+    first error among them, as Django raises it), then runs as it always does, so what
+    the ORM reads of a statement (its rows, its row count) is unchanged. The window ends
+    when every statement sent in it has run; open it inside the transaction's atomic
+    block, never around a commit."""
+    if _overlap.get() is not None:
+        yield  # nested: the outer window goes on
+        return
+    state = _Overlap()
+    token = _overlap.set(state)
+    try:
+        with connection.execute_wrapper(_wait_before_others):
+            yield
+        _overlap_end(state)
+    except BaseException:
+        _overlap_end(state, failing=True)
+        raise
+    finally:
+        _overlap.reset(token)
+
+
+def execute_overlapped(sql: str, params: Sequence[Any]) -> None:
+    """Execute a statement whose result no one reads (an insert, an update): inside an
+    ``overlap_window`` it is sent, and runs while the caller goes on; elsewhere it runs
+    as any statement does."""
+    state = _overlap.get()
+    if state is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+        return
+    connection.ensure_connection()
+    if state.pipeline is None:
+        pipeline = connection.connection.pipeline()
+        with connection.wrap_database_errors:
+            pipeline.__enter__()
+        state.pipeline = pipeline
+    state.sending = True
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+    finally:
+        state.sending = False
+
+
+def _wait_before_others(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    state = _overlap.get()
+    if state is not None and not state.sending:
+        _overlap_end(state)
+    return execute(sql, params, many, context)
+
+
+def _overlap_end(state: _Overlap, *, failing: bool = False) -> None:
+    """Wait for the statements sent so far and leave pipeline mode; their first error is
+    raised (as Django's error) unless the caller is already failing."""
+    pipeline, state.pipeline = state.pipeline, None
+    if pipeline is None:
+        return
+    if failing:
+        with suppress(Exception):  # the error on its way out is the one to report
+            pipeline.__exit__(RuntimeError, RuntimeError("failing"), None)
+        return
+    with connection.wrap_database_errors:
+        pipeline.__exit__(None, None, None)
 
 
 def _constant(values: list[object]) -> bool:

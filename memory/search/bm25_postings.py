@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from memory.pg import array_literal, int_array_literal
+from memory.pg import array_literal, execute_overlapped, int_array_literal
 from memory.search.models import Target
 
 # The column of ``search_searchdoc`` that names what a document indexes.
@@ -105,19 +105,20 @@ def _docs_and_postings(
     for bag in bags:
         doc_terms.append(int_array_literal([term_ids[term] for term in bag]))
         doc_tfs.append(int_array_literal(bag.values()))  # in the order of its terms
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _DOCS_AND_POSTINGS_SQL.format(column=REF_COLUMN[batch.target]),
-            [
-                int_array_literal(item.ref_id for item in batch.items),
-                array_literal(item.scope for item in batch.items),
-                int_array_literal(sum(bag.values()) for bag in bags),
-                array_literal(doc_terms),
-                array_literal(doc_tfs),
-                context_id,
-                batch.target.value,
-            ],
-        )
+    # Nothing is read back: inside a write's overlap window, the server writes them
+    # while the caller goes on.
+    execute_overlapped(
+        _DOCS_AND_POSTINGS_SQL.format(column=REF_COLUMN[batch.target]),
+        [
+            int_array_literal(item.ref_id for item in batch.items),
+            array_literal(item.scope for item in batch.items),
+            int_array_literal(sum(bag.values()) for bag in bags),
+            array_literal(doc_terms),
+            array_literal(doc_tfs),
+            context_id,
+            batch.target.value,
+        ],
+    )
 
 
 # A target's documents and their postings in one statement: the postings are each new

@@ -463,4 +463,11 @@ def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None
         "turn_id": base.get("turn_id"),
         "created_by_id": created_by.pk if created_by is not None else None,
     }
-    rows_insert(Fact, [_column_values(row, batch) for row in rows])
+    # A large batch goes in chunks: inside the write's overlap window, the server writes
+    # each chunk's rows (and their index entries) while Python builds the next.
+    for start in range(0, len(rows), _INSERT_CHUNK):
+        chunk = rows[start : start + _INSERT_CHUNK]
+        rows_insert(Fact, [_column_values(row, batch) for row in chunk], overlap=True)
+
+
+_INSERT_CHUNK = 500

@@ -41,7 +41,7 @@ from memory.models import (
     Run,
     RunOutcome,
 )
-from memory.pg import instance_insert, instance_read, instance_update
+from memory.pg import instance_insert, instance_read, instance_update, overlap_window
 from memory.process import process_settle
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
@@ -441,7 +441,9 @@ def _write_transaction(
     registry: RegistryIndex,
 ) -> IngestResult:
     """The run's writes in one transaction (rolled back for a preview)."""
-    with transaction.atomic():
+    # Inside the transaction, the facts' and postings' inserts run on the server while
+    # Python prepares what follows them (memory/pg.py, overlap_window).
+    with transaction.atomic(), overlap_window():
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
             result = ingest_write(
