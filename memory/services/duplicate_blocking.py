@@ -15,6 +15,7 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import jellyfish
@@ -23,7 +24,7 @@ from rapidfuzz import fuzz
 
 from memory.models import Entity, EntityIdentifier
 from memory.models.duplicate import DuplicateKey
-from memory.pg import array_literal, int_array_literal
+from memory.pg import array_literal, execute_overlapped, int_array_literal
 from memory.services.duplicate_scoring import (
     Record,
     consonant_key,
@@ -206,18 +207,64 @@ def _copy_text(value: str) -> str:
     )
 
 
-def keys_rewrite_and_holders(
+@dataclass(frozen=True)
+class KeysRewrite:
+    """The stored blocking keys of a check's entities, to replace: those of
+    ``entity_ids`` (the entities checked, and any merged away) go, ``rows`` come."""
+
+    context_id: int
+    entity_ids: list[int]
+    rows: list[tuple[int, str, str]]  # (entity, type, key)
+
+
+def keys_and_holders(
     context_id: int, records: dict[int, Record], gone: Iterable[int] = ()
-) -> tuple[dict[Pair, set[str]], Rare]:
-    """Rewrite these entities' keys (and drop those of ``gone``) and return their blocked
-    pairs and the rare keys among theirs — one statement: the DELETE and INSERT run as
-    data-modifying CTEs, so the holders read beside them are the other entities' keys
-    as they were (what these entities held before is filtered out)."""
-    return _rewrite_and_holders(context_id, records, gone=gone)
+) -> tuple[dict[Pair, set[str]], Rare, KeysRewrite]:
+    """These entities' blocked pairs and the rare keys among theirs, from their keys and
+    the other entities holding each (one read: what these entities held before is
+    filtered out), and the rewrite of their stored keys (and the drop of those of
+    ``gone``) for ``keys_rewrite``."""
+    mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
+    wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
+    mine = sorted(records)
+    holders: dict[tuple[str, str], set[int]] = defaultdict(set)
+    # Arrays go as their text literals: psycopg adapting thousands of keys element by
+    # element cost more than the statement.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HOLDERS_SQL,
+            [
+                array_literal(t for t, _ in wanted),
+                array_literal(k for _, k in wanted),
+                context_id,
+                int_array_literal(mine),
+                MAX_BLOCK + 1,
+            ],
+        )
+        for type_, key, entity_id in cursor.fetchall():
+            holders[(type_, key)].add(entity_id)
+    rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
+    rewrite = KeysRewrite(context_id, sorted({*mine, *gone}), rows)
+    return (*_blocked_pairs(records, mine_keys, holders), rewrite)
+
+
+def keys_rewrite(rewrite: KeysRewrite) -> None:
+    """Replace the stored keys (one statement). Nothing is read back: in an ingest's
+    overlap window the server writes them while the write goes on (decision 0112)."""
+    execute_overlapped(
+        _REWRITE_SQL,
+        [
+            int_array_literal(rewrite.entity_ids),
+            rewrite.context_id,
+            int_array_literal(pk for pk, _, _ in rewrite.rows),
+            array_literal(t for _, t, _ in rewrite.rows),
+            array_literal(k for _, _, k in rewrite.rows),
+        ],
+    )
 
 
 def keys_holders(context_id: int, records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
-    """``keys_rewrite_and_holders`` without the rewrite, for entities whose stored keys
+    """``keys_and_holders`` without the rewrite, for entities whose stored keys
     are current (a re-estimate's sample): one read, no rows written. Their keys are
     read as stored, not derived again from their names (a re-estimate's 3,000 sampled
     names cost more to key in Python than the read)."""
@@ -279,41 +326,11 @@ _REWRITE_SQL = f"""
                 WHERE entity_id = w.entity_id OFFSET 0
             ) k
         ))
-    ), added AS (
-        INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
-        SELECT %s, x.entity_id, x.type, x.key
-        FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(entity_id, type, key)
     )
+    INSERT INTO {DuplicateKey._meta.db_table} (context_id, entity_id, type, key)
+    SELECT %s, x.entity_id, x.type, x.key
+    FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(entity_id, type, key)
 """  # noqa: S608 - table names from the models, values are parameters
-
-
-def _rewrite_and_holders(
-    context_id: int, records: dict[int, Record], *, gone: Iterable[int] = ()
-) -> tuple[dict[Pair, set[str]], Rare]:
-    mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
-    wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
-    mine = sorted(records)
-    rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
-    # Arrays go as their text literals: psycopg adapting thousands of keys element by
-    # element cost more than the statement.
-    params: list[Any] = [
-        int_array_literal(sorted({*mine, *gone})),
-        context_id,
-        int_array_literal(pk for pk, _, _ in rows),
-        array_literal(t for _, t, _ in rows),
-        array_literal(k for _, _, k in rows),
-        array_literal(t for t, _ in wanted),
-        array_literal(k for _, k in wanted),
-        context_id,
-        int_array_literal(mine),
-        MAX_BLOCK + 1,
-    ]
-    holders: dict[tuple[str, str], set[int]] = defaultdict(set)
-    with connection.cursor() as cursor:
-        cursor.execute(_REWRITE_SQL + _HOLDERS_SQL, params)
-        for type_, key, entity_id in cursor.fetchall():
-            holders[(type_, key)].add(entity_id)
-    return _blocked_pairs(records, mine_keys, holders)
 
 
 def _blocked_pairs(

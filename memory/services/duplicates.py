@@ -40,7 +40,8 @@ from memory.services.duplicate_blocking import (
     edit_distance_pairs,
     embedding_neighbours,
     embedding_neighbours_all,
-    keys_rewrite_and_holders,
+    keys_and_holders,
+    keys_rewrite,
     keys_write_all,
     records_of,
     records_read,
@@ -149,7 +150,7 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
     embedding neighbours, stored pairs, the other entities' records, cosines where the
     names differ (often none), the model, then the writes."""
     with transaction.atomic(savepoint=False):
-        proposed, rare = keys_rewrite_and_holders(context_id, mine)
+        proposed, rare, rewrite = keys_and_holders(context_id, mine)
         similarities = embedding_neighbours(
             context_id, [pk for pk, r in mine.items() if r.has_vector is not False]
         )
@@ -170,6 +171,9 @@ def _check_in(context_id: int, mine: dict[int, Record], report: CheckReport) -> 
         stored, new, withdrawn = store(
             context_id, scored, existing, source="check", withdraw=list(existing)
         )
+        # Last: nothing above reads these entities' stored keys, and in an ingest's
+        # overlap window the server writes them while the run prepares its facts.
+        keys_rewrite(rewrite)
     report.entities += len(mine)
     report.compared += len(scored)
     report.stored += stored

@@ -13,8 +13,9 @@ import pytest
 from memory.access import ContextAccess
 from memory.models.duplicate import DuplicateKey
 from memory.services.duplicate_blocking import (
+    keys_and_holders,
     keys_holders,
-    keys_rewrite_and_holders,
+    keys_rewrite,
     records_of,
 )
 from memory.services.duplicate_model import TypeSample, fit
@@ -73,7 +74,10 @@ def test_the_holders_read_from_stored_keys_are_those_a_rewrite_reads(
     read = keys_holders(context_id, sample)
 
     assert _keys(context_id) == before  # nothing written
-    assert read == keys_rewrite_and_holders(context_id, sample)
+    pairs, rare, rewrite = keys_and_holders(context_id, sample)
+    assert read == (pairs, rare)
+    keys_rewrite(rewrite)  # the keys derived again from the names are those stored
+    assert sorted(k[1:] for k in _keys(context_id)) == sorted(k[1:] for k in before)
     assert read[0]  # the seeded slips are blocked pairs
 
 
