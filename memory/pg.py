@@ -239,6 +239,34 @@ def execute_overlapped(sql: str, params: Sequence[Any]) -> None:
         state.sending = False
 
 
+def foreign_keys_checked_per_statement(model: type[models.Model]) -> None:
+    """For the rest of the transaction, check the foreign keys of ``model``'s rows when
+    each statement ends rather than at commit (``SET CONSTRAINTS … IMMEDIATE``; Django
+    declares them deferred). For rows written by overlapped statements: their checks then
+    run on the server while Python goes on, instead of in the commit, which nothing
+    overlaps. Only for rows whose references exist when they are written."""
+    names = _foreign_key_names(model._meta.db_table)
+    if names:
+        execute_overlapped(
+            "SET CONSTRAINTS " + ", ".join(_quoted(n) for n in names) + " IMMEDIATE", []
+        )
+
+
+@cache
+def _foreign_key_names(table: str) -> tuple[str, ...]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'"
+            " AND condeferrable ORDER BY conname",
+            [table],
+        )
+        return tuple(str(row[0]) for row in cursor.fetchall())
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
 def _wait_before_others(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
     state = _overlap.get()
     if state is not None and not state.sending:

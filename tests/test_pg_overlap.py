@@ -84,3 +84,23 @@ def test_outside_a_window_an_overlapped_statement_runs_at_once(table: str) -> No
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT v FROM {table}")  # noqa: S608
         assert cursor.fetchone() == (7,)
+
+
+def test_keys_checked_per_statement_refuse_a_dangling_row_at_once(context: Context) -> None:
+    from memory.models import DuplicateKey
+    from memory.pg import foreign_keys_checked_per_statement
+
+    insert = (
+        "INSERT INTO memory_duplicatekey (context_id, entity_id, type, key) "
+        "VALUES (%s, -1, 'person', 'w:nobody')"
+    )
+    with transaction.atomic():  # deferred, as Django declares them: the commit would refuse
+        sid = transaction.savepoint()
+        with connection.cursor() as cursor:
+            cursor.execute(insert, [context.pk])  # accepted for now
+        transaction.savepoint_rollback(sid)
+        foreign_keys_checked_per_statement(DuplicateKey)
+        with pytest.raises(IntegrityError), connection.cursor() as cursor:
+            cursor.execute(insert, [context.pk])  # refused by the statement itself
+        transaction.set_rollback(True)
+    assert not DuplicateKey.objects.filter(entity_id=-1).exists()

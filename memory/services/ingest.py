@@ -37,11 +37,18 @@ from memory.llm.schemas import ExtractionOutput, TriplesInput
 from memory.locks import RUN_LOCK
 from memory.models import (
     Context,
+    DuplicateKey,
     Role,
     Run,
     RunOutcome,
 )
-from memory.pg import instance_insert, instance_read, instance_update, overlap_window
+from memory.pg import (
+    foreign_keys_checked_per_statement,
+    instance_insert,
+    instance_read,
+    instance_update,
+    overlap_window,
+)
 from memory.process import process_settle
 from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.scopes import Grants, scope_validate
@@ -444,6 +451,9 @@ def _write_transaction(
     # Inside the transaction, the facts' and postings' inserts run on the server while
     # Python prepares what follows them (memory/pg.py, overlap_window).
     with transaction.atomic(), overlap_window():
+        # The blocking keys' entity references are checked as the overlapped rewrite
+        # writes them rather than in the commit (12 ms of a 2,000-fact turn's commit).
+        foreign_keys_checked_per_statement(DuplicateKey)
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
             result = ingest_write(
