@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from memory.models import Context
-from memory.pg import execute_overlapped, overlap_window
+from memory.models import Context, DuplicateKey
+from memory.pg import execute_overlapped, foreign_keys_checked_per_statement, overlap_window
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +20,12 @@ def table() -> Iterator[str]:
     yield "overlap_probe"
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS overlap_probe")
+
+
+def _rows(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
+        return int(cursor.fetchone()[0])
 
 
 def _in_pipeline() -> bool:
@@ -63,9 +69,7 @@ def test_an_overlapped_statement_that_fails_raises_djangos_error_and_writes_noth
         execute_overlapped(f"INSERT INTO {table} VALUES (1, 2)", [])  # noqa: S608 - clash
         execute_overlapped(f"INSERT INTO {table} VALUES (2, 2)", [])  # noqa: S608
     assert not _in_pipeline()
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
-        assert cursor.fetchone() == (0,)
+    assert _rows(table) == 0
 
 
 def test_a_failure_in_the_window_leaves_the_connection_usable(table: str) -> None:
@@ -73,9 +77,7 @@ def test_a_failure_in_the_window_leaves_the_connection_usable(table: str) -> Non
         execute_overlapped(f"INSERT INTO {table} VALUES (1, 1)", [])  # noqa: S608
         _ = 1 / 0
     assert not _in_pipeline()
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {table}")  # noqa: S608
-        assert cursor.fetchone() == (0,)  # rolled back with its transaction
+    assert _rows(table) == 0  # rolled back with its transaction
 
 
 def test_outside_a_window_an_overlapped_statement_runs_at_once(table: str) -> None:
@@ -87,9 +89,6 @@ def test_outside_a_window_an_overlapped_statement_runs_at_once(table: str) -> No
 
 
 def test_keys_checked_per_statement_refuse_a_dangling_row_at_once(context: Context) -> None:
-    from memory.models import DuplicateKey
-    from memory.pg import foreign_keys_checked_per_statement
-
     insert = (
         "INSERT INTO memory_duplicatekey (context_id, entity_id, type, key) "
         "VALUES (%s, -1, 'person', 'w:nobody')"
