@@ -239,13 +239,13 @@ def execute_overlapped(sql: str, params: Sequence[Any]) -> None:
         state.sending = False
 
 
-def foreign_keys_checked_per_statement(model: type[models.Model]) -> None:
-    """For the rest of the transaction, check the foreign keys of ``model``'s rows when
+def foreign_keys_checked_per_statement(*tables: type[models.Model]) -> None:
+    """For the rest of the transaction, check the foreign keys of these models' rows when
     each statement ends rather than at commit (``SET CONSTRAINTS … IMMEDIATE``; Django
     declares them deferred). For rows written by overlapped statements: their checks then
     run on the server while Python goes on, instead of in the commit, which nothing
     overlaps. Only for rows whose references exist when they are written."""
-    names = _foreign_key_names(model._meta.db_table)
+    names = [name for model in tables for name in _foreign_key_names(model._meta.db_table)]
     if names:
         execute_overlapped(
             "SET CONSTRAINTS " + ", ".join(_quoted(n) for n in names) + " IMMEDIATE", []

@@ -38,6 +38,7 @@ from memory.locks import RUN_LOCK
 from memory.models import (
     Context,
     DuplicateKey,
+    Fact,
     Role,
     Run,
     RunOutcome,
@@ -451,9 +452,9 @@ def _write_transaction(
     # Inside the transaction, the facts' and postings' inserts run on the server while
     # Python prepares what follows them (memory/pg.py, overlap_window).
     with transaction.atomic(), overlap_window():
-        # The blocking keys' entity references are checked as the overlapped rewrite
-        # writes them rather than in the commit (12 ms of a 2,000-fact turn's commit).
-        foreign_keys_checked_per_statement(DuplicateKey)
+        # The facts' and blocking keys' references are checked as the overlapped
+        # statements write them rather than in the commit, which nothing overlaps.
+        foreign_keys_checked_per_statement(Fact, DuplicateKey)
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
             result = ingest_write(
