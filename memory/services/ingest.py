@@ -22,6 +22,8 @@ fails — or whose process dies — leaves nothing half-written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from django.conf import settings
@@ -449,12 +451,7 @@ def _write_transaction(
     registry: RegistryIndex,
 ) -> IngestResult:
     """The run's writes in one transaction (rolled back for a preview)."""
-    # Inside the transaction, the facts' and postings' inserts run on the server while
-    # Python prepares what follows them (memory/pg.py, overlap_window).
-    with transaction.atomic(), overlap_window():
-        # The facts' and blocking keys' references are checked as the overlapped
-        # statements write them rather than in the commit, which nothing overlaps.
-        foreign_keys_checked_per_statement(Fact, DuplicateKey)
+    with transaction.atomic(), _overlapped_if_large(normalized):
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
             result = ingest_write(
@@ -477,6 +474,26 @@ def _write_transaction(
         elif run is not None:
             _run_succeed(run, result, clock)
     return result
+
+
+# From this many facts a run's writes overlap Python (decision 0112). Below it the
+# server's part of each statement is well under a millisecond, and the pipeline's own
+# round trips and bookkeeping cost a small run more than the overlap saves.
+OVERLAP_FROM_FACTS = 200
+
+
+@contextmanager
+def _overlapped_if_large(normalized: Any) -> Iterator[None]:
+    """Inside a large run's transaction: the facts', postings' and keys' inserts run on
+    the server while Python prepares what follows them, and the facts' and keys'
+    references are checked inside those statements rather than in the commit, which
+    nothing overlaps (memory/pg.py, overlap_window)."""
+    if len(normalized.facts) < OVERLAP_FROM_FACTS:
+        yield
+        return
+    with overlap_window():
+        foreign_keys_checked_per_statement(Fact, DuplicateKey)
+        yield
 
 
 def memory_ingest(

@@ -1,0 +1,89 @@
+"""A large run writes in the overlap window (decision 0112); what it stores is what the
+same run stores written statement by statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from memory.access import system_access
+from memory.models import Context
+from memory.services import ingest
+from memory.services.ingest import OVERLAP_FROM_FACTS, memory_ingest
+
+pytestmark = pytest.mark.django_db
+
+
+def _triples(facts: int) -> dict[str, Any]:
+    names = [f"Person {i} Velqui" for i in range(facts // 5)]
+    relations, attributes = [], []
+    for i in range(facts):
+        subject = names[i % len(names)]
+        if i % 2:
+            attributes.append({"subject": subject, "key": f"attr_{i % 7}", "value": f"v {i}"})
+        else:
+            relations.append(
+                {"subject": subject, "predicate": "knows", "object": names[(i + 1) % len(names)]}
+            )
+    return {
+        "entities": [{"name": n, "type": "person"} for n in names],
+        "relations": relations,
+        "attributes": attributes,
+    }
+
+
+def _stored(context: Context) -> dict[str, list[tuple[Any, ...]]]:
+    """What a run stored in ``context``, without ids: facts, postings, blocking keys."""
+    queries = {
+        "facts": """
+            SELECT s.name, p.name, o.name, f.value_text, f.status, f.trust
+            FROM memory_fact f JOIN memory_entity s ON s.id = f.subject_id
+            JOIN memory_predicate p ON p.id = f.predicate_id
+            LEFT JOIN memory_entity o ON o.id = f.object_id WHERE f.context_id = %s""",
+        "postings": """
+            SELECT d.target, coalesce(s.name || ' ' || p.name, e.name), t.text, x.tf, x.dl
+            FROM search_searchdoc d JOIN search_searchposting x ON x.doc_id = d.id
+            JOIN search_searchterm t ON t.id = x.term_id
+            LEFT JOIN memory_fact f ON f.id = d.fact_id
+            LEFT JOIN memory_entity s ON s.id = f.subject_id
+            LEFT JOIN memory_predicate p ON p.id = f.predicate_id
+            LEFT JOIN memory_entity e ON e.id = d.entity_id WHERE t.context_id = %s""",
+        "keys": """
+            SELECT e.name, k.type, k.key FROM memory_duplicatekey k
+            JOIN memory_entity e ON e.id = k.entity_id WHERE k.context_id = %s""",
+    }
+    stored = {}
+    with connection.cursor() as cursor:
+        for name, sql in queries.items():
+            cursor.execute(sql, [context.pk])
+            stored[name] = sorted(cursor.fetchall(), key=repr)
+    return stored
+
+
+def test_a_large_run_stores_what_it_stores_written_statement_by_statement(
+    make_context: Callable[..., Context], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    triples = _triples(2 * OVERLAP_FROM_FACTS)
+    overlapped, plain = make_context("overlapped"), make_context("plain")
+    sent: list[str] = []
+    real = ingest.overlap_window
+
+    def watched() -> Any:
+        sent.append("window")
+        return real()
+
+    monkeypatch.setattr(ingest, "overlap_window", watched)
+    memory_ingest(
+        access=system_access(overlapped), text="", scope="s", infer="triples", triples=triples
+    )
+    monkeypatch.setattr(ingest, "OVERLAP_FROM_FACTS", 10**9)
+    memory_ingest(access=system_access(plain), text="", scope="s", infer="triples", triples=triples)
+
+    assert sent == ["window"]  # the first run wrote in the window, the second did not
+    first, second = _stored(overlapped), _stored(plain)
+    assert len(first["facts"]) >= OVERLAP_FROM_FACTS  # repeats re-observe or supersede
+    assert first["postings"] and first["keys"]
+    assert first == second
