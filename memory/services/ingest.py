@@ -65,7 +65,11 @@ from memory.services.executor import (
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.services.extraction import extraction_drop_secrets, extraction_normalize
+from memory.services.extraction import (
+    NormalizedExtraction,
+    extraction_drop_secrets,
+    extraction_normalize,
+)
 from memory.services.fact_batch import fact_batch_record_refused
 from memory.services.fact_trust import WriteTrust, write_trust_decide
 from memory.services.ingest_extract import ingest_extract, ingest_record_calls
@@ -483,7 +487,7 @@ OVERLAP_FROM_FACTS = 200
 
 
 @contextmanager
-def _overlapped_if_large(normalized: Any) -> Iterator[None]:
+def _overlapped_if_large(normalized: NormalizedExtraction) -> Iterator[None]:
     """Inside a large run's transaction: the facts', postings' and keys' inserts run on
     the server while Python prepares what follows them, and the facts' and keys'
     references are checked inside those statements rather than in the commit, which
