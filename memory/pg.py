@@ -216,6 +216,11 @@ def overlap_window() -> Iterator[None]:
         _overlap.reset(token)
 
 
+def overlap_open() -> bool:
+    """Whether an ``overlap_window`` is open: a writer splits its statements only then."""
+    return _overlap.get() is not None
+
+
 def execute_overlapped(sql: str, params: Sequence[Any]) -> None:
     """Execute a statement whose result no one reads (an insert, an update): inside an
     ``overlap_window`` it is sent, and runs while the caller goes on; elsewhere it runs

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from memory.access import ContextAccess
 from memory.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
-from memory.pg import next_ids, rows_insert
+from memory.pg import next_ids, overlap_open, rows_insert
 from memory.screening import REDACTED, secret_name, secret_refuse
 from memory.search.indexing import FactText, facts_index
 from memory.services.fact_rules import (
@@ -463,10 +463,12 @@ def _insert(rows: list[FactRow], *, base: dict[str, Any], now: datetime) -> None
         "turn_id": base.get("turn_id"),
         "created_by_id": created_by.pk if created_by is not None else None,
     }
-    # A large batch goes in chunks: inside the write's overlap window, the server writes
-    # each chunk's rows (and their index entries) while Python builds the next.
-    for start in range(0, len(rows), _INSERT_CHUNK):
-        chunk = rows[start : start + _INSERT_CHUNK]
+    # Inside a write's overlap window a large batch goes in chunks: the server writes each
+    # chunk's rows (and their index entries) while Python builds the next. Elsewhere one
+    # statement: more would only add round trips.
+    size = _INSERT_CHUNK if overlap_open() else max(len(rows), 1)
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
         rows_insert(Fact, [_column_values(row, batch) for row in chunk], overlap=True)
 
 
