@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from memory.errors import DomainError, ValidationFailed
 from memory.models import Context, Predicate, PredicateMode, PredicateStatus
-from memory.pg import int_array_literal
+from memory.pg import execute_overlapped, int_array_literal
 from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import (
     RegistryIndex,
@@ -122,13 +122,15 @@ def predicates_resolve_for_write(
             out[raw] = exc
     if seen_drift:
         # One plain statement (the ORM's compilation of this update cost more than it).
+        # Nothing reads its result: in an ingest's overlap window it runs on the server
+        # while the run builds its facts, instead of waiting there for the statements
+        # sent before it (decision 0112).
         now = timezone.now()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Predicate._meta.db_table} SET last_seen_at = %s, "  # noqa: S608
-                "first_seen_at = COALESCE(first_seen_at, %s) WHERE id = ANY(%s::bigint[])",
-                [now, now, int_array_literal(sorted(seen_drift))],
-            )
+        execute_overlapped(
+            f"UPDATE {Predicate._meta.db_table} SET last_seen_at = %s, "  # noqa: S608
+            "first_seen_at = COALESCE(first_seen_at, %s) WHERE id = ANY(%s::bigint[])",
+            [now, now, int_array_literal(sorted(seen_drift))],
+        )
     return out, refused
 
 

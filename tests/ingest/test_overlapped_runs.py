@@ -36,7 +36,8 @@ def _triples(facts: int) -> dict[str, Any]:
 
 
 def _stored(context: Context) -> dict[str, list[tuple[Any, ...]]]:
-    """What a run stored in ``context``, without ids: facts, postings, blocking keys."""
+    """What runs stored in ``context``, without ids: facts, postings, blocking keys, and
+    which predicates a later run saw again."""
     queries = {
         "facts": """
             SELECT s.name, p.name, o.name, f.value_text, f.status, f.trust
@@ -54,6 +55,9 @@ def _stored(context: Context) -> dict[str, list[tuple[Any, ...]]]:
         "keys": """
             SELECT e.name, k.type, k.key FROM memory_duplicatekey k
             JOIN memory_entity e ON e.id = k.entity_id WHERE k.context_id = %s""",
+        "predicates": """
+            SELECT name, status, last_seen_at > first_seen_at
+            FROM memory_predicate WHERE context_id = %s""",
     }
     stored = {}
     with connection.cursor() as cursor:
@@ -75,15 +79,22 @@ def test_a_large_run_stores_what_it_stores_written_statement_by_statement(
         sent.append("window")
         return real()
 
-    monkeypatch.setattr(ingest, "overlap_window", watched)
-    memory_ingest(
-        access=system_access(overlapped), text="", scope="s", infer="triples", triples=triples
-    )
-    monkeypatch.setattr(ingest, "OVERLAP_FROM_FACTS", 10**9)
-    memory_ingest(access=system_access(plain), text="", scope="s", infer="triples", triples=triples)
+    def twice(context: Context) -> None:
+        # The second run sees again the predicates the first one observed: their
+        # last-seen stamp is written, in the window for the overlapped context.
+        for _ in range(2):
+            memory_ingest(
+                access=system_access(context), text="", scope="s", infer="triples", triples=triples
+            )
 
-    assert sent == ["window"]  # the first run wrote in the window, the second did not
+    monkeypatch.setattr(ingest, "overlap_window", watched)
+    twice(overlapped)
+    monkeypatch.setattr(ingest, "OVERLAP_FROM_FACTS", 10**9)
+    twice(plain)
+
+    assert sent == ["window", "window"]  # the first context's runs wrote in the window
     first, second = _stored(overlapped), _stored(plain)
     assert len(first["facts"]) >= OVERLAP_FROM_FACTS  # repeats re-observe or supersede
     assert first["postings"] and first["keys"]
+    assert any(seen_again for _, _, seen_again in first["predicates"])
     assert first == second
