@@ -210,7 +210,7 @@ def _copy_text(value: str) -> str:
 @dataclass(frozen=True)
 class KeysRewrite:
     """The stored blocking keys of a check's entities, to replace: those of
-    ``entity_ids`` (the entities checked, and any merged away) go, ``rows`` come."""
+    ``entity_ids`` go, ``rows`` come."""
 
     context_id: int
     entity_ids: list[int]
@@ -218,12 +218,11 @@ class KeysRewrite:
 
 
 def keys_and_holders(
-    context_id: int, records: dict[int, Record], gone: Iterable[int] = ()
+    context_id: int, records: dict[int, Record]
 ) -> tuple[dict[Pair, set[str]], Rare, KeysRewrite]:
     """These entities' blocked pairs and the rare keys among theirs, from their keys and
     the other entities holding each (one read: what these entities held before is
-    filtered out), and the rewrite of their stored keys (and the drop of those of
-    ``gone``) for ``keys_rewrite``."""
+    filtered out), and the rewrite of their stored keys for ``keys_rewrite``."""
     mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
     wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
     mine = sorted(records)
@@ -244,7 +243,7 @@ def keys_and_holders(
         for type_, key, entity_id in cursor.fetchall():
             holders[(type_, key)].add(entity_id)
     rows = [(pk, records[pk].type, k) for pk, keys in mine_keys.items() for k in keys]
-    rewrite = KeysRewrite(context_id, sorted({*mine, *gone}), rows)
+    rewrite = KeysRewrite(context_id, mine, rows)
     return (*_blocked_pairs(records, mine_keys, holders), rewrite)
 
 
