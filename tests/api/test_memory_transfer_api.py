@@ -83,7 +83,11 @@ def source(
         "Ada Lovelace",
         aliases=["Augusta Ada King"],
         identifiers=[{"kind": "email", "value": "ada@example.org"}],
-        attributes={"date_of_birth": "1815-12-10", "notes": {"nested": [1, 2]}},
+        # An integer past 64 bits: JSON holds it exactly, and so must the round trip.
+        attributes={
+            "date_of_birth": "1815-12-10",
+            "notes": {"nested": [1, 2], "serial": 2**70 + 1},
+        },
     )
     twin = entity("Ada Lovelace-King")
     entity_merge(access=access, survivor_id=ada.pk, merged_ids=[twin.pk])
@@ -294,6 +298,8 @@ def _nothing_written(context: Context) -> None:
         (lambda lines: lines[:-1], "cut short"),
         (lambda lines: lines[:-3] + lines[-1:], "incomplete"),
         (lambda lines: ["{not json", *lines[1:]], "line 1"),
+        (lambda lines: [*lines[:2], '{"record": "entity", "id": NaN}', *lines[2:]],
+         "line 3 is not JSON"),
         (lambda lines: lines[1:], "header"),
         (lambda lines: [lines[0].replace('"version":1', '"version":9'), *lines[1:]],
          "version"),
