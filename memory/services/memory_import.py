@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import orjson
 import psycopg
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, connection, models, transaction
@@ -624,19 +623,10 @@ def _first_line(exc: Exception) -> str:
     return str(exc).strip().split("\n", 1)[0][:300]
 
 
-# Past this magnitude orjson reads an integer as a float, where ``json`` keeps it exact.
-_ORJSON_EXACT = float(2**63)
-
-
 def _parse(raw: str, number: int) -> dict[str, Any]:
-    # orjson reads a line in a quarter of ``json``'s time (a million fact lines: about
-    # 2.5 s less), and refuses what is not JSON (NaN, a lone surrogate, nesting past
-    # 1,024 levels) where ``json`` lets it through to fail later.
     try:
-        record = orjson.loads(raw)
-        if type(record) is dict and any(_rounded(v) for v in record.values()):
-            record = json.loads(raw)  # an integer orjson rounded: read it exactly
-    except (ValueError, RecursionError):
+        record = json.loads(raw)
+    except ValueError:
         raise ValidationFailed(f"line {number} is not JSON", code="invalid_export") from None
     if not isinstance(record, dict) or not isinstance(record.get("record"), str):
         raise ValidationFailed(
@@ -644,18 +634,6 @@ def _parse(raw: str, number: int) -> dict[str, Any]:
             code="invalid_export",
         )
     return record
-
-
-def _rounded(value: Any) -> bool:
-    """Whether ``value`` holds a float orjson may have made of a larger integer."""
-    kind = type(value)
-    if kind is float:
-        return not -_ORJSON_EXACT < value < _ORJSON_EXACT
-    if kind is dict:
-        return any(_rounded(v) for v in value.values())
-    if kind is list:
-        return any(_rounded(v) for v in value)
-    return False
 
 
 def _check_header(record: dict[str, Any]) -> dict[str, Any]:
