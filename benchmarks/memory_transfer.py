@@ -12,7 +12,10 @@ imported again into a second context (import 2), and both contexts' counts compa
 Each step runs in a child process so its peak resident memory (``ru_maxrss``) is its
 own. Reported: facts per second each way (the import's cumulative seconds after reading,
 writing, loading the search postings, writing the duplicate finder's keys, and the
-commit — ``index``), peak RSS of each step, and the file's size.
+commit — ``index``), peak RSS of each step, the file's size, and the CPU seconds of each
+step's Python process and of its PostgreSQL backend (read from ``/proc`` when the server
+runs on this machine): one transaction's writes are all made by its one backend, so the
+backend's CPU is the floor of an import's time (decision 0113).
 """
 
 from __future__ import annotations
@@ -110,18 +113,43 @@ def _step(args: list[str]) -> dict[str, Any]:
 
 
 _CHILD = """
-import json, resource, sys, io, time
+import json, os, resource, sys, io, time
 import django
 django.setup()
 from django.core.management import call_command
+from django.db import connection
+
+def backend_cpu(pid):
+    # utime + stime of the server process, when it runs on this machine
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+def own_cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+with connection.cursor() as cursor:
+    cursor.execute("SELECT pg_backend_pid()")
+    backend = cursor.fetchone()[0]
+cpu_before, backend_before = own_cpu(), backend_cpu(backend)
 out = io.StringIO()
 started = time.perf_counter()
 call_command(*sys.argv[1:], stdout=out)
 seconds = time.perf_counter() - started
+backend_after = backend_cpu(backend)
+cpu = {
+    "python": round(own_cpu() - cpu_before, 1),
+    "backend": None if backend_before is None or backend_after is None
+    else round(backend_after - backend_before, 1),
+}
 text = out.getvalue().strip()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 report = json.loads(text) if text.startswith("{") else None
-print(json.dumps({"seconds": seconds, "peak_rss_mb": peak, "report": report}))
+print(json.dumps({"seconds": seconds, "peak_rss_mb": peak, "report": report, "cpu_s": cpu}))
 """
 
 
@@ -177,11 +205,14 @@ def main() -> None:
     ):
         phases = (step.get("report") or {}).get("seconds", {})
         shown = json.dumps(phases) if phases else "—"
+        cpu = step["cpu_s"]
+        backend = "—" if cpu["backend"] is None else f"{cpu['backend']:.1f}"
         rows.append([label, f"{step['seconds']:.1f}", f"{step['facts_per_s']:,.0f}", shown,
+                     f"{cpu['python']:.1f} / {backend}",
                      f"{step['peak_rss_mb']:.0f}"])  # fmt: skip
     print(markdown_table(
         [f"{entities:,} entities / {facts:,} facts", "s", "facts/s",
-         "phases (cumulative s)", "peak RSS MB"], rows,
+         "phases (cumulative s)", "CPU s (Python / its backend)", "peak RSS MB"], rows,
     ))  # fmt: skip
 
 
