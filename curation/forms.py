@@ -16,6 +16,7 @@ from memory.models import EntityType, Predicate, PredicateKind
 from memory.models.predicate import Lifecycle
 from memory.scopes import ScopeError, scope_validate
 from memory.services.entity_import import MAX_IMPORT_BYTES
+from memory.services.memory_import_jobs import MAX_MEMORY_IMPORT_BYTES
 from memory.services.merge_plan import MAX_MERGED
 from memory.services.registry_file import PredicateEntry, registry_file_parse
 
@@ -571,3 +572,20 @@ class ReconcileKeyForm(forms.Form):
         initial="*",
         help_text="The scopes it may read: * for every scope, P/* for P and below, P for P alone.",
     )
+
+
+class MemoryImportForm(forms.Form):
+    file = forms.FileField(
+        help_text="A memory export (JSON lines), or a mem0 or Graphiti export (JSON)."
+    )
+    format = forms.ChoiceField(
+        choices=[
+            ("memory", "Memory Desk export"),
+            ("mem0", "mem0 export"),
+            ("graphiti", "Graphiti export"),
+        ],
+        initial="memory",
+    )
+
+    def clean_file(self) -> str:
+        return _read_text(self.cleaned_data["file"], MAX_MEMORY_IMPORT_BYTES)

@@ -19,6 +19,7 @@ from curation.views import (
     duplicates,
     entities,
     facts,
+    memory_transfer,
     overview,
     people,
     registry,
@@ -105,6 +106,13 @@ context_patterns = [
     path("runs/<int:run_id>/", runs.run_detail, name="run"),
     path("runs/<int:run_id>/retry", runs.run_retry_view, name="run-retry"),
     path("runs/<int:run_id>/retract", runs.run_retract_view, name="run-retract"),
+    path("memory/", memory_transfer.memory, name="memory"),
+    path("memory/export.jsonl", memory_transfer.memory_export_download, name="memory-export"),
+    path("memory/import", memory_transfer.memory_import_upload, name="memory-import"),
+    path("memory/jobs/<int:job_id>/", memory_transfer.memory_job, name="memory-job"),
+    path(
+        "memory/jobs/<int:job_id>/retry", memory_transfer.memory_job_retry, name="memory-job-retry"
+    ),
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/create", tokens.token_create_view, name="token-create"),
     path("tokens/reconcile", tokens.reconcile_key_create_view, name="reconcile-key-create"),

@@ -10,6 +10,7 @@ from typing import Any, Concatenate, ParamSpec
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -32,7 +33,8 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-View = Callable[Concatenate[HtmxHttpRequest, P], HttpResponse]
+# HttpResponseBase: a view may also stream (StreamingHttpResponse is not an HttpResponse).
+View = Callable[Concatenate[HtmxHttpRequest, P], HttpResponseBase]
 
 
 def _get_context_for_user(
@@ -59,7 +61,7 @@ def dashboard_view(view: View[P]) -> View[P]:
 
     @login_required
     @wraps(view)
-    def wrapped(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapped(request: HtmxHttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponseBase:
         try:
             return view(request, *args, **kwargs)
         except Http404 as exc:

@@ -17,9 +17,9 @@ from rest_framework.views import APIView
 from memory.api.common import access_for
 from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
 from memory.errors import NotFound, ValidationFailed
-from memory.models import ImportJob, Role
+from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, Role
 from memory.services.memory_export import memory_export_lines
-from memory.services.memory_import_jobs import MEMORY_IMPORT_FORMATS, memory_import_job_create
+from memory.services.memory_import_jobs import memory_import_job_create
 
 
 class RawJsonParser(PlainTextParser):
@@ -91,7 +91,9 @@ class MemoryImportApi(APIView):
         description="Read an export (`format=memory`, the default), a mem0 export (`mem0`) "
         "or a Graphiti export (`graphiti`) into this context, which must hold no "
         "entities, facts, turns or documents (admins). Answers 202 with the job; poll "
-        "`import/{id}` for its progress. Nothing is written unless all of it is.",
+        "`import/{id}` for its progress. Nothing is written unless all of it is. The "
+        "file is kept on the job: at most 256 MB (`file_too_large`); a larger memory is "
+        "imported with `manage.py import_memory`, which streams it.",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)

@@ -20,7 +20,7 @@ from memory.models.fact import (
     SourceKind,
     TrustReason,
 )
-from memory.models.import_job import ImportJob, ImportJobStatus
+from memory.models.import_job import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
@@ -29,6 +29,7 @@ from memory.models.usage import PredicateUsage
 
 __all__ = [
     "ENTITY_TYPES",
+    "MEMORY_IMPORT_FORMATS",
     "ApiToken",
     "AuditEvent",
     "Chunk",

@@ -1,9 +1,13 @@
-"""Entity import jobs run in the background (the seeding page's uploads)."""
+"""Import jobs run in the background: the seeding page's uploads, and whole memories."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+
+# The formats of jobs that import a whole memory (memory.services.memory_import_jobs)
+# rather than seeding rows (csv, jsonl, or "" for sniffed).
+MEMORY_IMPORT_FORMATS = ("memory", "mem0", "graphiti")
 
 
 class ImportJobStatus(models.TextChoices):
@@ -25,7 +29,8 @@ class ImportJob(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     filename = models.CharField(max_length=255, blank=True)
-    format = models.CharField(max_length=10, blank=True)  # csv | jsonl | "" (sniffed)
+    # csv | jsonl | "" (sniffed) for seeding; one of MEMORY_IMPORT_FORMATS for a memory
+    format = models.CharField(max_length=10, blank=True)
     scope_default = models.CharField(max_length=300, blank=True)
     content = models.TextField()
     size_bytes = models.PositiveIntegerField(default=0)
@@ -70,6 +75,10 @@ class ImportJob(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)
+
+    @property
+    def imports_a_memory(self) -> bool:
+        return self.format in MEMORY_IMPORT_FORMATS
 
     @property
     def percent(self) -> int:

@@ -1,17 +1,25 @@
-"""Entity import jobs of a context, as the seeding page shows them."""
+"""Import jobs of a context: seeding files, as the seeding page shows them, and whole
+memories, as the memory page does."""
 
 from __future__ import annotations
 
 from memory.access import ContextAccess
 from memory.errors import NotFound
-from memory.models import ImportJob
+from memory.models import MEMORY_IMPORT_FORMATS, ImportJob
 
 
-def import_job_list(*, access: ContextAccess, limit: int = 10) -> list[ImportJob]:
-    """The context's recent import jobs without their file text (one query)."""
+def import_job_list(
+    *, access: ContextAccess, memories: bool = False, limit: int = 10
+) -> list[ImportJob]:
+    """The context's recent seeding jobs, or with ``memories`` its whole-memory imports,
+    without their file text (one query)."""
+    jobs = ImportJob.objects.filter(context=access.context)
+    if memories:
+        jobs = jobs.filter(format__in=MEMORY_IMPORT_FORMATS)
+    else:
+        jobs = jobs.exclude(format__in=MEMORY_IMPORT_FORMATS)
     return list(
-        ImportJob.objects.filter(context=access.context)
-        .select_related("created_by")
+        jobs.select_related("created_by")
         .defer("content", "report")
         .order_by("-created_at", "-id")[:limit]
     )

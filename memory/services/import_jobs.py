@@ -26,9 +26,6 @@ from memory.services.executor import (
 logger = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.25
-# Jobs that import a whole memory (memory.services.memory_import_jobs), not seeding rows.
-MEMORY_FORMATS = ("memory", "mem0", "graphiti")
-
 IMPORT_JOB_LIFECYCLE = Lifecycle(
     model=ImportJob,
     lock_namespace=IMPORT_JOB_LOCK,
@@ -104,7 +101,7 @@ def import_job_execute(*, job_id: int) -> str:
 def _import(job: ImportJob) -> str:
     if job.created_by is None:
         return _fail(job, "the user who uploaded this file no longer exists")
-    if job.format in MEMORY_FORMATS:
+    if job.imports_a_memory:
         from memory.services.memory_import_jobs import memory_import_job_run
 
         return memory_import_job_run(job, progress=_ProgressWriter(job.pk), fail=_fail)
@@ -173,18 +170,24 @@ def import_jobs_recover_stale(
 
 @transaction.atomic
 def import_job_retry(*, access: ContextAccess, job: ImportJob) -> ImportJob:
-    """A new pending job with a failed job's file (``retry_of`` links them), queued."""
+    """A new pending job with a failed job's file (``retry_of`` links them), queued. A
+    whole memory's is checked again as an upload is (the context must still be empty)."""
     access.require_role(Role.ADMIN)
     executor_retry_check(
         IMPORT_JOB_LIFECYCLE, job, recover=lambda ids: import_jobs_recover_stale(job_ids=ids)
     )
-    retry = import_job_create(
-        access=access,
-        content=job.content,
-        filename=job.filename,
-        format=job.format or None,  # type: ignore[arg-type]
-        scope_default=job.scope_default,
-    )
+    if job.imports_a_memory:
+        from memory.services.memory_import_jobs import memory_import_job_create
+
+        retry = memory_import_job_create(access=access, content=job.content, format=job.format)
+    else:
+        retry = import_job_create(
+            access=access,
+            content=job.content,
+            filename=job.filename,
+            format=job.format or None,  # type: ignore[arg-type]
+            scope_default=job.scope_default,
+        )
     ImportJob.objects.filter(pk=retry.pk).update(retry_of=job)
     retry.retry_of = job
     return retry

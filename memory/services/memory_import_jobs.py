@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory.access import ContextAccess, context_access_resolve
 from memory.errors import DomainError, ValidationFailed
-from memory.models import ImportJob, ImportJobStatus, Role
+from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus, Role
 from memory.queueing import IMPORT_JOB_TASK, task_enqueue
 from memory.services.memory_foreign import foreign_lines
 from memory.services.memory_import import (
@@ -25,7 +25,9 @@ from memory.services.memory_transfer import FORMAT
 
 logger = logging.getLogger(__name__)
 
-MEMORY_IMPORT_FORMATS = ("memory", "mem0", "graphiti")
+# The file is kept on the job row and read whole by the task: a larger memory is
+# imported from the shell (``manage.py import_memory``), which streams it.
+MAX_MEMORY_IMPORT_BYTES = 256 * 1024 * 1024
 
 
 def memory_file_lines(content: str, format: str) -> Iterator[str]:
@@ -47,6 +49,13 @@ def memory_import_job_create(*, access: ContextAccess, content: str, format: str
     memory_import_check_empty(access.context)
     if not content.strip():
         raise ValidationFailed("the file is empty", code="invalid_export")
+    size = len(content.encode())
+    if size > MAX_MEMORY_IMPORT_BYTES:
+        raise ValidationFailed(
+            f"the file is {size:,} bytes; an upload holds at most {MAX_MEMORY_IMPORT_BYTES:,} "
+            "(import a larger memory with manage.py import_memory)",
+            code="file_too_large",
+        )
     if format == "memory" and f'"{FORMAT}"' not in content[:2_000].split("\n", 1)[0]:
         raise ValidationFailed(
             "the first line is not the header of a memory export", code="invalid_export"
@@ -58,7 +67,7 @@ def memory_import_job_create(*, access: ContextAccess, content: str, format: str
             filename=f"memory.{format}",
             format=format,
             content=content,
-            size_bytes=len(content.encode()),
+            size_bytes=size,
             total=content.count("\n") + 1,
         )
         transaction.on_commit(lambda: _enqueue(job.pk))

@@ -119,7 +119,24 @@ def desk(transactional_db: None) -> dict[str, Any]:
     ImportJob.objects.filter(pk=job.pk).update(created_by=admin)  # the uploader
     import_job_execute(job_id=job.pk)
     token_issue(user=admin, context=context, grants=["read:*"], name="agent")
-    return {"context": context, "hub": hub, "document": document, "job": job, "fact": fact}
+    # A memory import that failed (this context is not empty: it could not have run).
+    memory_job = ImportJob.objects.create(
+        context=context,
+        created_by=admin,
+        format="memory",
+        content='{"record": "header", "format": "memory-desk-export", "version": 1}\n',
+        total=1,
+        status="failed",
+        error="the file has no end line: the export is cut short",
+    )
+    return {
+        "context": context,
+        "hub": hub,
+        "document": document,
+        "job": job,
+        "memory_job": memory_job,
+        "fact": fact,
+    }
 
 
 def _pages(desk: dict[str, Any]) -> list[str]:
@@ -134,6 +151,7 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
         "tokens/", "review/", "facts/", "facts/?predicate=knows&sort=oldest", f"facts/{fact}/",
         "conversations/", "conversations/weekly%20sync/2024-05/",
+        "memory/", f"memory/jobs/{desk['memory_job'].pk}/",
     ]  # fmt: skip
     return ["/", "/people/", *(base + path for path in paths)]
 
@@ -172,6 +190,8 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
             screenshot(page, f"every-page-hub-{width}")
         if "/seed/jobs/" in path:
             screenshot(page, f"every-page-seed-job-{width}")
+        if path.endswith("/memory/"):
+            screenshot(page, f"every-page-memory-{width}")
         if path == "/people/":
             screenshot(page, f"every-page-people-{width}")
     assert not problems, "\n".join(problems)

@@ -34,7 +34,7 @@ PAGES = [
     "conversations/",
     "review/",
 ]
-ADMIN_PAGES = ["registry/export.json", "tokens/"]
+ADMIN_PAGES = ["registry/export.json", "tokens/", "memory/", "memory/export.jsonl"]
 
 # Every action: (path, form data, the role it needs).
 ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
@@ -58,6 +58,7 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("registry/import", {}, Role.ADMIN),
     ("entities/seed/one", {"name": "Globex", "type": "organisation", "scope": "x"}, Role.ADMIN),
     ("entities/seed/upload", {}, Role.ADMIN),
+    ("memory/import", {"format": "memory"}, Role.ADMIN),
     ("entities/{alex}/edit", {"name": "Alexandra", "type": "person"}, Role.CURATOR),
     ("entities/{alex}/delete", {}, Role.CURATOR),
     ("tokens/create", {"user": "1", "grants": "read:*"}, Role.ADMIN),
@@ -254,5 +255,6 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     covered |= {"drift-definition"}  # test_drift: a curator's form, not a page
     covered |= {"document", "document-delete", "document-add"}  # test_documents
     covered |= {"token-revoke"}  # test_tokens: needs a token
+    covered |= {"memory-job", "memory-job-retry"}  # test_memory_page: need a job
     covered |= {"conversation"}  # test_facts_pages: needs a thread
     assert {p.name for p in context_patterns} == covered
