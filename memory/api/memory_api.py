@@ -92,8 +92,9 @@ class MemoryImportApi(APIView):
         "or a Graphiti export (`graphiti`) into this context, which must hold no "
         "entities, facts, turns or documents (admins). Answers 202 with the job; poll "
         "`import/{id}` for its progress. Nothing is written unless all of it is. The "
-        "file is kept on the job: at most 256 MB (`file_too_large`); a larger memory is "
-        "imported with `manage.py import_memory`, which streams it.",
+        "file is kept on the job: at most 256 MB as a multipart `file` (`file_too_large`), "
+        "a raw body at most MEMORY_MAX_REQUEST_BYTES (413); a larger memory is imported "
+        "with `manage.py import_memory`, which streams it.",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
