@@ -180,3 +180,15 @@ def undo_tag(access: ContextAccess, since: int) -> str:
         events = events.filter(actor=access.user)
     newest = events.order_by("-pk").values_list("pk", flat=True).first()
     return f"undo:{newest}" if newest else ""
+
+
+# htmx stops polling when the answer has this status (and still swaps it in).
+STOP_POLLING = 286
+
+
+def polled(request: HtmxHttpRequest, response: HttpResponse, *, finished: bool) -> HttpResponse:
+    """A page htmx polls while a job runs: once the job is finished, its answer to a poll
+    tells htmx to stop."""
+    if finished and wants_partial(request):
+        response.status_code = STOP_POLLING
+    return response

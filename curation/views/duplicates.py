@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from curation.forms import DuplicateClusterForm, cluster_key
 from curation.views.access import (
+    STOP_POLLING,
     HtmxHttpRequest,
     _get_context_for_user,
     dashboard_view,
@@ -39,7 +40,6 @@ from memory.services.merges import entity_merge, entity_merge_preview, merge_und
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25
-STOP_POLLING = 286  # htmx stops polling on this status
 
 
 @dataclass

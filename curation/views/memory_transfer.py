@@ -14,21 +14,23 @@ from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
     dashboard_view,
+    polled,
     render_screen,
-    wants_partial,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, NotFound, ValidationFailed
-from memory.models import ImportJob, ImportJobStatus, Role
+from memory.models import ImportJob, Role
 from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.memory_transfer import memory_holdings
-from memory.services.import_jobs import import_job_retry, import_jobs_recover_stale
+from memory.services.import_jobs import (
+    import_job_current,
+    import_job_retry,
+    import_jobs_recover_stale,
+)
 from memory.services.memory_export import memory_export_lines
 from memory.services.memory_import_jobs import memory_import_job_create
 
 TEMPLATE = "curation/memory.html"
-# htmx stops polling when the answer has this status (and still swaps it in).
-STOP_POLLING = 286
 
 
 def _page(
@@ -90,31 +92,24 @@ def memory_import_upload(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     return redirect("memory-job", access.context.slug, job.pk)
 
 
-def _memory_job(access: ContextAccess, job_id: int) -> ImportJob:
-    job = import_job_get(access=access, job_id=job_id)
-    if not job.imports_a_memory:  # a seeding file's job has its own page
-        raise NotFound(f"memory import {job_id} not found", code="import_not_found")
-    return job
-
-
 @require_safe
 @dashboard_view
 def memory_job(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     """A job's progress (polled by htmx every second until it answers 286) and report."""
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
-    job = _memory_job(access, job_id)
-    if job.status == ImportJobStatus.RUNNING and import_jobs_recover_stale(job_ids=[job.pk]):
-        job = _memory_job(access, job_id)  # its worker died: failed now
-    response = _page(request, access, job=job)
-    if job.finished and wants_partial(request):
-        response.status_code = STOP_POLLING
-    return response
+    job = import_job_current(access=access, job_id=job_id)
+    if not job.imports_a_memory:  # a seeding file's job has its own page
+        raise NotFound(f"memory import {job_id} not found", code="import_not_found")
+    return polled(request, _page(request, access, job=job), finished=job.finished)
 
 
 @require_POST
 @dashboard_view
 def memory_job_retry(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
-    retry = import_job_retry(access=access, job=_memory_job(access, job_id))
+    job = import_job_get(access=access, job_id=job_id)
+    if not job.imports_a_memory:
+        raise NotFound(f"memory import {job_id} not found", code="import_not_found")
+    retry = import_job_retry(access=access, job=job)
     messages.success(request, f"Import {job_id} retried as import {retry.pk}.")
     return redirect("memory-job", access.context.slug, retry.pk)

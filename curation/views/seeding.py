@@ -16,17 +16,18 @@ from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
     dashboard_view,
+    polled,
     render_screen,
-    wants_partial,
 )
 from memory.access import ContextAccess
 from memory.errors import Conflict, ValidationFailed
-from memory.models import ImportJob, ImportJobStatus, Role
+from memory.models import ImportJob, Role
 from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.registry import entity_names
 from memory.services.entities import entity_upsert
 from memory.services.import_jobs import (
     import_job_create,
+    import_job_current,
     import_job_retry,
     import_jobs_recover_stale,
 )
@@ -34,8 +35,6 @@ from memory.services.import_jobs import (
 TEMPLATE = "curation/seeding.html"
 ERRORS_SHOWN = 100
 REPORT_PAGE = 100
-# htmx stops polling when the answer has this status (and still swaps it in).
-STOP_POLLING = 286
 
 
 def _page(
@@ -133,13 +132,10 @@ def seed_upload(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
 def seed_job(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     """A job's progress (polled by htmx every second until it answers 286) and report."""
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
-    job = import_job_get(access=access, job_id=job_id)
-    if job.status == ImportJobStatus.RUNNING and import_jobs_recover_stale(job_ids=[job.pk]):
-        job = import_job_get(access=access, job_id=job_id)  # its worker died: failed now
-    response = _page(request, access, job=job)
-    if job.finished and wants_partial(request):
-        response.status_code = STOP_POLLING
-    return response
+    job = import_job_current(access=access, job_id=job_id)
+    if job.imports_a_memory:  # a whole memory's job has its own page
+        return redirect("memory-job", access.context.slug, job.pk)
+    return polled(request, _page(request, access, job=job), finished=job.finished)
 
 
 @require_POST

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,8 +14,9 @@ from django.utils import timezone
 from memory.access import ContextAccess, context_access_resolve
 from memory.errors import DomainError
 from memory.locks import IMPORT_JOB_LOCK
-from memory.models import Context, ImportJob, ImportJobStatus, Role
+from memory.models import MEMORY_IMPORT_FORMATS, Context, ImportJob, ImportJobStatus, Role
 from memory.queueing import IMPORT_JOB_TASK, task_enqueue
+from memory.selectors.import_jobs import import_job_get
 from memory.services.entity_import import ImportFormat, entities_import
 from memory.services.executor import (
     Lifecycle,
@@ -158,14 +160,33 @@ def import_jobs_recover_stale(
     return executor_recover_stale(
         IMPORT_JOB_LIFECYCLE,
         running,
-        reason=lambda job: (
-            f"the worker importing this file ({job['worker'] or 'unknown'}) stopped after "
-            f"{job['done']:,} of {job['total']:,} rows; those rows are stored, the rest are "
-            "not. Retry to import the file again: rows already stored are matched, not "
-            "duplicated."
-        ),
-        fields=("worker", "done", "total"),
+        reason=_stale_reason,
+        fields=("worker", "done", "total", "format"),
     )
+
+
+def _stale_reason(job: dict[str, Any]) -> str:
+    worker = job["worker"] or "unknown"
+    if job["format"] in MEMORY_IMPORT_FORMATS:  # one transaction: it died with the worker
+        return (
+            f"the worker importing this memory ({worker}) stopped after reading "
+            f"{job['done']:,} of {job['total']:,} lines; an import writes the whole memory "
+            "or nothing, so nothing was written. Retry to import the file again."
+        )
+    return (
+        f"the worker importing this file ({worker}) stopped after {job['done']:,} of "
+        f"{job['total']:,} rows; those rows are stored, the rest are not. Retry to import "
+        "the file again: rows already stored are matched, not duplicated."
+    )
+
+
+def import_job_current(*, access: ContextAccess, job_id: int) -> ImportJob:
+    """A job as its page shows it: failed first if it claims to be importing but its
+    worker died."""
+    job = import_job_get(access=access, job_id=job_id)
+    if job.status == ImportJobStatus.RUNNING and import_jobs_recover_stale(job_ids=[job.pk]):
+        job = import_job_get(access=access, job_id=job_id)
+    return job
 
 
 @transaction.atomic

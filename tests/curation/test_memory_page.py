@@ -221,3 +221,38 @@ def test_the_api_refuses_an_upload_past_the_limit(
     assert response.status_code == 400, response.content
     assert response.json()["error"]["code"] == "file_too_large"
     assert not ImportJob.objects.exists()
+
+
+def test_an_import_whose_worker_died_is_failed_with_nothing_written(
+    target: Context, target_admin: Client, make_user: Callable[..., Any]
+) -> None:
+    # "running", but no worker holds the job's lock: the process importing it is gone.
+    stale = ImportJob.objects.create(
+        context=target,
+        created_by=make_user(),
+        format="memory",
+        content="{}",
+        status="running",
+        done=400,
+        total=1_000,
+        worker="host:123",
+    )
+
+    shown = page(target_admin.get(f"/c/{target.slug}/memory/jobs/{stale.pk}/"))
+
+    stale.refresh_from_db()
+    assert stale.status == "failed"
+    assert "stopped after reading 400 of 1,000 lines" in stale.error
+    assert "nothing was written" in stale.error and "matched" not in stale.error
+    assert "nothing was written" in shown
+
+
+def test_the_seeding_job_address_of_a_memory_import_leads_to_its_page(
+    target: Context, target_admin: Client, make_user: Callable[..., Any]
+) -> None:
+    job = ImportJob.objects.create(
+        context=target, created_by=make_user(), format="mem0", content="{}", status="failed"
+    )
+    response = target_admin.get(f"/c/{target.slug}/entities/seed/jobs/{job.pk}/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/c/{target.slug}/memory/jobs/{job.pk}/"
