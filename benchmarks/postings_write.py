@@ -48,7 +48,7 @@ _COLUMNS = "search_searchposting (term_id, doc_id, tf, dl)"
 
 
 def _staging(connection: Any, documents: int) -> None:
-    """An import's staging of ``documents`` documents, in this session's temp tables."""
+    """An import's staging of ``documents`` documents, in this connection's temp tables."""
     connection.execute(f"SET work_mem = '{WORK_MEM}'")
     connection.execute(
         "CREATE TEMP TABLE staged_docs AS "
