@@ -29,6 +29,7 @@ from memory.services.import_jobs import (
 )
 from memory.services.memory_export import memory_export_lines
 from memory.services.memory_import_jobs import memory_import_job_create
+from memory.services.memory_transfer import KINDS
 
 TEMPLATE = "curation/memory.html"
 
@@ -47,11 +48,19 @@ def _page(
         "form": form or MemoryImportForm(),
         "jobs": import_job_list(access=access, memories=True) if job is None else [],
         "job": job,
+        "imported": _imported(job),
     }
     partial = "job" if job is not None else None
     return render_screen(
         request, TEMPLATE, access, context, section="memory", partial=partial, status=status
     )
+
+
+def _imported(job: ImportJob | None) -> list[tuple[str, int]]:
+    """A finished job's rows by kind, in the order an export lists them (the report's
+    JSON keeps them in the database's order)."""
+    counts = ((job.report or {}).get("counts") or {}) if job is not None else {}
+    return [(kind.name, counts[kind.name]) for kind in KINDS if kind.name in counts]
 
 
 @require_safe
