@@ -14,6 +14,7 @@ from django.test import Client
 from memory.access import ContextAccess
 from memory.models import Context, Entity, Fact, ImportJob, Role
 from memory.services.memory_export import memory_export_lines
+from tests.api.test_memory_foreign_import import GRAPHITI, MEM0
 from tests.curation.conftest import Memory, page
 
 pytestmark = pytest.mark.django_db
@@ -256,3 +257,29 @@ def test_the_seeding_job_address_of_a_memory_import_leads_to_its_page(
     response = target_admin.get(f"/c/{target.slug}/entities/seed/jobs/{job.pk}/")
     assert response.status_code == 302
     assert response["Location"] == f"/c/{target.slug}/memory/jobs/{job.pk}/"
+
+
+@pytest.mark.usefixtures("immediate_tasks")
+@pytest.mark.parametrize(
+    ("format", "data", "name"), [("mem0", MEM0, "dev"), ("graphiti", GRAPHITI, "Alice")]
+)
+def test_a_foreign_export_uploaded_on_the_page_is_read_into_the_memory(
+    target: Context,
+    target_admin: Client,
+    django_capture_on_commit_callbacks: Any,
+    format: str,
+    data: dict[str, Any],
+    name: str,
+) -> None:
+    upload = SimpleUploadedFile(f"{format}.json", json.dumps(data).encode())
+    with django_capture_on_commit_callbacks(execute=True):
+        response = target_admin.post(
+            f"/c/{target.slug}/memory/import", {"file": upload, "format": format}
+        )
+
+    job = ImportJob.objects.get(context=target)
+    assert response["Location"] == f"/c/{target.slug}/memory/jobs/{job.pk}/"
+    assert job.status == "succeeded", job.error
+    assert Entity.objects.filter(context=target, name=name).exists()
+    assert Fact.objects.filter(context=target).exists()
+    assert f"{format} · " in page(target_admin.get(response["Location"]))
