@@ -42,9 +42,10 @@ def _page(
     job: ImportJob | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """Queries: four counts, and the recent imports or the one job shown."""
+    """Queries: the four counts and the recent imports, or the one job shown (whose page
+    htmx polls every second: it shows neither)."""
     context = {
-        "holdings": memory_holdings(access=access),
+        "holdings": memory_holdings(access=access) if job is None else None,
         "form": form or MemoryImportForm(),
         "jobs": import_job_list(access=access, memories=True) if job is None else [],
         "job": job,
@@ -101,14 +102,19 @@ def memory_import_upload(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     return redirect("memory-job", access.context.slug, job.pk)
 
 
+def _memory_import(job: ImportJob) -> ImportJob:
+    """``job``, if it imports a whole memory: a seeding file's job has its own page."""
+    if not job.imports_a_memory:
+        raise NotFound(f"memory import {job.pk} not found", code="import_not_found")
+    return job
+
+
 @require_safe
 @dashboard_view
 def memory_job(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     """A job's progress (polled by htmx every second until it answers 286) and report."""
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
-    job = import_job_current(access=access, job_id=job_id)
-    if not job.imports_a_memory:  # a seeding file's job has its own page
-        raise NotFound(f"memory import {job_id} not found", code="import_not_found")
+    job = _memory_import(import_job_current(access=access, job_id=job_id))
     return polled(request, _page(request, access, job=job), finished=job.finished)
 
 
@@ -116,9 +122,7 @@ def memory_job(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
 @dashboard_view
 def memory_job_retry(request: HtmxHttpRequest, ctx: str, job_id: int) -> HttpResponse:
     access = _get_context_for_user(request, ctx, role=Role.ADMIN)
-    job = import_job_get(access=access, job_id=job_id)
-    if not job.imports_a_memory:
-        raise NotFound(f"memory import {job_id} not found", code="import_not_found")
+    job = _memory_import(import_job_get(access=access, job_id=job_id))
     retry = import_job_retry(access=access, job=job)
     messages.success(request, f"Import {job_id} retried as import {retry.pk}.")
     return redirect("memory-job", access.context.slug, retry.pk)
