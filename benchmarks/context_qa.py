@@ -210,9 +210,9 @@ def build_questions(
 
 
 def write_memory(access: Any, types: dict[str, str], facts: list[Triple]) -> dict[int, Triple]:
-    from memory.services.entities import entity_upsert
-    from memory.services.fact_batch import facts_write_batch
-    from memory.services.fact_batch_writer import FactInput
+    from memory.services.entities.writes import entity_upsert
+    from memory.services.facts.batch import facts_write_batch
+    from memory.services.facts.batch_plan import FactInput
 
     entities = {
         name: entity_upsert(access=access, name=name, type=type_, scope="org/bench").entity
@@ -334,8 +334,8 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from rest_framework.test import APIClient
 
-        from memory.access import system_access
-        from memory.embeddings import embed_texts
+        from memory.domain.access import system_access
+        from memory.infra.embeddings import embed_texts
         from memory.models import Context, ContextMembership, Role
         from memory.services.contexts import context_create
         from memory.services.tokens import token_issue

@@ -424,9 +424,9 @@ def inspec_abstracts(limit: int) -> list[tuple[str, str]]:
 
 
 def _documents(context_id: int, limit: int) -> None:
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import Context
-    from memory.services.documents import document_create, documents_embed
+    from memory.services.ingest.documents import document_create, documents_embed
 
     access = system_access(Context.objects.get(pk=context_id))
     ids = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.drift_ranking import ObservedExample
+from memory.domain.drift_ranking import ObservedExample
 
 PEOPLE = ("Alex Kim", "Dana Lee", "Sam Okafor", "Priya Nair", "Marcus Webb")
 ORGS = ("Acme Corp", "Northwind Logistics", "Globex", "Initech")

@@ -39,8 +39,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks.drift_labelled import LABELLED, LabelledDrift  # noqa: E402
 from benchmarks.drift_suggestions import library_candidates  # noqa: E402
-from memory.drift_ranking import Ranker, Vector  # noqa: E402
-from memory.embeddings import embed_for_request  # noqa: E402
+from memory.domain.drift_ranking import Ranker, Vector  # noqa: E402
+from memory.infra.embeddings import embed_for_request  # noqa: E402
 from memory.selectors import drift as drift_selector  # noqa: E402
 
 Embed = Callable[[list[str]], list[Vector]]

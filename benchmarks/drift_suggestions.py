@@ -6,7 +6,7 @@
 
 The standard library is the registry (its ``inverse`` names read backwards, as they are in
 a fresh context); ``benchmarks.drift_labelled`` holds the observed names with example facts
-and the expected answer. The ranking is ``memory.drift_ranking`` with the real
+and the expected answer. The ranking is ``memory.domain.drift_ranking`` with the real
 all-MiniLM-L6-v2, exactly as ``GET drift/`` runs it. Measured, per style and overall:
 
 - right first: where a registered target exists, the first suggestion is it, in the right
@@ -34,15 +34,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks.drift_labelled import LABELLED, LabelledDrift
-from memory.drift_ranking import (
+from memory.domain.drift_ranking import (
     CONFIDENT_SCORE,
     CandidatePredicate,
     RankedSuggestion,
     Ranker,
     Vector,
 )
-from memory.predicate_library import STANDARD_PREDICATES
-from memory.predicate_names import predicate_normalize
+from memory.domain.predicate_library import STANDARD_PREDICATES
+from memory.domain.predicate_names import predicate_normalize
 
 
 def library_candidates() -> list[CandidatePredicate]:
@@ -66,7 +66,7 @@ def local_embed() -> Any:
     """The default local embedder (all-MiniLM-L6-v2 in int8, docs/decisions/0055), kept where
     the app keeps it; named here because this benchmark runs without Django's settings."""
     from benchmarks.search_common import ROOT
-    from memory.embeddings import LocalInt8Embedder
+    from memory.infra.embeddings import LocalInt8Embedder
 
     embedder = LocalInt8Embedder(folder=ROOT / "var" / "models")
 

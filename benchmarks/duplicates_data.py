@@ -209,7 +209,7 @@ def plant(
 ) -> list[Planted]:
     """``total`` entities, ``duplicate_share`` of them planted duplicates (kinds in turn);
     with ``attributes``, each carrying what ``ATTRIBUTES`` says (names only without)."""
-    from memory.entity_names import entity_normalize_key
+    from memory.domain.entity_names import entity_normalize_key
 
     rng = random.Random(seed)
     # Its own generator, so the names are the same with and without attributes.

@@ -7,7 +7,7 @@ Entities with planted duplicates (``benchmarks/duplicates_data.py``: case and
 punctuation, legal suffixes, token order, typos, phonetic spellings, shared e-mail
 addresses, embedding neighbours) are loaded into a throwaway database with COPY, random
 384-d vectors in SQL (a planted embedding neighbour gets its base's vector plus noise) and
-the HNSW index built once. Then ``memory.services.duplicates.duplicates_scan`` runs over
+the HNSW index built once. Then ``memory.services.duplicates.finder.duplicates_scan`` runs over
 the whole context, as the task ``Scan now`` on the duplicates page queues does; its report
 gives the time of each phase (reading, key blocks, identifiers, edit distance, embedding
 neighbours, storing the pairs).
@@ -45,8 +45,8 @@ def load(context_id: int, planted: list[Planted]) -> dict[int, Planted]:
     """COPY the entities in, give them vectors, build the HNSW index; entity id → planted."""
     from django.db import connection
 
-    from memory.embeddings import embedding_model_id
-    from memory.entity_names import entity_normalize_key
+    from memory.domain.entity_names import entity_normalize_key
+    from memory.infra.embeddings import embedding_model_id
 
     buffer = io.StringIO()
     for p in planted:
@@ -158,7 +158,7 @@ def reference(ids: dict[int, Planted], true: dict[tuple[int, int], str]) -> dict
     import pandas as pd
     import recordlinkage
 
-    from memory.entity_names import entity_normalize_key
+    from memory.domain.entity_names import entity_normalize_key
 
     attribute_names = sorted({name for p in ids.values() for name in p.attributes})
     frame = pd.DataFrame(
@@ -194,9 +194,9 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
     from django.db import connection, transaction
 
     from benchmarks.duplicates_data import KINDS, _variant, carried
-    from memory.entity_names import entity_normalize_key
+    from memory.domain.entity_names import entity_normalize_key
     from memory.models import Entity
-    from memory.services.duplicates import duplicates_check
+    from memory.services.duplicates.finder import duplicates_check
 
     rng = random.Random(23)
     bases = [p for p in ids.values() if p.kind == "base"]
@@ -239,7 +239,7 @@ def incremental(context_id: int, ids: dict[int, Planted], count: int) -> dict[st
 def run(*, total: int, checks: int, attributes: bool = False) -> dict[str, Any]:
     from memory.models.duplicate import DuplicateCandidate
     from memory.services.contexts import context_create
-    from memory.services.duplicates import duplicates_scan
+    from memory.services.duplicates.finder import duplicates_scan
 
     context = context_create(slug="bench-duplicates")
     started = time.perf_counter()

@@ -6,7 +6,7 @@ passages/s and SciFact vector nDCG@10.
     .venv/bin/python -m benchmarks.embedder_onnx --docs 500
     .venv/bin/python -m benchmarks.embedder_onnx --tiny
 
-The ONNX files are exported from the shipped weights (``memory.onnx_embedder``) into a
+The ONNX files are exported from the shipped weights (``memory.infra.onnx_embedder``) into a
 temporary folder at the start (timed; nothing is downloaded). Speed: the same passages
 embedded by each variant in turn, ``--repeat`` rounds interleaved so every variant sees
 the same machine load (medians); also short texts (LoCoMo-sized, one sentence) since
@@ -35,7 +35,7 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 def _variants(folder: Path, *, torch_int8: bool) -> tuple[dict[str, Embed], dict[str, float]]:
-    from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
+    from memory.infra.onnx_embedder import OnnxEmbedder, onnx_model_build
 
     torch_model = _model()
 

@@ -40,7 +40,7 @@ def main() -> None:
     with bench_database("md_bench_embedding_backlog"):
         from rest_framework.test import APIClient
 
-        from memory.embeddings import embed_texts
+        from memory.infra.embeddings import embed_texts
         from memory.models import Chunk, Keyword
         from memory.search.texts import chunk_text_for_embedding
         from memory.services.contexts import context_create

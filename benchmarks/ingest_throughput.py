@@ -162,7 +162,7 @@ def ingest_turns(
     from django.db import connection
 
     from memory.models import RunOutcome
-    from memory.services.ingest import run_create, run_execute
+    from memory.services.ingest.run import run_create, run_execute
 
     written = 0
     each: list[float] = []
@@ -301,8 +301,8 @@ def small(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str
 
 
 def with_embeddings(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
-    from memory.embeddings import embed_texts
-    from memory.services.entities import entity_upsert
+    from memory.infra.embeddings import embed_texts
+    from memory.services.entities.writes import entity_upsert
     from memory.services.vectors import vectors_compute
 
     # One embedded entity per type in the visible scopes: the similarity tier is active.
@@ -321,7 +321,7 @@ def with_embeddings(access: Any, args: argparse.Namespace, rng: random.Random) -
 def _embedded_shape(
     access: Any, args: argparse.Namespace, rng: random.Random, per_entity: int
 ) -> dict[str, Any]:
-    from memory.embeddings import embed_texts
+    from memory.infra.embeddings import embed_texts
     from memory.models import Entity
     from memory.search.texts import entity_embedding_text
 
@@ -383,7 +383,7 @@ def main() -> None:
         args.embed_turns, args.embed_facts_per_turn, args.repeat = 1, 50, 1
     rng = random.Random(7)
     with bench_database("md_bench_ingest", keep=args.keep):
-        from memory.access import system_access
+        from memory.domain.access import system_access
         from memory.services.contexts import context_create
 
         access = system_access(context_create(slug="bench-ingest"))

@@ -33,7 +33,7 @@ def generate(context_id: int, entities: int, facts: int) -> dict[str, Any]:
     """Predicates through the ORM; entities, vectors and facts with set-based SQL."""
     from django.db import connection, transaction
 
-    from memory.embeddings import embedding_model_id
+    from memory.infra.embeddings import embedding_model_id
     from memory.models import Predicate, PredicateStatus
 
     Predicate.objects.bulk_create(
@@ -207,12 +207,12 @@ def _use_kept_database(name: str) -> None:
 
 
 def run(*, entities: int, facts: int, repeat: int, reuse: bool = False) -> dict[str, Any]:
-    from memory.access import system_access
-    from memory.embeddings import embed_texts
+    from memory.domain.access import system_access
+    from memory.infra.embeddings import embed_texts
     from memory.models import Context, Entity
     from memory.selectors.vocabulary import scopes_visible_from, vocabulary_gather
     from memory.services.contexts import context_create
-    from memory.services.vocabulary import vocabulary_usage_compact
+    from memory.services.registry.usage import vocabulary_usage_compact
 
     if reuse:
         context = Context.objects.get(slug="bench-vocabulary")

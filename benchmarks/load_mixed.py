@@ -65,11 +65,11 @@ def seed(args: argparse.Namespace, rng: random.Random) -> Seed:
     from django.contrib.auth import get_user_model
     from django_tasks_db.models import DBTaskResult
 
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import Chunk, ContextMembership, Entity, Fact, Role, RunOutcome
     from memory.services.contexts import context_create
-    from memory.services.documents import document_create, documents_embed
-    from memory.services.ingest import run_create, run_execute
+    from memory.services.ingest.documents import document_create, documents_embed
+    from memory.services.ingest.run import run_create, run_execute
     from memory.services.tokens import token_issue
     from memory.services.vectors import vectors_compute
 

@@ -45,7 +45,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from rest_framework.test import APIClient
 
-        from memory.embeddings import embed_texts
+        from memory.infra.embeddings import embed_texts
         from memory.models import Context, ContextMembership, Role
         from memory.services.contexts import context_create
         from memory.services.tokens import token_issue

@@ -159,7 +159,7 @@ def reference(turns: list[TurnRow], questions: list[Question]) -> dict[str, list
     import bm25s
     import Stemmer
 
-    from memory.embeddings import embed_texts
+    from memory.infra.embeddings import embed_texts
 
     stemmer = Stemmer.Stemmer("english")
     texts = [f"({t.session_date}) {t.speaker}: {t.text}" for t in turns]
@@ -249,7 +249,7 @@ def main() -> None:
     with bench_database("md_bench_locomo_turns", keep=args.keep or args.reuse, reuse=args.reuse):
         from rest_framework.test import APIClient
 
-        from memory.embeddings import embed_texts
+        from memory.infra.embeddings import embed_texts
         from memory.models import Role
         from memory.services.contexts import context_create
         from memory.services.tokens import token_issue

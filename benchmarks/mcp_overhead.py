@@ -91,12 +91,12 @@ def seed(*, documents: int, rng: random.Random) -> str:
     token with every grant."""
     from django.contrib.auth import get_user_model
 
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import ContextMembership, Role
     from memory.services.contexts import context_create
-    from memory.services.documents import document_create
-    from memory.services.entities import entity_upsert
-    from memory.services.facts import fact_write
+    from memory.services.entities.writes import entity_upsert
+    from memory.services.facts.write import fact_write
+    from memory.services.ingest.documents import document_create
     from memory.services.tokens import token_issue
     from memory.services.vectors import embeddings_drain
 

@@ -271,9 +271,9 @@ def labelled_turns(seed: int = 11) -> list[LabelledTurn]:
 def _ingest(turns: list[LabelledTurn], fake: Any) -> list[Any]:
     from dataclasses import replace
 
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import Context
-    from memory.services.ingest import run_create, run_execute
+    from memory.services.ingest.run import run_create, run_execute
 
     trusted = system_access(Context.objects.get(slug="bench-poison"))
     untrusted = replace(trusted, trusted=False)
@@ -288,7 +288,7 @@ def _ingest(turns: list[LabelledTurn], fake: Any) -> list[Any]:
 
 def _agent_answers(turns: list[LabelledTurn]) -> tuple[list[str], dict[str, list[str]]]:
     """Every agent-facing answer as text, and each subject's get_context fact lines."""
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import Context
     from memory.selectors.facts import fact_list
     from memory.selectors.memory_context import memory_context, memory_context_data
@@ -382,8 +382,8 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     from dataclasses import replace
 
     from benchmarks.ingest_throughput import ingest_turns, turn
-    from memory.access import system_access
-    from memory.screening import contains_secret, text_screen
+    from memory.domain.access import system_access
+    from memory.domain.screening import contains_secret, text_screen
     from memory.services.contexts import context_create
 
     rng = random.Random(5)

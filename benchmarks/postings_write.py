@@ -38,7 +38,7 @@ from benchmarks.search_common import bench_database, machine_line, markdown_tabl
 DATABASE = "md_bench_postings_write"
 POSTINGS_PER_DOCUMENT = 5
 TERMS = 200_000
-WORK_MEM = "256MB"  # the import's own (memory/services/memory_import.py)
+WORK_MEM = "256MB"  # the import's own (memory/services/transfer/importer.py)
 
 _JOINED = """
 SELECT i.term_id, d.doc_id, i.tf, d.length FROM staged_ids i JOIN staged_docs d ON d.ref = i.ref

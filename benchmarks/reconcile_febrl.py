@@ -91,13 +91,14 @@ def pad_load(slug: str, rows: list[dict[str, Any]]) -> None:
     seeded entities of unseen names, in a few set-based statements."""
     from django.db import transaction
 
-    from memory.entity_names import entity_clean_name, entity_normalize_key
+    from memory.domain.entity_names import entity_clean_name, entity_normalize_key
+    from memory.matching.blocking import keys_write_all, records_of
+    from memory.matching.weights import model_read
     from memory.models import Context, Entity
     from memory.search.bm25_load import postings_load
     from memory.search.models import Target
     from memory.search.texts import entity_text
-    from memory.services.duplicate_blocking import keys_write_all, records_of
-    from memory.services.duplicate_pairs import model_read, refit_if_grown
+    from memory.services.duplicates.pairs import refit_if_grown
 
     context = Context.objects.get(slug=slug)
     with transaction.atomic():

@@ -93,7 +93,7 @@ def _var() -> Path:
 
 def _standbys(primary_url: str) -> list[str]:
     """Start the standbys and return their URLs for the benchmark's database."""
-    from memory.embedded_db import replica_start, replica_stop
+    from memory.infra.embedded_db import replica_start, replica_stop
 
     urls = []
     for name in STANDBYS:
@@ -108,10 +108,10 @@ def _seed(documents: int) -> tuple[str, str]:
     """A context with short documents (embedded now) and an agent token: (slug, token)."""
     from django.contrib.auth import get_user_model
 
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.models import ContextMembership, Role
     from memory.services.contexts import context_create
-    from memory.services.documents import document_create
+    from memory.services.ingest.documents import document_create
     from memory.services.tokens import token_issue
     from memory.services.vectors import embeddings_drain
 
@@ -209,7 +209,7 @@ def _routing_cost(base: str, token: str, rounds: int = 2000) -> dict[str, float]
     """The middleware's decision alone, for a read-only request."""
     from django.test import RequestFactory
 
-    from memory.replicas import choose_replica, pinned_position, reads_only
+    from memory.infra.replicas import choose_replica, pinned_position, reads_only
 
     factory = RequestFactory()
     request = factory.post(
@@ -314,7 +314,7 @@ def main() -> int:
         with bench_database(DB_NAME):
             from django.conf import settings
 
-            from memory.replicas import forget_replica_health
+            from memory.infra.replicas import forget_replica_health
 
             aliases = list(settings.MEMORY_REPLICA_DATABASES)
             slug, token = _seed(args.documents)
@@ -362,7 +362,7 @@ def main() -> int:
                 "p50_ms": percentile(latencies, 0.5),
             }
     finally:
-        from memory.embedded_db import replica_stop
+        from memory.infra.embedded_db import replica_stop
 
         for name in STANDBYS:
             replica_stop(_var() / "bench-replicas" / name, remove=True)

@@ -113,7 +113,7 @@ def main() -> None:
     # A generated full corpus is kept (as search_scale --keep leaves it) for later --reuse.
     with bench_database(name, keep=not args.tiny, reuse=args.reuse) as url:
         import memory.search.bm25_pruning as pruning
-        from memory.scopes import Grants
+        from memory.kernel.scopes import Grants
         from memory.search.bm25 import corpus_visible_sql
 
         if args.probe_cost is not None:

@@ -29,7 +29,7 @@ def _server_url() -> str:
     if url:
         return url
     sys.path.insert(0, str(ROOT))
-    from memory.embedded_db import embedded_database_url
+    from memory.infra.embedded_db import embedded_database_url
 
     var = Path(os.environ.get("MEMORY_VAR_DIR", str(ROOT / "var")))
     # Joining the embedded server also registers this process as one of its users, so
@@ -125,7 +125,7 @@ def queued_refits_run() -> float:
     is left alone."""
     from django_tasks_db.models import DBTaskResult
 
-    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
+    from memory.infra.queueing import DUPLICATES_REFIT_TASK, queued_task
 
     started = time.perf_counter()
     queued = list(DBTaskResult.objects.filter(task_path=DUPLICATES_REFIT_TASK).ready())

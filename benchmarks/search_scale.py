@@ -300,10 +300,10 @@ def main() -> None:
     # --tiny has a database of its own, so a smoke run never drops a kept full corpus.
     name = "md_bench_search_scale_tiny" if args.tiny else "md_bench_search_scale"
     with bench_database(name, keep=args.keep or args.reuse, reuse=args.reuse) as url:
-        from memory.access import ContextAccess, system_access
-        from memory.embeddings import embed_texts
+        from memory.domain.access import ContextAccess, system_access
+        from memory.infra.embeddings import embed_texts
+        from memory.kernel.scopes import Grants
         from memory.models import Context, Role
-        from memory.scopes import Grants
 
         if args.reuse:
             gen = load_existing()

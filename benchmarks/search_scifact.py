@@ -118,11 +118,11 @@ def main() -> None:
     corpus, queries, qrels = load(500 if args.tiny else None)
 
     with bench_database("md_bench_search_scifact", keep=args.keep):
-        from memory.access import system_access
+        from memory.domain.access import system_access
         from memory.models import Chunk
         from memory.selectors.search import search
         from memory.services.contexts import context_create
-        from memory.services.documents import document_create, documents_embed
+        from memory.services.ingest.documents import document_create, documents_embed
 
         context = context_create(slug="bench-scifact", name="SciFact")
         access = system_access(context)

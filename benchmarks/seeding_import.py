@@ -58,9 +58,9 @@ def queued_embedding_tasks() -> int:
 def run_once(rows: int, offset: int, *, embed_now: bool) -> dict[str, float]:
     from django_tasks_db.models import DBTaskResult
 
-    from memory.access import system_access
+    from memory.domain.access import system_access
     from memory.services.contexts import context_create
-    from memory.services.entity_import import entities_import
+    from memory.services.transfer.seeding import entities_import
     from memory.services.vectors import embeddings_drain
 
     context = context_create(slug=f"bench-seed-{offset}")
@@ -92,13 +92,13 @@ def run_once(rows: int, offset: int, *, embed_now: bool) -> dict[str, float]:
 
 
 def _batched() -> bool:
-    from memory.services.entity_import import entities_import
+    from memory.services.transfer.seeding import entities_import
 
     return "embed_now" in signature(entities_import).parameters
 
 
 def embedder_alone(rows: int) -> float:
-    from memory.embeddings import embed_texts
+    from memory.infra.embeddings import embed_texts
 
     texts = [f"Person {i} Example (person); also known as P. Example {i}" for i in range(rows)]
     started = time.perf_counter()
@@ -119,7 +119,7 @@ def main() -> None:
     os.environ.setdefault("MEMORY_TASKS_BACKEND", "django_tasks_db.DatabaseBackend")
     # A smoke test never drops the database of a full run going on next to it.
     with bench_database(f"{DATABASE}_tiny" if args.tiny else DATABASE):
-        from memory.embeddings import embed_texts
+        from memory.infra.embeddings import embed_texts
 
         global BATCHED
         BATCHED = _batched()

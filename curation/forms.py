@@ -10,15 +10,15 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from memory.entity_names import MAX_NAME_LENGTH
-from memory.errors import ValidationFailed
+from memory.domain.entity_names import MAX_NAME_LENGTH
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import ScopeError, scope_validate
 from memory.models import EntityType, Predicate, PredicateKind
 from memory.models.predicate import Lifecycle
-from memory.scopes import ScopeError, scope_validate
-from memory.services.entity_import import MAX_IMPORT_BYTES
-from memory.services.memory_import_jobs import MAX_MEMORY_IMPORT_BYTES
-from memory.services.merge_plan import MAX_MERGED
-from memory.services.registry_file import PredicateEntry, registry_file_parse
+from memory.services.merges.plan import MAX_MERGED
+from memory.services.registry.file import PredicateEntry, registry_file_parse
+from memory.services.transfer.import_jobs import MAX_MEMORY_IMPORT_BYTES
+from memory.services.transfer.seeding import MAX_IMPORT_BYTES
 
 MAX_REGISTRY_FILE_BYTES = 2 * 1024 * 1024
 ENTITY_TYPE_CHOICES = EntityType.choices

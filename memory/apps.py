@@ -7,6 +7,6 @@ class MemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from memory.process import process_freeze_loaded
+        from memory.infra.process import process_freeze_loaded
 
-        process_freeze_loaded()  # Django, the apps and their models: see memory/process.py
+        process_freeze_loaded()  # Django, the apps and their models: see memory/infra/process.py

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from memory.env import env_int, env_str
+from memory.infra.env import env_int, env_str
 
 wsgi_app = "memory.wsgi:application"
 bind = env_str("MEMORY_WEB_BIND", "127.0.0.1:8000")
@@ -50,7 +50,7 @@ def post_worker_init(worker: Any) -> None:
     request, in a background thread: pages that do not need it answer at once, and the
     dashboard says the model is loading until it is ready. A failure is logged, not
     fatal: everything but vector search still works."""
-    from memory.embeddings import embedder_warm_up
+    from memory.infra.embeddings import embedder_warm_up
     from memory.selectors.drift import drift_suggestions_warm
 
     embedder_warm_up(then=drift_suggestions_warm)

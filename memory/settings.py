@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from memory.env import env_bool, env_float, env_int, env_list, env_str
+from memory.infra.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MEMORY_VAR_DIR", str(BASE_DIR / "var")))
@@ -51,7 +51,7 @@ def _cache() -> dict[str, object]:
 def _database() -> dict[str, object]:
     url = env_str("DATABASE_URL")
     if not url:
-        from memory.embedded_db import embedded_database_url
+        from memory.infra.embedded_db import embedded_database_url
 
         url = embedded_database_url(VAR_DIR / "pgdata")
     config = _database_config(url)
@@ -108,7 +108,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "memory.metrics.RequestMetricsMiddleware",
+    "memory.infra.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "memory.api.errors.BodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -142,16 +142,16 @@ TEMPLATES = [
 
 DATABASES = {"default": _database()}
 # Read replicas (docs/DEPLOY.md "Read replicas"): comma-separated URLs, each an alias
-# replica_1, replica_2…; reads go there through memory.replicas. Unset: one database.
+# replica_1, replica_2…; reads go there through memory.infra.replicas. Unset: one database.
 MEMORY_REPLICA_DATABASES: list[str] = []
 for _number, _url in enumerate(env_list("DATABASE_REPLICA_URLS", []), start=1):
     DATABASES[f"replica_{_number}"] = replica_database(_url)
     MEMORY_REPLICA_DATABASES.append(f"replica_{_number}")
 if MEMORY_REPLICA_DATABASES:
-    DATABASE_ROUTERS = ["memory.replicas.ReplicaRouter"]
+    DATABASE_ROUTERS = ["memory.infra.replicas.ReplicaRouter"]
     MIDDLEWARE.insert(
         MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
-        "memory.replicas.ReplicaReadMiddleware",
+        "memory.infra.replicas.ReplicaReadMiddleware",
     )
 MEMORY_REPLICA_MAX_LAG_SECONDS = env_float("MEMORY_REPLICA_MAX_LAG_SECONDS", 10.0)
 MEMORY_REPLICA_CHECK_SECONDS = env_float("MEMORY_REPLICA_CHECK_SECONDS", 1.0)

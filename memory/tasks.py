@@ -1,7 +1,7 @@
 """Background work on the django-tasks database queue (``manage.py db_worker``).
 
 Each task is a thin wrapper that hands its work to a service. Services queue these tasks
-by their dotted path through ``memory.queueing`` and never import this module, so the
+by their dotted path through ``memory.infra.queueing`` and never import this module, so the
 imports run one way: tasks → services (docs/decisions/0065).
 """
 
@@ -12,17 +12,17 @@ from typing import Any
 
 from django_tasks import task
 
-from memory.locks import DUPLICATE_SCAN_LOCK, executor_lock
-from memory.queueing import (
+from memory.infra.locks import DUPLICATE_SCAN_LOCK, executor_lock
+from memory.infra.queueing import (
     EMBEDDINGS_DRAIN_TASK,
     WorkerLost,  # noqa: F401  (task results failed earlier name it here)
     embeddings_watchdog_ensure,
     task_enqueue,
 )
 from memory.selectors.contexts import context_by_id
-from memory.services.duplicates import duplicates_refit, duplicates_scan
-from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
-from memory.services.ingest import run_execute, runs_recover_stale
+from memory.services.duplicates.finder import duplicates_refit, duplicates_scan
+from memory.services.ingest.run import run_execute, runs_recover_stale
+from memory.services.transfer.seeding_jobs import import_job_execute, import_jobs_recover_stale
 from memory.services.vectors import embedding_backlog, embeddings_drain
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ DRAIN_SECONDS = 30.0
 
 @task()
 def ingest_run_task(run_id: int) -> str:
-    """Execute one ingest run (``memory.services.ingest.run_execute``); returns its outcome.
+    """Execute one ingest run (``memory.services.ingest.run.run_execute``); returns its outcome.
 
     Runs left ``running`` by a worker that died are failed first, so they can be retried.
     """
@@ -48,7 +48,7 @@ IMPORT_PRIORITY = 10
 
 @task(priority=IMPORT_PRIORITY)
 def import_job_task(job_id: int) -> str:
-    """Import one uploaded seeding file (``memory.services.import_jobs.import_job_execute``).
+    """Import one uploaded seeding file (``memory.services.transfer.seeding_jobs.import_job_execute``).
 
     Jobs left ``running`` by a worker that died are failed first, so they can be retried.
     """

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import Context, Role
 from memory.services.contexts import context_create
 from memory.services.tokens import token_issue

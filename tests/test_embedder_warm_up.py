@@ -16,8 +16,8 @@ import django, os
 os.environ["DJANGO_SETTINGS_MODULE"] = "memory.settings"
 django.setup()
 from django.template.loader import render_to_string
-from memory.embeddings import embedder_loading, embedder_warm_up
-from memory.embeddings import _embedder_for
+from memory.infra.embeddings import embedder_loading, embedder_warm_up
+from memory.infra.embeddings import _embedder_for
 
 import logging, threading
 from memory import gunicorn_conf

@@ -4,17 +4,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-from memory.access import ContextAccess
-from memory.embeddings import (
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import (
     DIMENSIONS,
     LocalEmbedder,
     embed_texts,
     embedder_get,
     embedding_model_id,
 )
+from memory.infra.onnx_embedder import OnnxEmbedder, onnx_model_build
 from memory.models import Entity
-from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
-from memory.services.entities import entity_upsert
+from memory.services.entities.writes import entity_upsert
 from memory.services.vectors import vectors_compute
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django_tasks.base import Task
 
-from memory.queueing import TASK_PATHS, queued_task
+from memory.infra.queueing import TASK_PATHS, queued_task
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -77,7 +77,7 @@ def test_the_contracts_catch_what_they_forbid(tmp_path: Path) -> None:
         LAYOUT
         | {
             # a service queues a task by importing it: services → tasks, and a cycle
-            "memory/services/ingest.py": "from memory.tasks import ingest_run_task\n",
+            "memory/services/ingest/run.py": "from memory.tasks import ingest_run_task\n",
             "memory/tasks.py": "def f():\n    from memory.services import ingest\n",
             # the LLM layer reaches the models through a selector, for a type hint
             "memory/llm/prompt.py": "from memory.selectors import vocabulary\n",
@@ -91,7 +91,7 @@ def test_the_contracts_catch_what_they_forbid(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     out = " ".join(result.stdout.split())
     assert "Contracts: 1 kept, 5 broken." in out, result.stdout
-    assert "memory.services.ingest -> memory.tasks" in out
+    assert "memory.services.ingest.run -> memory.tasks" in out
     assert "memory.llm.prompt -> memory.selectors.vocabulary" in out
     assert "memory.api.views -> curation.forms" in out
 

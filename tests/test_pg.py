@@ -10,8 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.models import Context, Entity, FactStatus, Run
-from memory.pg import (
+from memory.infra.pg import (
     _element,
     array_literal,
     instance_insert,
@@ -21,6 +20,7 @@ from memory.pg import (
     int_array_literal,
     json_text,
 )
+from memory.models import Context, Entity, FactStatus, Run
 
 HOSTILE = ["a,b", "{x}", 'say "hi"', "back\\slash", "NULL", "", " padded ", "émoji ✓", "'q'"]
 

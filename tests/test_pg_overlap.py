@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from memory.infra.pg import execute_overlapped, foreign_keys_checked_per_statement, overlap_window
 from memory.models import Context, DuplicateKey
-from memory.pg import execute_overlapped, foreign_keys_checked_per_statement, overlap_window
 
 pytestmark = pytest.mark.django_db
 

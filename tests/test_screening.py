@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.screening import contains_secret, secret_name, text_screen
+from memory.domain.screening import contains_secret, secret_name, text_screen
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
-from memory.wording import with_article
+from memory.kernel.wording import with_article
 
 register = template.Library()
 

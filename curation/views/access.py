@@ -16,13 +16,13 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.middleware import HtmxDetails
 
-from memory.access import ContextAccess, context_access_resolve
-from memory.embeddings import embedder_loading
-from memory.errors import DomainError, NotFound
+from memory.domain.access import ContextAccess, context_access_resolve
+from memory.infra.embeddings import embedder_loading
+from memory.kernel.errors import DomainError, NotFound
+from memory.kernel.wording import with_article
 from memory.models import Role
 from memory.selectors.contexts import context_list
 from memory.selectors.review import pending_count
-from memory.wording import with_article
 
 P = ParamSpec("P")
 

@@ -21,8 +21,8 @@ from curation.views.access import (
     next_url,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict
 from memory.models import AuditEvent, Role
 from memory.selectors.audit import ACTION_LABELS, audit_rows
 from memory.selectors.curation import audit_list

@@ -19,11 +19,11 @@ from curation.views.access import (
     render_screen,
     undo_tag,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, ValidationFailed
 from memory.models import Role
 from memory.selectors.curation import conflict_get, conflict_rows
-from memory.services.conflicts import conflict_resolve
+from memory.services.facts.conflicts import conflict_resolve
 
 TEMPLATE = "curation/conflicts.html"
 PAGE_SIZE = 25

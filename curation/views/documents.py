@@ -19,8 +19,9 @@ from curation.views.access import (
     dashboard_view,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.wording import counted
 from memory.models import Document, Role
 from memory.selectors.documents import (
     document_chunks,
@@ -28,8 +29,7 @@ from memory.selectors.documents import (
     document_keywords,
     document_list,
 )
-from memory.services.documents import document_create, document_delete
-from memory.wording import counted
+from memory.services.ingest.documents import document_create, document_delete
 
 PAGE_SIZE = 50
 CHUNKS_PER_PAGE = 30

@@ -23,9 +23,9 @@ from curation.views.access import (
     render_screen,
     wants_partial,
 )
-from memory.access import ContextAccess
-from memory.embeddings import embedder_loading
-from memory.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embedder_loading
+from memory.kernel.errors import Conflict, NotFound, ServiceUnavailable, ValidationFailed
 from memory.models import AuditEvent, FactKind, Role
 from memory.selectors.drift import (
     DriftItem,
@@ -35,7 +35,7 @@ from memory.selectors.drift import (
     drift_suggestions_attach,
 )
 from memory.selectors.registry import registered_names
-from memory.services.drift import (
+from memory.services.drift.resolve import (
     AliasPlan,
     AliasRequest,
     drift_alias,

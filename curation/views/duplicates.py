@@ -23,10 +23,10 @@ from curation.views.access import (
     render_screen,
     wants_partial,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import DUPLICATES_SCAN_TASK, task_enqueue_on_commit
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, Role
-from memory.queueing import DUPLICATES_SCAN_TASK, task_enqueue_on_commit
 from memory.selectors.duplicates import (
     DuplicateCluster,
     duplicate_cluster_page,
@@ -34,9 +34,9 @@ from memory.selectors.duplicates import (
 )
 from memory.selectors.entities import entities_visible
 from memory.selectors.entity_pages import entity_fact_counts
-from memory.services.duplicates import duplicates_dismiss_recorded
-from memory.services.merge_plan import MergePlan
-from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
+from memory.services.duplicates.finder import duplicates_dismiss_recorded
+from memory.services.merges.merge import entity_merge, entity_merge_preview, merge_undo
+from memory.services.merges.plan import MergePlan
 
 TEMPLATE = "curation/duplicates.html"
 PAGE_SIZE = 25

@@ -27,8 +27,9 @@ from curation.views.access import (
     undo_tag,
     wants_partial,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, ValidationFailed
+from memory.kernel.wording import counted
 from memory.models import Entity, Role
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
 from memory.selectors.entity_pages import (
@@ -38,8 +39,7 @@ from memory.selectors.entity_pages import (
     entity_timeline,
 )
 from memory.selectors.facts import entity_facts_ranked
-from memory.services.entities import entity_delete, entity_update
-from memory.wording import counted
+from memory.services.entities.writes import entity_delete, entity_update
 
 PAGE_SIZE = 50
 # Rows per page of each section of an entity's page: a hub's 170 rendered facts were most

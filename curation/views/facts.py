@@ -21,13 +21,13 @@ from curation.views.access import (
     next_url,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import FactStatus, Role
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import FactsPage, fact_detail, fact_get, facts_page
-from memory.services.fact_corrections import fact_correct
-from memory.services.fact_curation import fact_edit, fact_restore, facts_retract
+from memory.services.facts.corrections import fact_correct
+from memory.services.facts.curation import fact_edit, fact_restore, facts_retract
 
 MAX_SELECTED = 500
 

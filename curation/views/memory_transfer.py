@@ -17,19 +17,19 @@ from curation.views.access import (
     polled,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import ImportJob, Role
 from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.memory_transfer import memory_holdings
-from memory.services.import_jobs import (
+from memory.services.transfer.export import memory_export_lines
+from memory.services.transfer.format import KINDS
+from memory.services.transfer.import_jobs import memory_import_job_create
+from memory.services.transfer.seeding_jobs import (
     import_job_current,
     import_job_retry,
     import_jobs_recover_stale,
 )
-from memory.services.memory_export import memory_export_lines
-from memory.services.memory_import_jobs import memory_import_job_create
-from memory.services.memory_transfer import KINDS
 
 TEMPLATE = "curation/memory.html"
 

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from memory.errors import DomainError
+from memory.kernel.errors import DomainError
 from memory.models import Context, ContextMembership, Role
 from memory.services.contexts import context_create
 from memory.services.people import (

@@ -31,8 +31,9 @@ from curation.views.access import (
     render_screen,
     undo_tag,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.wording import counted
 from memory.models import Predicate, PredicateStatus, Role
 from memory.selectors.predicates import predicate_get
 from memory.selectors.registry import (
@@ -46,14 +47,13 @@ from memory.selectors.registry import (
     registry_rows,
     subjects_with_several_values,
 )
-from memory.services.predicates import (
+from memory.services.registry.file import registry_import
+from memory.services.registry.predicates import (
     predicate_alias_add,
     predicate_alias_remove,
     predicate_unregister,
     predicate_update,
 )
-from memory.services.registry_file import registry_import
-from memory.wording import counted
 
 TEMPLATE = "curation/registry.html"
 DETAIL_TEMPLATE = "curation/predicate.html"

@@ -18,11 +18,11 @@ from curation.views.access import (
     render_screen,
     undo_tag,
 )
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import FactReview, Role
 from memory.selectors.review import pending_count, review_queue
 from memory.services.contexts import context_update
-from memory.services.fact_review import REVIEW_ACTIONS, facts_review
+from memory.services.facts.review import REVIEW_ACTIONS, facts_review
 
 TEMPLATE = "curation/review.html"
 REASONS = {

@@ -19,13 +19,13 @@ from curation.views.access import (
     error_response,
     render_screen,
 )
-from memory.errors import Conflict, PermissionDenied, ServiceUnavailable
+from memory.domain.screening import text_redact
+from memory.kernel.errors import Conflict, PermissionDenied, ServiceUnavailable
 from memory.models import Role, Run, RunOutcome
 from memory.models.run import FINISHED_WRITING
-from memory.screening import text_redact
 from memory.selectors.runs import run_get, run_list
-from memory.services.ingest import run_enqueue, run_retry
-from memory.services.run_retract import run_retract, run_retract_preview
+from memory.services.ingest.retract import run_retract, run_retract_preview
+from memory.services.ingest.run import run_enqueue, run_retry
 
 PAGE_SIZE = 50
 OUTCOMES = ("all", *RunOutcome.values)

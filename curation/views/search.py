@@ -16,8 +16,8 @@ from curation.views.access import (
     render_screen,
 )
 from curation.views.documents import CHUNKS_PER_PAGE
-from memory.errors import DomainError, ValidationFailed
-from memory.scopes import MAX_SCOPE_LENGTH
+from memory.kernel.errors import DomainError, ValidationFailed
+from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.search.turn_fusion import WINDOW_WEIGHTS
 from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
 

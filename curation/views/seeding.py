@@ -19,13 +19,13 @@ from curation.views.access import (
     polled,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, ValidationFailed
 from memory.models import ImportJob, Role
 from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.registry import entity_names
-from memory.services.entities import entity_upsert
-from memory.services.import_jobs import (
+from memory.services.entities.writes import entity_upsert
+from memory.services.transfer.seeding_jobs import (
     import_job_create,
     import_job_current,
     import_job_retry,

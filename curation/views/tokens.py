@@ -15,8 +15,8 @@ from curation.views.access import (
     dashboard_view,
     render_screen,
 )
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import Role
 from memory.selectors.tokens import token_list, token_members
 from memory.services.tokens import reconcile_key_create, token_create, token_revoke

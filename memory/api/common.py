@@ -9,8 +9,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory.access import ContextAccess, context_access_resolve
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess, context_access_resolve
+from memory.kernel.errors import ValidationFailed
 from memory.models import ApiToken
 
 

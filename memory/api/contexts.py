@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from memory.api.common import access_for, paginated
 from memory.api.fields import JsonInput, PatternField
 from memory.api.pagination import StandardPagination
-from memory.errors import PermissionDenied
+from memory.kernel.errors import PermissionDenied
 from memory.models import ApiToken, Context, FactReview, PredicateMode, Role
 from memory.selectors.contexts import context_list
 from memory.services.contexts import context_create, context_update

@@ -8,7 +8,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import (
     EntityRefSerializer,
     ErrorSerializer,
@@ -21,7 +20,8 @@ from memory.api.facts import FactOutputSerializer
 from memory.api.fields import JsonInput, PredicateTextField, predicate_path_check
 from memory.api.pagination import StandardPagination
 from memory.api.predicates import NAME_PARAMETER, PredicateFieldsSerializer
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import Role
 from memory.models.fact import ConflictStatus
 from memory.selectors.curation import audit_list, conflict_get, conflict_list
@@ -31,8 +31,8 @@ from memory.selectors.drift import (
     drift_list,
     drift_suggestions_attach,
 )
-from memory.services.conflicts import conflict_resolve
-from memory.services.drift import drift_alias, drift_resolve
+from memory.services.drift.resolve import drift_alias, drift_resolve
+from memory.services.facts.conflicts import conflict_resolve
 from memory.services.undo import audit_undo
 
 

@@ -15,20 +15,20 @@ from memory.api.facts import FactOutputSerializer
 from memory.api.fields import JsonInput, PatternField, PredicateTextField, ScopeField
 from memory.api.pagination import StandardPagination
 from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
-from memory.entity_names import MAX_IDENTIFIER_LENGTH, MAX_NAME_LENGTH
-from memory.errors import ValidationFailed
+from memory.domain.entity_names import MAX_IDENTIFIER_LENGTH, MAX_NAME_LENGTH
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import AuditEvent, Entity, EntityType
-from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entities import entity_audit_events, entity_get, entity_list
 from memory.selectors.facts import entity_facts_ranked, fact_history
-from memory.services.entities import entity_delete, entity_update, entity_upsert
-from memory.services.entity_import import entities_import
+from memory.services.entities.writes import entity_delete, entity_update, entity_upsert
+from memory.services.transfer.seeding import entities_import
 
 MAX_ATTRIBUTE_KEYS = 200
 
 
 class IdentifierSerializer(JsonInput):
-    # memory.entity_names.identifier_normalize lowercases, then wants [a-z][a-z0-9_]*.
+    # memory.domain.entity_names.identifier_normalize lowercases, then wants [a-z][a-z0-9_]*.
     kind = PatternField(
         r"^[A-Za-z][A-Za-z0-9_]*$",
         max_length=40,

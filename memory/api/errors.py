@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memory.errors import DomainError
+from memory.kernel.errors import DomainError
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api import facts
 from memory.api.common import access_for, query_params
 from memory.api.facts import FactOutputSerializer
 from memory.api.fields import NON_BLANK_TEXT_PATTERN, JsonInput, PredicateTextField
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import Fact
 from memory.models.turn import MAX_THREAD_CHARS
 from memory.selectors.conversations import (
@@ -28,8 +28,8 @@ from memory.selectors.conversations import (
 )
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import fact_get
-from memory.services.fact_corrections import fact_correct
-from memory.services.fact_curation import (
+from memory.services.facts.corrections import fact_correct
+from memory.services.facts.curation import (
     FactEdit,
     FactEdited,
     FactRestored,

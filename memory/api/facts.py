@@ -8,7 +8,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import EntityRefSerializer, access_for, paginated, query_params
 from memory.api.fields import (
     NON_BLANK_TEXT_PATTERN,
@@ -18,15 +17,16 @@ from memory.api.fields import (
     ScopeField,
 )
 from memory.api.pagination import StandardPagination
-from memory.entity_names import MAX_NAME_LENGTH
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import MAX_NAME_LENGTH
+from memory.kernel.errors import NotFound
+from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
-from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
 from memory.selectors.facts import fact_list, facts_visible
-from memory.services.fact_curation import fact_retract
-from memory.services.fact_review import FactReviewed, fact_review, facts_review
-from memory.services.facts import fact_write_with_entities
+from memory.services.facts.curation import fact_retract
+from memory.services.facts.review import FactReviewed, fact_review, facts_review
+from memory.services.facts.write import fact_write_with_entities
 
 
 class FactSourceSerializer(serializers.Serializer):

@@ -16,9 +16,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
-from memory.errors import ValidationFailed
-from memory.predicate_names import MAX_PREDICATE_LENGTH
-from memory.scopes import MAX_SCOPE_LENGTH, ScopeError
+from memory.domain.predicate_names import MAX_PREDICATE_LENGTH
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import MAX_SCOPE_LENGTH, ScopeError
 
 # What Python's str.strip() and str.split() treat as whitespace, as a character class:
 # DRF trims it before deciding that a required text is blank.
@@ -30,11 +30,11 @@ NON_BLANK_TEXT_PATTERN = rf"^[^\x00]*[^\x00{WHITESPACE}][^\x00]*$"
 NOT_ONLY_WHITESPACE_PATTERN = rf"[^{WHITESPACE}]"
 
 _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9_.@:-]*"
-# memory.scopes.scope_validate, which also drops slashes around the path.
+# memory.kernel.scopes.scope_validate, which also drops slashes around the path.
 SCOPE_PATTERN = rf"^/*{_SEGMENT}(/{_SEGMENT})*/*$"
 # A scope filter: a scope, everything below one (``P/*``), or every scope (``*``).
 SCOPE_FILTER_PATTERN = rf"^(\*|/*{_SEGMENT}(/{_SEGMENT})*/*(/\*)?)$"
-# memory.predicate_names.predicate_check_text: letters, digits, spaces, '_' and '-'.
+# memory.domain.predicate_names.predicate_check_text: letters, digits, spaces, '_' and '-'.
 PREDICATE_TEXT_PATTERN = r"^[A-Za-z0-9 _-]*[A-Za-z0-9][A-Za-z0-9 _-]*$"
 PREDICATE_TEXT_HELP = (
     "a predicate in any form (worksAt, works-at, works at, an alias); at most "
@@ -63,7 +63,7 @@ class PatternField(serializers.CharField):
 
 
 class ScopeField(PatternField):
-    """A scope as ``memory.scopes.scope_validate`` reads it."""
+    """A scope as ``memory.kernel.scopes.scope_validate`` reads it."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", MAX_SCOPE_LENGTH)

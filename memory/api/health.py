@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.replicas import replica_aliases, replica_health
+from memory.infra.replicas import replica_aliases, replica_health
 
 STALLED_AFTER = timedelta(minutes=2)
 

@@ -15,20 +15,20 @@ from rest_framework.views import APIView
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
+from memory.domain.screening import text_redact
 from memory.models import Role, Run, RunOutcome
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
-from memory.screening import text_redact
 from memory.selectors.runs import run_get, run_list
 from memory.selectors.vocabulary_view import vocabulary_listing
-from memory.services.ingest import (
+from memory.services.ingest.retract import run_retract, run_retract_preview
+from memory.services.ingest.run import (
     INFER_MODES,
     run_create,
     run_enqueue,
     run_execute,
     run_retry,
 )
-from memory.services.run_retract import run_retract, run_retract_preview
-from memory.services.turns import turn_fields_clean
+from memory.services.ingest.turns import turn_fields_clean
 
 MAX_VOCABULARY_TEXT = 10_000
 

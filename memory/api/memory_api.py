@@ -16,10 +16,10 @@ from rest_framework.views import APIView
 
 from memory.api.common import access_for
 from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
-from memory.errors import NotFound, ValidationFailed
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, Role
-from memory.services.memory_export import memory_export_lines
-from memory.services.memory_import_jobs import memory_import_job_create
+from memory.services.transfer.export import memory_export_lines
+from memory.services.transfer.import_jobs import memory_import_job_create
 
 
 class RawJsonParser(PlainTextParser):

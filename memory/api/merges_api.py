@@ -13,9 +13,9 @@ from memory.api.fields import DistinctListField, JsonInput
 from memory.models import Role
 from memory.models.merge import Merge
 from memory.selectors.duplicates import duplicate_cluster_page
-from memory.services.duplicates import duplicates_dismiss
+from memory.services.duplicates.finder import duplicates_dismiss
 from memory.services.fsck import CHECKS, fsck_run
-from memory.services.merges import entity_merge, entity_merge_preview, merge_undo
+from memory.services.merges.merge import entity_merge, entity_merge_preview, merge_undo
 
 
 class DuplicateExplainSerializer(serializers.Serializer):
@@ -123,7 +123,7 @@ class MergePreviewSerializer(serializers.Serializer):
     contested = serializers.ListField(child=serializers.IntegerField())
     superseded = serializers.ListField(
         child=serializers.IntegerField(),
-        help_text="Current facts a moving single value replaces (services/fact_rules.py)",
+        help_text="Current facts a moving single value replaces (services/facts/rules.py)",
     )
     attribute_conflicts = serializers.DictField()
     facts = MovingFactSerializer(many=True, help_text="the first 100 moving facts by name")

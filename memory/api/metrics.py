@@ -1,6 +1,6 @@
 """``/metrics`` in Prometheus' text format (prometheus-client).
 
-Measured as they happen, per process (``memory.metrics``): request latency per endpoint
+Measured as they happen, per process (``memory.infra.metrics``): request latency per endpoint
 (URL name) and method, search latency per mode and target. Read from the database at each
 scrape: ingest runs per outcome, the task queue's depth, the embedding backlog, each
 replica's lag.
@@ -27,8 +27,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
+from memory.infra.replicas import replica_aliases, replica_health
 from memory.models import Run
-from memory.replicas import replica_aliases, replica_health
 from memory.services.vectors import embedding_backlog
 
 

@@ -5,7 +5,7 @@ from typing import Any
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
 
 
 class StandardPagination(LimitOffsetPagination):

@@ -8,7 +8,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import ErrorSerializer, access_for, paginated, query_params
 from memory.api.fields import (
     PREDICATE_TEXT_HELP,
@@ -20,7 +19,8 @@ from memory.api.fields import (
     predicate_text_schema,
 )
 from memory.api.pagination import StandardPagination
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import (
     EntityType,
     Predicate,
@@ -31,13 +31,13 @@ from memory.models import (
 from memory.models.predicate import Lifecycle
 from memory.selectors.predicates import predicate_canonicalize, predicate_get, predicate_list
 from memory.selectors.registry import predicates_usage_attach, registry_export_data
-from memory.services.predicates import (
+from memory.services.registry.file import registry_file_parse, registry_import
+from memory.services.registry.predicates import (
     predicate_alias_add,
     predicate_register,
     predicate_unregister,
     predicate_update,
 )
-from memory.services.registry_file import registry_file_parse, registry_import
 
 
 class PredicateOutputSerializer(serializers.ModelSerializer):

@@ -33,11 +33,11 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
-from memory.access import ContextAccess
 from memory.api.common import access_for
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import ENTITY_TYPES, ApiToken, Role, TokenPurpose
-from memory.scopes import Grants
 from memory.selectors import reconcile as rc
 
 VERSIONS = ["0.2", "1.0-draft"]

@@ -21,10 +21,10 @@ from memory.api.fields import (
     ScopeFilterField,
 )
 from memory.api.pagination import StandardPagination
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Role
 from memory.models.turn import MAX_THREAD_CHARS
-from memory.scopes import MAX_SCOPE_LENGTH
 from memory.selectors.documents import (
     KEYWORD_SORTS,
     MAX_KEYWORD_SEARCH_K,
@@ -37,7 +37,7 @@ from memory.selectors.documents import (
     keyword_search,
 )
 from memory.selectors.search import ALL_TARGET, MAX_QUERY_CHARS, MODES, TARGET_CHOICES, search
-from memory.services.documents import (
+from memory.services.ingest.documents import (
     MAX_SOURCE_CHARS,
     document_create,
     document_delete,

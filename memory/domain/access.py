@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.errors import NotFound, PermissionDenied
+from memory.kernel.errors import NotFound, PermissionDenied
+from memory.kernel.scopes import Grants
 from memory.models import ApiToken, Context, ContextMembership, Role, TokenTrust
 from memory.models.access import ROLE_RANK
-from memory.scopes import Grants
 
 DEFAULT_MEMBER_GRANTS = ["read,write:*"]
 
@@ -20,7 +20,7 @@ class ContextAccess:
     role: Role
     grants: Grants
     # False for an untrusted token: what it writes may wait for review
-    # (services/fact_trust.py) and it never acts above a viewer.
+    # (services/facts/trust.py) and it never acts above a viewer.
     trusted: bool = True
 
     @property

@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-from memory.predicate_names import fuzzy_typo_match
-from memory.wording import with_article
+from memory.domain.predicate_names import fuzzy_typo_match
+from memory.kernel.wording import with_article
 
 Vector = npt.NDArray[np.float64]
 Embed = Callable[[list[str]], list[Vector]]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from memory.errors import ValidationFailed
+from memory.domain.screening import REDACTED, secret_name, secret_refuse
+from memory.kernel.errors import ValidationFailed
 from memory.models.entity import ENTITY_TYPES, EntityType
-from memory.screening import REDACTED, secret_name, secret_refuse
 
 MAX_NAME_LENGTH = 300
 MAX_IDENTIFIER_LENGTH = 500

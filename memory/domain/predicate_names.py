@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from rapidfuzz.distance import DamerauLevenshtein
 
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
 
 MAX_PREDICATE_LENGTH = 64
 # Raw text is capped before any regex work; Fact.raw_predicate holds at most 200 characters.

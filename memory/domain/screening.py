@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Literal
 
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
 
 REDACTED = "[redacted]"
 

@@ -288,7 +288,7 @@ def _write_tuning(pgdata: Path, tuning: Mapping[str, str]) -> None:
     current = conf.read_text()
     if include not in current:
         _replace_file(
-            conf, f"{current}\n# Memory Desk's settings (memory/embedded_db.py)\n{include}\n"
+            conf, f"{current}\n# Memory Desk's settings (memory/infra/embedded_db.py)\n{include}\n"
         )
     text = "".join(f"{name} = '{value}'\n" for name, value in tuning.items())
     target = pgdata / TUNING_FILE

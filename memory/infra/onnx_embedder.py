@@ -7,7 +7,7 @@ output channel). ``OnnxEmbedder`` tokenizes with the package's own tokenizer, ru
 graph and pools as sentence-transformers does (attention-masked mean, then L2
 normalization), so its float32 vectors match the PyTorch model's.
 
-The default embedder (``memory.embeddings.LocalInt8Embedder``) is the per-channel int8
+The default embedder (``memory.infra.embeddings.LocalInt8Embedder``) is the per-channel int8
 graph, built here into ``MEMORY_VAR_DIR/models`` at its first start (docs/decisions/0055);
 ``benchmarks.embedder_onnx`` measures every variant against PyTorch float32.
 """

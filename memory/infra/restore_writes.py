@@ -1,6 +1,6 @@
 """Rows written by a restore without per-row trigger work, checked set-based instead.
 
-A memory import (memory/services/memory_import.py) writes rows that only its own
+A memory import (memory/services/transfer/importer.py) writes rows that only its own
 transaction can see, into an empty context it holds locked, every reference remapped
 through its staging tables. PostgreSQL would check each foreign key of each of those
 rows with a per-row constraint trigger at commit: an index probe and a row lock a

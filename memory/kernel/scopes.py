@@ -13,7 +13,7 @@ from typing import Literal
 
 from django.db.models import Q
 
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
 
 SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*(/[A-Za-z0-9][A-Za-z0-9_.@:-]*)*$")
 MAX_SCOPE_LENGTH = 300

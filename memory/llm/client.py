@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from memory.errors import DomainError
+from memory.kernel.errors import DomainError
 
 if TYPE_CHECKING:
     import openai

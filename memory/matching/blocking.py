@@ -22,16 +22,16 @@ import jellyfish
 from django.db import connection
 from rapidfuzz import fuzz
 
-from memory.models import Entity, EntityIdentifier
-from memory.models.duplicate import DuplicateKey
-from memory.pg import array_literal, execute_overlapped, int_array_literal
-from memory.services.duplicate_scoring import (
+from memory.infra.pg import array_literal, execute_overlapped, int_array_literal
+from memory.matching.scoring import (
     Record,
     consonant_key,
     parse_date,
     sorted_tokens,
     sound_key,
 )
+from memory.models import Entity, EntityIdentifier
+from memory.models.duplicate import DuplicateKey
 
 MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
 # One word's sound, or the consonants alone, are weaker keys than the whole name's

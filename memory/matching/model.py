@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.services.duplicate_scoring import (
+from memory.matching.scoring import (
     DEFAULT_M,
     DEFAULT_PRIOR,
     DEFAULT_U,

@@ -24,7 +24,7 @@ import jellyfish
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA, JaroWinkler
 
-from memory.entity_names import LEGAL_SUFFIXES
+from memory.domain.entity_names import LEGAL_SUFFIXES
 
 MISSING = -1
 # Levels per comparator kind, best last; their labels are what ``explain`` shows.

@@ -8,8 +8,8 @@ from typing import Annotated
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from memory.predicate_names import MAX_PREDICATE_LENGTH
-from memory.scopes import MAX_SCOPE_LENGTH
+from memory.domain.predicate_names import MAX_PREDICATE_LENGTH
+from memory.kernel.scopes import MAX_SCOPE_LENGTH
 
 MAX_TOOL_K = 100
 MAX_FIND_FACTS = 200

@@ -23,9 +23,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DataError, IntegrityError
 from mcp_types import CallToolResult, TextContent
 
-from memory.access import ContextAccess
-from memory.errors import DomainError
-from memory.scopes import ScopeError
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import DomainError
+from memory.kernel.scopes import ScopeError
 
 logger = logging.getLogger(__name__)
 

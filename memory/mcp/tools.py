@@ -9,6 +9,7 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
+from memory.infra.replicas import mcp_read_tools_register
 from memory.mcp.arguments import DESTRUCTIVE, READ_ONLY, WRITES
 from memory.mcp.calls import bind_access, current_access
 from memory.mcp.read_tools import (
@@ -27,7 +28,6 @@ from memory.mcp.write_tools import (
     retract_fact,
     review_facts,
 )
-from memory.replicas import mcp_read_tools_register
 
 TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (remember, "remember", WRITES),
@@ -44,7 +44,7 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (get_run, "get_run", READ_ONLY),
 ]
 
-# Requests that call only these may read from a replica (memory.replicas).
+# Requests that call only these may read from a replica (memory.infra.replicas).
 mcp_read_tools_register({name for _, name, hints in TOOLS if hints.read_only_hint})
 
 __all__ = ["TOOLS", "bind_access", "current_access"]

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from django.db import transaction
 from pydantic import Field
 
-from memory.errors import NotFound, ValidationFailed
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.llm.schemas import (
     StrictActionItem,
     StrictAttributeItem,
@@ -26,11 +26,11 @@ from memory.models import Fact
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import facts_visible
-from memory.services.fact_corrections import fact_correct
-from memory.services.fact_curation import fact_retract
-from memory.services.fact_review import MAX_BULK_REVIEW, facts_review
-from memory.services.ingest import run_create, run_enqueue, run_execute
-from memory.services.turns import turn_fields_clean
+from memory.services.facts.corrections import fact_correct
+from memory.services.facts.curation import fact_retract
+from memory.services.facts.review import MAX_BULK_REVIEW, facts_review
+from memory.services.ingest.run import run_create, run_enqueue, run_execute
+from memory.services.ingest.turns import turn_fields_clean
 
 
 def _run_answer(run: Any, *, wait: bool) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 # Predicate usage per (context, scope, kind), kept by statement-level triggers on
 # memory_fact so that every writer keeps it right. Each statement appends one delta row
 # per group it touched (no shared counter rows: concurrent writers never wait on each
-# other); memory.services.vocabulary.vocabulary_usage_compact folds the deltas.
+# other); memory.services.registry.usage.vocabulary_usage_compact folds the deltas.
 # used = observations (observed_count) of facts not retracted; live = observations of
 # current facts; last_used_at = latest last_seen_at.
 USAGE_SQL = """

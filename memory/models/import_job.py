@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-# The formats of jobs that import a whole memory (memory.services.memory_import_jobs)
+# The formats of jobs that import a whole memory (memory.services.transfer.import_jobs)
 # rather than seeding rows (csv, jsonl, or "" for sniffed).
 MEMORY_IMPORT_FORMATS = ("memory", "mem0", "graphiti")
 
@@ -47,7 +47,7 @@ class ImportJob(models.Model):
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     # host:pid of the process importing the file. Liveness is not judged from it: the
-    # executor holds an advisory lock on the job (memory.locks), which dies with it.
+    # executor holds an advisory lock on the job (memory.infra.locks), which dies with it.
     worker = models.CharField(max_length=100, blank=True)
     # A retry is a new job with the same file; it points at the job it retries.
     retry_of = models.ForeignKey(

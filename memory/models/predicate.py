@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-# The fields a registry edit may change (services/predicate_fields.py validates them) and
+# The fields a registry edit may change (services/registry/fields.py validates them) and
 # the registry export writes.
 EDITABLE_FIELDS = (
     "description",

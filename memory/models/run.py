@@ -51,7 +51,7 @@ class Run(models.Model):
     worker = models.CharField(max_length=100, blank=True)
     # Counts of the result (entities created, facts written...) for run lists.
     summary = models.JSONField(default=dict, blank=True)
-    # Set while the run's writes are retracted (services/run_retract.py); cleared by the
+    # Set while the run's writes are retracted (services/ingest/retract.py); cleared by the
     # retraction's undo.
     retracted_at = models.DateTimeField(null=True, blank=True)
     retracted_by = models.ForeignKey(

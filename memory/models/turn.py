@@ -30,7 +30,7 @@ class Turn(models.Model):
     thread = models.CharField(max_length=MAX_THREAD_CHARS, blank=True)
     ref = models.CharField(max_length=MAX_REF_CHARS, blank=True)
     # What made the turn suspicious, if anything: [{"kind", "label", "start", "end"}]
-    # over ``text`` (memory/screening.py). Its facts wait for review.
+    # over ``text`` (memory/domain/screening.py). Its facts wait for review.
     flags = models.JSONField(
         default=list, blank=True, db_default=models.Value([], output_field=models.JSONField())
     )

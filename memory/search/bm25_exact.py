@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from memory.replicas import read_connection
+from memory.infra.replicas import read_connection
 from memory.search.bm25_scoring import (
     Hit,
     QueryTerm,

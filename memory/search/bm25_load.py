@@ -10,7 +10,7 @@ their postings. The triggers of search/models.py run once per
 statement: the corpus statistics and each term's df and bounds come out exactly as
 ``postings_replace`` would leave them.
 
-A caller whose transaction writes with triggers off (a restore, memory/restore_writes.py)
+A caller whose transaction writes with triggers off (a restore, memory/infra/restore_writes.py)
 gets the triggers' work done here set-based: the corpus statistics, as
 ``search_doc_inserted`` adds them, the documents' foreign keys, and each term's df and
 bounds, as ``search_postings_inserted`` adds one statement's postings — computed from the
@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from django.db import connection
 
-from memory.restore_writes import (
+from memory.infra.restore_writes import (
     foreign_keys_check,
     replica_role_on,
     serial_sequence,
@@ -47,7 +47,7 @@ _DOCS = "bm25_load_docs"
 _POSTINGS = "bm25_load_postings"
 _IDS = "bm25_load_ids"
 # The documents' insert trigger whose work ``_documents_checked`` does when triggers are off:
-# (table, trigger, md5 of its function's source), as memory/restore_writes.py reads them.
+# (table, trigger, md5 of its function's source), as memory/infra/restore_writes.py reads them.
 DOCUMENTS_TRIGGER = ("search_searchdoc", "search_doc_inserted", "5795a20ff80c2a66525d869464ed5df5")
 # The postings' insert trigger (search migration 0003) whose work ``_terms_counted`` does.
 POSTINGS_TRIGGER = (
@@ -100,7 +100,7 @@ class PostingsSpool:
     """Items analyzed ahead of their load, into two temporary files in COPY's text
     format (the documents, the postings), so that the analysis needs no database
     connection: a restore analyzes its texts in a thread while its connection writes
-    the rows (memory/services/memory_import_index.py). Memory stays flat: a batch of
+    the rows (memory/services/transfer/import_index.py). Memory stays flat: a batch of
     rows at a time is held, the rest is on disk."""
 
     def __init__(self) -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import transaction
 
-from memory.pg import array_literal, int_array_literal
-from memory.replicas import read_connection
+from memory.infra.pg import array_literal, int_array_literal
+from memory.infra.replicas import read_connection
 from memory.search.bm25_scoring import (
     K1,
     Hit,

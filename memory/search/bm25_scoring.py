@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from memory.replicas import read_connection
+from memory.infra.replicas import read_connection
 from memory.search.bm25_postings import REF_COLUMN
 from memory.search.models import SearchDoc, Target
 from memory.search.sql import q_where_sql

@@ -32,7 +32,7 @@ import numpy as np
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from pgvector.django import CosineDistance
 
-from memory.entity_names import entity_normalize_key
+from memory.domain.entity_names import entity_normalize_key
 from memory.models import Chunk, Document, Entity, Fact, Keyword, KeywordLink, Turn
 from memory.search.keywords import keyphrase_words
 from memory.search.models import Target

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from memory.infra.pg import int_array_literal
+from memory.infra.queueing import embeddings_drain_enqueue
+from memory.infra.stages import stage
 from memory.models import Context, Entity, Fact, Predicate
-from memory.pg import int_array_literal
-from memory.queueing import embeddings_drain_enqueue
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexBatch, IndexItem, postings_replace_batches
 from memory.search.models import Target
 from memory.search.texts import entity_text_of
-from memory.stages import stage
 
 REBUILD_BATCH = 2000
 

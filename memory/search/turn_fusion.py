@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from django.db.models import Q
 
+from memory.infra.replicas import read_connection
 from memory.models import Turn
-from memory.replicas import read_connection
 from memory.search.sql import q_where_sql
 
 TURN_FUSION_DEPTH = 100

@@ -25,8 +25,8 @@ from django.db import transaction
 from django.db.models import F, Q, QuerySet, Value
 from pgvector.django import CosineDistance
 
+from memory.infra.replicas import read_connection
 from memory.models import Chunk, Entity, Turn
-from memory.replicas import read_connection
 from memory.search.models import FactVector, SearchStats, Target
 
 # Defaults of the settings MEMORY_SEARCH_EXACT_SCAN_MAX and MEMORY_SEARCH_EF_SEARCH

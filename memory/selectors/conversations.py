@@ -10,8 +10,8 @@ from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Coalesce, TruncDate
 
-from memory.access import ContextAccess
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound
 from memory.models import Fact, FactStatus, Turn
 from memory.selectors.facts import facts_visible
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db.models import BigIntegerField, Case, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.functions import Cast
 
-from memory.access import ContextAccess
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound
 from memory.models import AuditEvent, Entity
 from memory.models import Conflict as ConflictRecord
 from memory.models.fact import ConflictStatus

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, TypeAlias, TypedDict
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from pgvector.django import CosineDistance
 
-from memory.access import ContextAccess
-from memory.embeddings import embed_for_request
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embed_for_request
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import Chunk, Document, Keyword, KeywordLink
 from memory.search.keywords import keyphrase_words
 

@@ -14,15 +14,15 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection
 from django.db.models import Count, OuterRef
 
-from memory.access import ContextAccess, system_access
-from memory.drift_ranking import (
+from memory.domain.access import ContextAccess, system_access
+from memory.domain.drift_ranking import (
     CandidatePredicate,
     ObservedExample,
     RankedSuggestion,
     Ranker,
     Vector,
 )
-from memory.embeddings import embed_for_request
+from memory.infra.embeddings import embed_for_request
 from memory.models import Context, Fact, FactStatus, Predicate, PredicateStatus
 from memory.selectors.usage import drift_is_visible, predicate_usage
 
@@ -106,7 +106,7 @@ def drift_list(
 
 
 def drift_suggestions_attach(*, access: ContextAccess, items: list[DriftItem]) -> None:
-    """Rank registered predicates for each item (``memory.drift_ranking``; queries:
+    """Rank registered predicates for each item (``memory.domain.drift_ranking``; queries:
     registered predicates; their aliases) — for one page of a long drift list, not all of
     it. Attach examples first: their kinds and types are evidence. Raises
     ServiceUnavailable (``embedder_unavailable``) when the names cannot be embedded."""

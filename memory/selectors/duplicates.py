@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import DUPLICATES_SCAN_TASK
 from memory.models import Entity
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
-from memory.queueing import DUPLICATES_SCAN_TASK
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Q, QuerySet
 
-from memory.access import ContextAccess
-from memory.entity_names import entity_normalize_key
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_normalize_key
+from memory.kernel.errors import NotFound
 from memory.models import AuditEvent, Entity
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, EntityIdentifier, FactKind, FactStatus, FactTrust
 from memory.selectors.entity_lookup import MatchedBy, resolve_entity_name
 from memory.selectors.facts import RankedFact, entity_facts_ranked, facts_visible

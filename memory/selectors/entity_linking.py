@@ -17,8 +17,8 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db.models import Q
 from rapidfuzz.distance import DamerauLevenshtein
 
-from memory.access import ContextAccess
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound
 from memory.models import Entity, EntityIdentifier
 from memory.selectors.entities import entities_visible
 from memory.selectors.entity_lookup import resolve_entity_name

@@ -25,9 +25,13 @@ from typing import Literal
 
 from django.db.models import Case, IntegerField, Q, Value, When
 
-from memory.access import ContextAccess
-from memory.entity_names import IDENTIFIER_KIND_RE, entity_normalize_key, identifier_normalize
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import (
+    IDENTIFIER_KIND_RE,
+    entity_normalize_key,
+    identifier_normalize,
+)
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier
 from memory.selectors.entities import entities_visible
 

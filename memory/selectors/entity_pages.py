@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Count, QuerySet
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact, FactKind, FactStatus
 from memory.selectors.entities import entities_visible
 from memory.selectors.facts import facts_visible

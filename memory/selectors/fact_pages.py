@@ -17,10 +17,10 @@ from typing import Any, Literal
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
-from memory.access import ContextAccess
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_names import predicate_normalize
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import AuditEvent, Conflict, Document, Fact, Run, Turn
-from memory.predicate_names import predicate_normalize
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import Target
 from memory.selectors.entities import entity_list

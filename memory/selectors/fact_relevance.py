@@ -28,7 +28,7 @@ from django.db import connection
 from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from pgvector.django import CosineDistance
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact, FactKind, FactStatus, Predicate, PredicateAlias
 from memory.search.analyzer import analyze
 from memory.search.models import FactVector

@@ -24,10 +24,10 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Greatest, Power
 from django.utils import timezone
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_names import predicate_normalize
 from memory.models import Conflict as ConflictRecord
 from memory.models import Entity, Fact, FactStatus, FactTrust, Predicate, PredicateStatus
-from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_canonicalize
 
 RANK_HALF_LIFE_DAYS = 90.0

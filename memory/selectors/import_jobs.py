@@ -3,8 +3,8 @@ memories, as the memory page does."""
 
 from __future__ import annotations
 
-from memory.access import ContextAccess
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob
 
 

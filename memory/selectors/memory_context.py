@@ -28,8 +28,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import ServiceUnavailable, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ServiceUnavailable, ValidationFailed
 from memory.models import Entity, Fact, FactTrust
 from memory.search.fusion import rrf_fuse
 from memory.selectors.entity_linking import EntityLink, entities_linked

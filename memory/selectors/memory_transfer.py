@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Document, Entity, Fact, Turn
 
 

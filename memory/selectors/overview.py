@@ -14,7 +14,7 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import (
     AuditEvent,
     Document,

@@ -9,10 +9,14 @@ from typing import Literal
 from django.db import connection
 from django.db.models import Prefetch, Q, QuerySet
 
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.predicate_library import CATEGORIES
+from memory.domain.predicate_names import (
+    fuzzy_typo_match,
+    predicate_check_text,
+    predicate_normalize,
+)
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import Context, Predicate, PredicateAlias, PredicateMode, PredicateStatus
-from memory.predicate_library import CATEGORIES
-from memory.predicate_names import fuzzy_typo_match, predicate_check_text, predicate_normalize
 
 Via = Literal["exact", "normalized", "alias", "inverse", "fuzzy", "none"]
 

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memory.entity_names import TYPE_SYNONYMS, entity_normalize_key
+from memory.domain.entity_names import TYPE_SYNONYMS, entity_normalize_key
 from memory.models.entity import ENTITY_TYPES, EntityType
 from memory.search.analyzer import analyze
 

@@ -27,9 +27,18 @@ from django.db import connection
 from django.db.models import Count
 from rapidfuzz import fuzz
 
-from memory.access import ContextAccess
-from memory.entity_names import entity_normalize_key, identifier_normalize
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_normalize_key, identifier_normalize
+from memory.kernel.errors import ValidationFailed
+from memory.matching.blocking import (
+    MAX_BLOCK,
+    block_limit,
+    blocking_keys,
+    is_rare,
+    records_of,
+)
+from memory.matching.scoring import Record, compare
+from memory.matching.weights import model_read
 from memory.models import (
     ENTITY_TYPES,
     Entity,
@@ -41,15 +50,6 @@ from memory.models import (
 )
 from memory.models.duplicate import DuplicateKey
 from memory.selectors.entities import entities_visible, entity_list
-from memory.services.duplicate_blocking import (
-    MAX_BLOCK,
-    block_limit,
-    blocking_keys,
-    is_rare,
-    records_of,
-)
-from memory.services.duplicate_pairs import model_read
-from memory.services.duplicate_scoring import Record, compare
 
 MAX_QUERIES = 100  # per batch (OpenRefine sends 10)
 MAX_CANDIDATES = 25

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count
 from django.utils import timezone
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Predicate, PredicateStatus
 from memory.models.predicate import EDITABLE_FIELDS, PredicateAlias
 from memory.selectors.facts import facts_visible
@@ -52,7 +52,7 @@ def registry_row(*, access: ContextAccess, predicate: Predicate) -> Predicate:
 
 def registry_export_data(*, context: Context) -> dict[str, Any]:
     """The registered predicates with every editable field and their aliases, in the shape
-    ``memory.services.registry_file.registry_file_parse`` reads back (two queries)."""
+    ``memory.services.registry.file.registry_file_parse`` reads back (two queries)."""
     predicates = predicate_list(context=context, status=PredicateStatus.REGISTERED)
     return {
         "format": REGISTRY_FORMAT,

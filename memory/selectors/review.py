@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Fact, FactStatus, FactTrust, Turn
 from memory.selectors.facts import facts_visible
 

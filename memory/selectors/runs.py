@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from memory.access import ContextAccess
-from memory.errors import NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound
 from memory.models import Run
 
 # What a list shows; the heavy columns (input, prompt, outputs) stay in the database.

@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from django.db.models import Q
 
-from memory.access import ContextAccess
-from memory.embeddings import embed_texts, embedder_unavailable
-from memory.errors import ValidationFailed
-from memory.metrics import SEARCH_SECONDS
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embed_texts, embedder_unavailable
+from memory.infra.metrics import SEARCH_SECONDS
+from memory.infra.replicas import read_connection
+from memory.kernel.errors import ValidationFailed
 from memory.models import Chunk, Document, Entity, Fact, FactTrust, Turn
 from memory.models.turn import MAX_THREAD_CHARS
-from memory.replicas import read_connection
 from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
 from memory.search.fusion import rrf_fuse
 from memory.search.graph import graph_boosts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import F, QuerySet
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import ApiToken, ContextMembership, Role
 
 

@@ -15,9 +15,9 @@ from datetime import datetime
 
 from django.db.models import Max, Sum
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.infra.replicas import read_connection
 from memory.models import Context, PredicateUsage
-from memory.replicas import read_connection
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from typing import Any, Literal
 
 from django.db import transaction
 
-from memory.embeddings import embedding_model_id
-from memory.entity_names import LEGAL_SUFFIXES
+from memory.domain.entity_names import LEGAL_SUFFIXES
+from memory.infra.embeddings import embedding_model_id
+from memory.infra.replicas import read_connection
+from memory.kernel.scopes import Grants
 from memory.models import Context, Fact, FactKind, FactTrust, PredicateStatus
-from memory.replicas import read_connection
-from memory.scopes import Grants
 
 ENTITY_PLACES = 500
 SIMILAR_PLACES = 100
@@ -217,7 +217,7 @@ def _without_drift(context: Context, by_kind: dict[str, list[_Usage]]) -> dict[s
 
 
 def _confident_matches(context: Context, names: list[str]) -> dict[str, str]:
-    from memory.errors import ServiceUnavailable
+    from memory.kernel.errors import ServiceUnavailable
     from memory.selectors.drift import drift_ranker
 
     try:

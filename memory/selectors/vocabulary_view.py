@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.access import ContextAccess
-from memory.embeddings import embed_for_request
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embed_for_request
+from memory.kernel.scopes import scope_validate
 from memory.llm.prompt import vocabulary_render
-from memory.scopes import scope_validate
 from memory.selectors.vocabulary import vocabulary_gather
 
 VOCABULARY_HINT = "the vocabulary without `text` still works"

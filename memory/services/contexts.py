@@ -5,11 +5,11 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, ValidationFailed
 from memory.models import Context, ContextMembership, Role
 from memory.services.audit import audit_record
-from memory.services.predicates import registry_install_standard
+from memory.services.registry.predicates import registry_install_standard
 
 
 @transaction.atomic

@@ -1,7 +1,7 @@
 """One executor lifecycle for background records (ingest runs, entity import jobs):
 claim, lock, recover stale, retry.
 
-- *claim*: the executor takes the record's session advisory lock (``memory.locks``) and
+- *claim*: the executor takes the record's session advisory lock (``memory.infra.locks``) and
   moves it from pending to running in one conditional UPDATE, so a second delivery of the
   task finds it claimed and does nothing;
 - *lock*: it holds that lock for as long as it works; PostgreSQL releases it when the
@@ -26,10 +26,10 @@ from django.db import connection, models
 from django.utils import timezone
 from django_tasks import TaskResultStatus
 
-from memory.errors import Conflict
-from memory.locks import executor_lock
-from memory.pg import instance_select
-from memory.queueing import WorkerLost
+from memory.infra.locks import executor_lock
+from memory.infra.pg import instance_select
+from memory.infra.queueing import WorkerLost
+from memory.kernel.errors import Conflict
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Lifecycle:
     pending: str
     running: str
     failed: str
-    task_path: str  # the record's task (memory.queueing's name for it)
+    task_path: str  # the record's task (memory.infra.queueing's name for it)
     noun: str  # "run", "import": for the retry refusal
     not_failed_code: str
     counted_on_claim: tuple[str, ...] = ()  # integer columns each claim adds one to

@@ -6,11 +6,11 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
 from memory.models import Entity, Fact, FactStatus, Predicate, PredicateStatus, Role
 from memory.selectors.duplicates import duplicate_cluster_page
-from memory.services.duplicates import duplicates_scan
+from memory.services.duplicates.finder import duplicates_scan
 
 CHECKS = ("duplicates", "orphans", "vocabulary")
 SAMPLE = 20

@@ -16,7 +16,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Context, ContextMembership, Role
 from memory.services.audit import audit_record
 

@@ -9,10 +9,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.scopes import ScopeError, grants_parse
 from memory.models import ApiToken, Context, ContextMembership, Role, TokenPurpose, TokenTrust
-from memory.scopes import ScopeError, grants_parse
 from memory.services.audit import audit_record
 
 

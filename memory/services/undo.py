@@ -10,24 +10,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound
 from memory.models import AuditEvent, Role
 from memory.selectors.entities import entity_get
 from memory.selectors.predicates import predicate_get
-from memory.services import (
-    conflicts,
-    contexts,
-    drift,
-    duplicates,
-    entities,
-    fact_corrections,
-    fact_curation,
-    fact_review,
-    merges,
-    predicates,
-    run_retract,
-)
+from memory.services import contexts
+from memory.services.drift import resolve as drift
+from memory.services.duplicates import finder as duplicates
+from memory.services.entities import writes as entities
+from memory.services.facts import conflicts
+from memory.services.facts import corrections as fact_corrections
+from memory.services.facts import curation as fact_curation
+from memory.services.facts import review as fact_review
+from memory.services.ingest import retract as run_retract
+from memory.services.merges import merge as merges
+from memory.services.registry import predicates
 
 UndoHandler = Callable[[ContextAccess, dict[str, Any]], None]
 

@@ -9,7 +9,7 @@ One pipeline for chunks, turns, facts, entities and keywords:
   batches of ``EMBED_BATCH`` texts, makes one model call per batch and writes each
   target's vectors with one statement. A worker killed halfway leaves the rest without a
   vector, so the next drain — queued by the next write, or by the watchdog drain every
-  running drain schedules (``memory.queueing``) — simply carries on;
+  running drain schedules (``memory.infra.queueing``) — simply carries on;
 - ``embedding_backlog`` counts the rows still waiting, per target;
 - ``vectors_refill`` is ``manage.py reembed``.
 """
@@ -24,9 +24,9 @@ from typing import Any, Literal
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from memory.embeddings import embed_texts, embedding_model_id
-from memory.errors import ValidationFailed
-from memory.locks import EMBEDDING_DRAIN_LOCK, executor_lock
+from memory.infra.embeddings import embed_texts, embedding_model_id
+from memory.infra.locks import EMBEDDING_DRAIN_LOCK, executor_lock
+from memory.kernel.errors import ValidationFailed
 from memory.models import Chunk, Context, Entity, Fact, Keyword, KeywordLink, Turn
 from memory.search.models import FactVector
 from memory.search.texts import (
@@ -176,7 +176,7 @@ def _vectors_write(target: VectorTarget, ids: list[int], vectors: list[list[floa
 
 def _embed_and_write(batch: list[tuple[VectorTarget, int, str]]) -> int:
     """One model call for the whole batch, then one write statement per target."""
-    from memory.services.duplicates import duplicates_check  # it reads no vector module
+    from memory.services.duplicates.finder import duplicates_check  # it reads no vector module
 
     vectors = embed_texts([text for _, _, text in batch])
     written = 0

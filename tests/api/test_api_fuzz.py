@@ -34,15 +34,15 @@ from schemathesis.core.failures import ServerError
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.openapi.checks import RejectedPositiveData
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import AuditEvent, ContextMembership, Role, Run, RunOutcome
 from memory.selectors.search import query_vector_start
 from memory.services.contexts import context_create
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create, run_execute
-from memory.services.merges import entity_merge
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.ingest.run import run_create, run_execute
+from memory.services.merges.merge import entity_merge
 from memory.services.tokens import token_issue
 from memory.wsgi import application
 

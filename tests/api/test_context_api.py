@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Context, Role
-from memory.services.documents import document_create, document_embed_now
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, document_embed_now
 from tests.api.conftest import assert_error, operation
 from tests.fake_llm import FakeLLM
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.management.commands.demo import demo_load
 from memory.models import Context, Role
-from memory.services.documents import document_create, document_embed_now
+from memory.services.ingest.documents import document_create, document_embed_now
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from memory.matching.scoring import date_level
 from memory.models import Context, Role
 from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
-from memory.services.duplicate_scoring import date_level
 from tests.api.conftest import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -10,11 +10,11 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from memory.access import system_access
-from memory.errors import ValidationFailed
+from memory.domain.access import system_access
+from memory.kernel.errors import ValidationFailed
 from memory.models import Context, Entity, Fact, FactStatus, ImportJob, Turn
-from memory.services.memory_foreign import foreign_lines
-from memory.services.memory_import import memory_import
+from memory.services.transfer.importer import memory_import
+from memory.services.transfer.peers import foreign_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +75,7 @@ def test_mem0_memories_become_owners_turns_and_narrative_facts(
         content_type="application/json",
     )
     assert response.status_code == 202, response.content
-    from memory.services.import_jobs import import_job_execute
+    from memory.services.transfer.seeding_jobs import import_job_execute
 
     job_id = response.json()["id"]
     status = import_job_execute(job_id=job_id)

@@ -19,7 +19,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
+from memory.infra.restore_writes import (
+    ForeignKeyBroken,
+    foreign_keys_check,
+    replica_role_enter,
+    replica_role_on,
+)
 from memory.models import (
     Conflict,
     Context,
@@ -33,24 +39,18 @@ from memory.models import (
     Turn,
 )
 from memory.models.duplicate import DuplicateKey
-from memory.restore_writes import (
-    ForeignKeyBroken,
-    foreign_keys_check,
-    replica_role_enter,
-    replica_role_on,
-)
 from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchStats, SearchTerm
 from memory.selectors.search import TARGETS, search
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.fact_curation import fact_retract
-from memory.services.facts import fact_write
-from memory.services.memory_export import memory_export_lines
-from memory.services.memory_import import memory_import
-from memory.services.memory_transfer import KIND_BY_NAME
-from memory.services.merges import entity_merge
-from memory.services.predicates import predicate_alias_add
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.curation import fact_retract
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.merges.merge import entity_merge
+from memory.services.registry.predicates import predicate_alias_add
+from memory.services.transfer.export import memory_export_lines
+from memory.services.transfer.format import KIND_BY_NAME
+from memory.services.transfer.importer import memory_import
 from tests.api.conftest import assert_error
 from tests.ingest.conftest import extraction
 
@@ -321,7 +321,7 @@ def test_a_damaged_file_writes_nothing(
     message: str,
 ) -> None:
     target = make_context("damaged")
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed) as caught:
         memory_import(access=system_access(target), lines=damage(_lines(source)))
@@ -338,7 +338,7 @@ def test_a_dangling_reference_writes_nothing(
     end = json.loads(lines[-1])
     end["counts"]["entity"] -= 1
     lines[-1] = json.dumps({"record": "end", "counts": end["counts"]})
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed, match="is not in the file"):
         memory_import(access=system_access(target), lines=lines)
@@ -402,7 +402,7 @@ def test_access_helper_is_admin_only(source: Context) -> None:
     viewer = ContextAccess(
         context=source, user=None, role=Role.VIEWER, grants=system_access(source).grants
     )
-    from memory.errors import PermissionDenied
+    from memory.kernel.errors import PermissionDenied
 
     with pytest.raises(PermissionDenied):
         next(memory_export_lines(access=viewer))
@@ -550,7 +550,7 @@ def test_two_lines_with_one_id_write_nothing(
     end = json.loads(lines[-1])
     end["counts"]["turn"] += 1
     lines = [*lines[:-1], turn, json.dumps({"record": "end", "counts": end["counts"]})]
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed, match="two turn lines have one id"):
         memory_import(access=system_access(target), lines=lines)
@@ -562,7 +562,7 @@ def test_a_row_refused_with_triggers_off_writes_nothing_and_turns_them_back_on(
 ) -> None:
     target = make_context("refused")
     lines = [x.replace('"observed_count":1', '"observed_count":null') for x in _lines(source)]
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed, match="the fact lines could not be written"):
         memory_import(access=system_access(target), lines=lines)
@@ -600,7 +600,7 @@ def test_a_name_given_as_a_number_is_indexed_as_the_row_holds_it(
 def rows_sent_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row sent as soon as its line is read, three rows a COPY: a small export
     then goes through many COPYs, some open while later lines are read."""
-    from memory.services import memory_import as module
+    from memory.services.transfer import importer as module
 
     monkeypatch.setattr(module, "FLUSH_ROWS", 1)
     monkeypatch.setattr(module, "STREAM_ROWS", 3)
@@ -650,8 +650,8 @@ def test_a_line_refused_while_rows_stream_writes_nothing(
     message: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memory.errors import ValidationFailed
-    from memory.services import memory_import as module
+    from memory.kernel.errors import ValidationFailed
+    from memory.services.transfer import importer as module
 
     monkeypatch.setattr(module, "STREAM_ROWS", 1_000)  # the facts' COPY stays open
     target = make_context("stopped")
@@ -692,7 +692,7 @@ def test_a_nullable_reference_the_file_does_not_hold_writes_nothing(
     fact[field] = 987654321
     lines[at] = json.dumps(fact)
     target = make_context("dangling")
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(
         ValidationFailed, match=f"fact {fact['id']}: {field} 987654321 is not in the file"
@@ -706,7 +706,7 @@ def test_blocking_keys_made_a_batch_ahead_are_the_originals(
 ) -> None:
     """One entity a batch: every batch's keys are made in the thread while the batch
     before is copied, and the keys are the original's."""
-    from memory.services import memory_import_index
+    from memory.services.transfer import import_index as memory_import_index
 
     monkeypatch.setattr(memory_import_index, "KEY_BATCH", 1)
     target = make_context("batched")

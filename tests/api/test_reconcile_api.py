@@ -12,10 +12,10 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import ApiToken, Context, Entity, Role, TokenPurpose
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from memory.services.tokens import reconcile_key_create, token_revoke
 from tests.api.conftest import assert_error
 from tests.api.reconcile_schemas import validate
@@ -364,7 +364,7 @@ def test_key_url_reads_within_its_scope_and_stops_when_revoked(
     admin = make_user(context=context, role=Role.ADMIN)
     access = ContextAccess(
         context=context, user=admin, role=Role.ADMIN, grants=__import__(
-            "memory.scopes", fromlist=["Grants"]).Grants.everything()
+            "memory.kernel.scopes", fromlist=["Grants"]).Grants.everything()
     )  # fmt: skip
     issued = reconcile_key_create(access=access, scope="org/acme/*", name="OpenRefine")
     assert issued.token.purpose == TokenPurpose.RECONCILE

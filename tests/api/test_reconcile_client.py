@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from reconciler import reconcile
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.kernel.scopes import Grants
 from memory.models import Context, Role
-from memory.scopes import Grants
-from memory.services.entities import entity_upsert
+from memory.services.entities.writes import entity_upsert
 from memory.services.tokens import reconcile_key_create
 
 

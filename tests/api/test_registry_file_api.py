@@ -11,10 +11,10 @@ from typing import Any
 from django.test import Client
 from rest_framework.test import APIClient
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context, Predicate, PredicateStatus, Role
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from tests.api.conftest import assert_error, operation
 
 

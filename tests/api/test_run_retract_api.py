@@ -7,9 +7,9 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Context, Entity, Fact, FactStatus, Role, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute
+from memory.services.ingest.run import run_create, run_execute
 from tests.api.conftest import assert_error, operation, response_schema
 
 TRIPLES = {

@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
-from memory.services.ingest import run_create
+from memory.domain.access import ContextAccess
+from memory.services.ingest.run import run_create
 from tests.api.conftest import response_schema
 
 

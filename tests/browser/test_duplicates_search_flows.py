@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context, Entity, Role
 from memory.models.duplicate import DuplicateCandidate
 from memory.services.contexts import context_create
-from memory.services.documents import document_create, documents_embed
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, documents_embed
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,15 +13,15 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import ContextMembership, Fact, ImportJob, Role, Run, RunOutcome, Turn
 from memory.services.contexts import context_create
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.import_jobs import import_job_create, import_job_execute
-from memory.services.ingest import run_create, run_execute
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.ingest.run import run_create, run_execute
 from memory.services.tokens import token_issue
+from memory.services.transfer.seeding_jobs import import_job_create, import_job_execute
 from tests.browser.conftest import log_in, screenshot
 
 WIDTHS = (1280, 390)

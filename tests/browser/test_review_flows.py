@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context, Fact, Role
 from memory.services.contexts import context_create
-from memory.services.ingest import run_create, run_execute
+from memory.services.ingest.run import run_create, run_execute
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -10,8 +10,8 @@ from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
-from memory.access import system_access
-from memory.entity_names import entity_normalize_key
+from memory.domain.access import system_access
+from memory.domain.entity_names import entity_normalize_key
 from memory.models import (
     ApiToken,
     Conflict,

@@ -12,11 +12,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact
-from memory.services.drift import drift_resolve
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.drift.resolve import drift_resolve
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 
 pytestmark = pytest.mark.django_db
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import Chunk, Context, Entity, Fact, Keyword
 from memory.search.models import FactVector
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
 from tests.fake_llm import FakeLLM, fake_embedding
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def other(make_context: Any) -> Context:
 def test_rows_missing_vectors_get_them_and_a_second_run_does_nothing(
     access: ContextAccess, other: Context, fake_llm: FakeLLM, settings: Any
 ) -> None:
-    from memory.embeddings import _embedder_for
+    from memory.infra.embeddings import _embedder_for
 
     _embedder_for.cache_clear()  # a client another test made may point at another server
     _write_memory(access)

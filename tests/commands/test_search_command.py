@@ -6,8 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.access import ContextAccess
-from memory.services.documents import document_create
+from memory.domain.access import ContextAccess
+from memory.services.ingest.documents import document_create
 
 pytestmark = pytest.mark.django_db
 
@@ -51,8 +51,8 @@ def test_bad_arguments_are_command_errors(access: ContextAccess) -> None:
 
 
 def test_searches_one_conversations_turns(access: ContextAccess) -> None:
-    from memory.services.ingest import run_create
-    from memory.services.turns import turn_fields_clean
+    from memory.services.ingest.run import run_create
+    from memory.services.ingest.turns import turn_fields_clean
 
     for thread, speaker in (("c1", "Mel"), ("c2", "Caroline")):
         run_create(

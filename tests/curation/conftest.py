@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Conflict, Context, Entity, Role
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 
 
 @pytest.fixture

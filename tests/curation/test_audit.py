@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Predicate, PredicateAlias, Role
 from memory.selectors.predicates import predicate_get
-from memory.services.predicates import predicate_alias_add
+from memory.services.registry.predicates import predicate_alias_add
 from tests.curation.conftest import Memory, page, person
 
 pytestmark = pytest.mark.django_db
@@ -174,7 +174,7 @@ def test_the_action_filter_offers_every_action_the_services_record(
 def test_rows_name_the_entities_of_a_merge_and_its_undo(
     curator: Client, base: str, access: ContextAccess, memory: Memory
 ) -> None:
-    from memory.services.merges import entity_merge, merge_undo
+    from memory.services.merges.merge import entity_merge, merge_undo
 
     extra = person(access, "Alexander")
     record = entity_merge(access=access, survivor_id=memory.alex.pk, merged_ids=[extra.pk])
@@ -193,7 +193,7 @@ def test_rows_name_the_entities_of_a_merge_and_its_undo(
 def test_a_conflict_resolution_row_names_its_subject(
     curator: Client, base: str, access: ContextAccess, memory: Memory
 ) -> None:
-    from memory.services.conflicts import conflict_resolve
+    from memory.services.facts.conflicts import conflict_resolve
 
     conflict_resolve(access=access, conflict=memory.conflict, action="keep_current")
 
@@ -206,7 +206,7 @@ def test_a_conflict_resolution_row_names_its_subject(
 def test_rows_keep_the_id_of_an_entity_the_reader_may_not_see(
     client_for: Any, base: str, access: ContextAccess
 ) -> None:
-    from memory.services.duplicates import duplicates_dismiss
+    from memory.services.duplicates.finder import duplicates_dismiss
 
     shown = person(access, "Shown", scope="org/acme")  # the event's target: it is listed
     hidden = person(access, "Hidden", scope="team/blue")

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Fact
 from memory.models import Conflict as ConflictRecord
-from memory.services.facts import fact_write
-from memory.services.predicates import predicate_register
+from memory.services.facts.write import fact_write
+from memory.services.registry.predicates import predicate_register
 from tests.curation.conftest import Memory, page, person
 
 pytestmark = pytest.mark.django_db

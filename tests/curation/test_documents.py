@@ -9,9 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Chunk, Document, Role
-from memory.services.documents import document_create
+from memory.services.ingest.documents import document_create
 from tests.curation.conftest import page
 
 pytestmark = pytest.mark.django_db

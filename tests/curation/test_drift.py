@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Fact, Predicate, PredicateAlias, Role
 from memory.selectors.overview import drift_series
-from memory.services.facts import fact_write
+from memory.services.facts.write import fact_write
 from memory.services.undo import audit_undo
 from tests.curation.conftest import Memory, page, person
 
@@ -40,7 +40,7 @@ def test_drift_lists_items_with_counts_examples_and_suggestions(
 def test_while_the_model_loads_the_page_answers_at_once_without_suggestions(
     viewer: Client, base: str, memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memory import embeddings
+    from memory.infra import embeddings
 
     # The state a server is in for its first 10-20 s: the warm-up thread still loading.
     monkeypatch.setattr(embeddings._warm_up, "state", "loading")

@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Entity, Fact, Role
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
-from memory.services.facts import fact_write
+from memory.services.facts.write import fact_write
 from tests.curation.conftest import page, person
 
 pytestmark = pytest.mark.django_db
@@ -271,7 +271,7 @@ def test_scan_runs_as_a_task_and_finds_near_identical_names(
 def test_a_second_scan_of_a_context_waits_for_the_running_one(
     access: ContextAccess, settings: Any
 ) -> None:
-    from memory.locks import DUPLICATE_SCAN_LOCK
+    from memory.infra.locks import DUPLICATE_SCAN_LOCK
     from memory.tasks import duplicates_scan_task
 
     settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}

@@ -11,11 +11,11 @@ import pytest
 from django.test import Client
 
 from curation.views.entities import INCOMING, RANKED, TIMELINE
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Entity, Fact, Role
 from memory.selectors.facts import entity_facts_ranked
-from memory.services.entities import IdentifierInput, entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import IdentifierInput, entity_upsert
+from memory.services.facts.write import fact_write
 from tests.curation.conftest import Memory, page, person
 
 pytestmark = pytest.mark.django_db

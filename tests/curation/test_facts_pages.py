@@ -10,10 +10,10 @@ from typing import Any
 
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Context, Fact, FactStatus, Role, Turn
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from tests.curation.conftest import Memory, person
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Predicate, Run
 from memory.selectors.overview import drift_series
 from tests.curation.conftest import Memory, page

@@ -9,10 +9,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Predicate, PredicateAlias, PredicateStatus
-from memory.services.facts import fact_write
-from memory.services.predicates import predicate_register
+from memory.services.facts.write import fact_write
+from memory.services.registry.predicates import predicate_register
 from tests.curation.conftest import Memory, page
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import AuditEvent, Context, Fact
-from memory.services.ingest import run_create, run_execute
+from memory.services.ingest.run import run_create, run_execute
 from tests.curation.conftest import page
 
 pytestmark = pytest.mark.django_db

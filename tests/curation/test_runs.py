@@ -220,8 +220,8 @@ def test_a_run_whose_result_holds_counts_not_lists_still_reads(
 
 
 def _written_run(context: Context) -> Run:
-    from memory.access import system_access
-    from memory.services.ingest import run_create, run_execute
+    from memory.domain.access import system_access
+    from memory.services.ingest.run import run_create, run_execute
 
     triples = {
         "entities": [{"name": "Mallory", "type": "person"}, {"name": "Shady", "type": "topic"}],

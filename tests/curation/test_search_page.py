@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from memory.access import ContextAccess
-from memory.services.documents import document_create, documents_embed
-from memory.services.ingest import run_create
-from memory.services.turns import turn_fields_clean
+from memory.domain.access import ContextAccess
+from memory.services.ingest.documents import document_create, documents_embed
+from memory.services.ingest.run import run_create
+from memory.services.ingest.turns import turn_fields_clean
 from memory.services.vectors import embeddings_drain
 from tests.curation.conftest import Memory, page
 

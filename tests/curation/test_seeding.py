@@ -16,9 +16,9 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
-from memory.locks import IMPORT_JOB_LOCK
+from memory.infra.locks import IMPORT_JOB_LOCK
 from memory.models import AuditEvent, Context, Entity, ImportJob, Role
-from memory.services.import_jobs import import_job_execute, import_jobs_recover_stale
+from memory.services.transfer.seeding_jobs import import_job_execute, import_jobs_recover_stale
 from memory.tasks import import_job_task
 
 pytestmark = pytest.mark.django_db
@@ -335,7 +335,7 @@ def test_a_job_left_running_by_a_dead_worker_is_failed_with_its_reason(
     lost = DBTaskResult.objects.get(pk=job_task.pk).task_result
     assert lost.status == TaskResultStatus.FAILED and lost.finished_at is not None
     [error] = lost.errors
-    assert error.exception_class_path == "memory.queueing.WorkerLost"
+    assert error.exception_class_path == "memory.infra.queueing.WorkerLost"
     assert "(host-a:4242) stopped after 2 of 3 rows" in error.traceback
     assert DBTaskResult.objects.get(pk=alive_task.pk).status == TaskResultStatus.RUNNING
 

@@ -9,10 +9,10 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Context, Role
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from tests.curation.conftest import page, person
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity
-from memory.services.entities import entity_upsert
+from memory.services.entities.writes import entity_upsert
 from memory.services.vectors import vectors_compute
 from tests.api.conftest import api, base  # noqa: F401  (fixtures shared with the API tests)
 from tests.fake_llm import FakeLLM

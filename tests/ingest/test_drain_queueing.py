@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 from django_tasks_db.models import DBTaskResult
 
-from memory.queueing import EMBEDDINGS_DRAIN_TASK, embeddings_drain_enqueue
+from memory.infra.queueing import EMBEDDINGS_DRAIN_TASK, embeddings_drain_enqueue
 
 pytestmark = pytest.mark.django_db
 

@@ -13,14 +13,14 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from memory.access import ContextAccess, system_access
-from memory.embeddings import EmbeddingUnavailable
+from memory.domain.access import ContextAccess, system_access
+from memory.infra.embeddings import EmbeddingUnavailable
 from memory.models import Context
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create
-from memory.services.turns import turn_fields_clean
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.ingest.run import run_create
+from memory.services.ingest.turns import turn_fields_clean
 from memory.services.vectors import EMBED_BATCH, embedding_backlog, embeddings_drain
 from memory.tasks import embeddings_drain_task
 from tests.fake_llm import FakeLLM
@@ -76,7 +76,7 @@ def test_a_context_backlog_counts_only_what_the_reader_may_see(
     access: ContextAccess, fake_llm: FakeLLM
 ) -> None:
     _corpus(access, documents=1, turns=2)
-    from memory.scopes import Grants
+    from memory.kernel.scopes import Grants
 
     outside = Grants.from_strings(["read:elsewhere/*"]).read_q()
     assert sum(embedding_backlog(context=access.context, visible=outside).values()) == 0
@@ -119,7 +119,7 @@ def test_writes_queue_one_drain_not_one_task_per_row(
 
 
 def test_a_bad_batch_size_is_refused(access: ContextAccess) -> None:
-    from memory.errors import ValidationFailed
+    from memory.kernel.errors import ValidationFailed
 
     with pytest.raises(ValidationFailed):
         embeddings_drain(batch_size=0)

@@ -1,4 +1,4 @@
-"""The batched fact writer keeps fact_write's rules (services/facts.py)."""
+"""The batched fact writer keeps fact_write's rules (services/facts/write.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess, system_access
-from memory.errors import PermissionDenied
+from memory.domain.access import ContextAccess, system_access
+from memory.kernel.errors import PermissionDenied
+from memory.kernel.scopes import Grants
 from memory.models import Conflict, Context, Entity, Fact, FactStatus, Predicate
-from memory.scopes import Grants
-from memory.services.fact_batch import FactInput, fact_batch_record_refused, facts_write_batch
-from memory.services.facts import fact_write
-from memory.services.predicates import predicate_register
+from memory.services.facts.batch import FactInput, fact_batch_record_refused, facts_write_batch
+from memory.services.facts.write import fact_write
+from memory.services.registry.predicates import predicate_register
 
 SCOPE = "org/acme"
 

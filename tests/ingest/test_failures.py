@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute, run_retry
+from memory.services.ingest.run import run_create, run_execute, run_retry
 from tests.api.conftest import assert_error
 from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import extraction

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
-from memory.errors import PermissionDenied, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import PermissionDenied, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import (
     Context,
     Document,
@@ -21,8 +22,7 @@ from memory.models import (
     RunOutcome,
     Turn,
 )
-from memory.scopes import Grants
-from memory.services.ingest import TextTooLarge, run_create, run_execute
+from memory.services.ingest.run import TextTooLarge, run_create, run_execute
 
 ALEX_AT_ACME = {
     "entities": [
@@ -224,7 +224,7 @@ def test_drift_examples_are_read_only_while_one_may_be_missing(access: ContextAc
 def test_strict_mode_lists_unknown_predicates_as_unresolved_and_writes_the_rest(
     make_context: Callable[..., Context],
 ) -> None:
-    from memory.access import system_access
+    from memory.domain.access import system_access
 
     access = system_access(make_context("strict-ctx", predicate_mode="strict"))
     triples = {
@@ -337,7 +337,7 @@ def test_a_write_that_fails_midway_leaves_nothing_and_the_run_keeps_its_input(
     assert run.input_payload["triples"] == triples
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER test_refuse_fact ON memory_fact")
-    from memory.services.ingest import run_retry
+    from memory.services.ingest.run import run_retry
 
     retry = run_execute(run_id=run_retry(access=access, run=run).pk)
     assert retry.outcome == RunOutcome.SUCCEEDED and retry.retry_of_id == run.pk

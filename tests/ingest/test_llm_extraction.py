@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute
+from memory.services.ingest.run import run_create, run_execute
 from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import extraction
 

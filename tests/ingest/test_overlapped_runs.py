@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context
-from memory.services import ingest
-from memory.services.ingest import OVERLAP_FROM_FACTS, memory_ingest
+from memory.services.ingest import run as ingest
+from memory.services.ingest.run import OVERLAP_FROM_FACTS, memory_ingest
 
 pytestmark = pytest.mark.django_db
 

@@ -8,15 +8,15 @@ from collections import Counter
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Fact
 from memory.search.analyzer import analyze
 from memory.search.indexing import facts_index, search_index_batch
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.search.texts import fact_text
-from memory.services.entities import entity_upsert
-from memory.services.fact_batch import FactInput, facts_write_batch
-from memory.services.predicates import predicate_register
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.batch import FactInput, facts_write_batch
+from memory.services.registry.predicates import predicate_register
 
 
 def _postings_of(fact: Fact) -> Counter[str]:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import Context, DuplicateCandidate, Entity, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute
+from memory.services.ingest.run import run_create, run_execute
 from tests.fake_llm import FakeLLM
 
 
@@ -156,7 +156,7 @@ def test_a_threshold_set_too_low_over_merges(
 
 
 def _seed(access: ContextAccess, name: str) -> int:
-    from memory.services.entities import entity_upsert
+    from memory.services.entities.writes import entity_upsert
     from memory.services.vectors import vectors_compute
 
     entity = entity_upsert(access=access, name=name, type="organisation", scope="org/acme").entity
@@ -213,7 +213,7 @@ def test_names_that_differ_in_a_number_are_never_attached(
     access = system_access(
         make_context("numbers", auto_merge_threshold=0.85, review_threshold=0.80)
     )
-    from memory.services.entities import entity_upsert
+    from memory.services.entities.writes import entity_upsert
     from memory.services.vectors import vectors_compute
 
     q3 = entity_upsert(
@@ -235,9 +235,9 @@ def test_a_key_created_between_plan_and_write_is_matched_and_the_others_created(
     the run's other new entities are created in the same insert."""
     from django.db import transaction
 
-    from memory.entity_names import entity_normalize_key
-    from memory.services.extraction import Mention
-    from memory.services.resolution import resolution_apply, resolution_plan
+    from memory.domain.entity_names import entity_normalize_key
+    from memory.services.ingest.entity_resolution import resolution_apply, resolution_plan
+    from memory.services.ingest.triples import Mention
 
     mentions = [
         Mention(name=name, type="organisation", key=entity_normalize_key(name))
@@ -260,8 +260,8 @@ def test_the_nearest_entity_is_the_same_by_exact_scan_and_by_the_index(
 ) -> None:
     # Below 2,000 candidates the tier scans exactly, above it the HNSW index serves: both
     # statements take the mentions' vectors as one vector[] and answer alike.
-    from memory.embeddings import embedding_model_id
-    from memory.services.resolution import _nearest_each
+    from memory.infra.embeddings import embedding_model_id
+    from memory.services.ingest.entity_resolution import _nearest_each
 
     names = ["Acme Corp", "Globex Logistics", "Initech Software", "Umbrella Health"]
     made = [make_entity(name, "organisation", embed=True) for name in names]

@@ -8,11 +8,11 @@ import psycopg
 import pytest
 from django.db import connection
 
-from memory.access import ContextAccess
-from memory.locks import RUN_LOCK
+from memory.domain.access import ContextAccess
+from memory.infra.locks import RUN_LOCK
 from memory.models import Run, RunOutcome
 from memory.services.executor import Claim, executor_claim
-from memory.services.ingest import RUN_LIFECYCLE, run_create, run_execute
+from memory.services.ingest.run import RUN_LIFECYCLE, run_create, run_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.infra.stages import StageClock, stage
 from memory.models import RunOutcome
-from memory.services.ingest import run_create, run_execute
-from memory.stages import StageClock, stage
+from memory.services.ingest.run import run_create, run_execute
 
 pytestmark = pytest.mark.django_db
 

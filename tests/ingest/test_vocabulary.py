@@ -10,14 +10,14 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.kernel.scopes import Grants
 from memory.llm.prompt import vocabulary_render
 from memory.models import Context, Entity, Fact, Role
-from memory.scopes import Grants
 from memory.selectors.vocabulary import vocabulary_gather
-from memory.services.fact_batch import FactInput, facts_write_batch
-from memory.services.fact_curation import fact_retract
-from memory.services.facts import fact_write, facts_expire
+from memory.services.facts.batch import FactInput, facts_write_batch
+from memory.services.facts.curation import fact_retract
+from memory.services.facts.write import fact_write, facts_expire
 from memory.services.vectors import vectors_compute
 from tests.api.conftest import assert_error
 from tests.fake_llm import FakeLLM
@@ -255,8 +255,8 @@ def test_usage_follows_every_writer_and_folds_without_changing_the_lists(
     access: ContextAccess, alex: Entity, acme: Entity, make_entity: Callable[..., Entity]
 ) -> None:
     from memory.models import PredicateUsage
-    from memory.services.entities import entity_delete
-    from memory.services.vocabulary import vocabulary_usage_compact
+    from memory.services.entities.writes import entity_delete
+    from memory.services.registry.usage import vocabulary_usage_compact
 
     dana = make_entity("Dana", "person", SCOPE)
     for _ in range(3):

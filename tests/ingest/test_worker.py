@@ -19,7 +19,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from memory.models import Fact, Run, RunOutcome
-from memory.services.ingest import runs_recover_stale
+from memory.services.ingest.run import runs_recover_stale
 from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import extraction
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import connection
 
-from memory.access import ContextAccess
-from memory.services.ingest import memory_ingest
+from memory.domain.access import ContextAccess
+from memory.services.ingest.run import memory_ingest
 
 # Statements of a run whose pages are counted, by a fragment of their text.
 LOOKUPS = {

@@ -16,12 +16,12 @@ from django.contrib.auth import get_user_model
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context, ContextMembership, Entity, Role
 from memory.services.contexts import context_create
-from memory.services.documents import document_create, document_embed_now
-from memory.services.entities import IdentifierInput, entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import IdentifierInput, entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, document_embed_now
 from memory.services.tokens import token_issue
 
 T = TypeVar("T")

@@ -10,11 +10,11 @@ import httpx2
 import pytest
 from mcp import Client
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import AuditEvent, Fact, FactStatus, Run
-from memory.services.entities import entity_update, entity_upsert
-from memory.services.ingest import run_create, run_execute
-from memory.services.turns import turn_fields_clean
+from memory.services.entities.writes import entity_update, entity_upsert
+from memory.services.ingest.run import run_create, run_execute
+from memory.services.ingest.turns import turn_fields_clean
 from tests.mcp.conftest import World, call, with_mcp
 
 TOOLS = {

@@ -20,9 +20,9 @@ from django_tasks import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Fact, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute, run_retry, runs_recover_stale
+from memory.services.ingest.run import run_create, run_execute, run_retry, runs_recover_stale
 from tests.fake_llm import FakeLLM
 from tests.ingest.conftest import extraction
 from tests.ingest.test_worker import start_worker  # noqa: F401  (the worker process fixture)
@@ -131,7 +131,7 @@ def test_a_worker_killed_mid_write_stores_nothing_and_the_retry_works(
     result = DBTaskResult.objects.get(pk=task.pk).task_result
     assert result.status == TaskResultStatus.FAILED and result.finished_at is not None
     [error] = result.errors
-    assert error.exception_class_path == "memory.queueing.WorkerLost"
+    assert error.exception_class_path == "memory.infra.queueing.WorkerLost"
     assert dead.error in error.traceback
 
     fake_llm.reply_json(ANSWER)

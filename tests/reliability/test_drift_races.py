@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from memory.access import system_access
-from memory.errors import Conflict as ConflictError
+from memory.domain.access import system_access
+from memory.kernel.errors import Conflict as ConflictError
 from memory.models import AuditEvent, Context, Fact, FactStatus, Predicate, PredicateAlias
 from memory.services.contexts import context_create
-from memory.services.drift import drift_resolve
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.drift.resolve import drift_resolve
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from memory.services.undo import audit_undo
 from tests.reliability.conftest import SideSession, in_thread
 

@@ -1,6 +1,6 @@
 """The embedded PostgreSQL starts again after any kill, and keeps every committed row.
 
-Each test drives memory/embedded_db.py from separate Python processes (as the demo,
+Each test drives memory/infra/embedded_db.py from separate Python processes (as the demo,
 manage.py commands and gunicorn workers use it) on a data folder of its own, kills them
 (and the server) with SIGKILL at random points of start-up and shutdown, plants the
 left-overs a kill can leave, and then checks that the next process starts the server and
@@ -25,13 +25,13 @@ import psutil
 import pytest
 from django.conf import settings
 
-from memory.embedded_db import stop_server
+from memory.infra.embedded_db import stop_server
 
 # A small server: the test starts it dozens of times.
 WORKER = r"""
 import sys, json
 from pathlib import Path
-from memory.embedded_db import embedded_database_url
+from memory.infra.embedded_db import embedded_database_url
 import psycopg
 
 pgdata, action, value = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

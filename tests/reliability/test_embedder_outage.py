@@ -15,10 +15,10 @@ from django.test import Client
 from django_tasks_db.models import DBTaskResult
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Chunk, Context, Document, Entity, Keyword, Role
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
 from memory.services.vectors import embedding_backlog
 from tests.api.conftest import assert_error, openapi, response_schema  # noqa: F401
 from tests.fake_llm import FakeLLM, fake_embedding

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity, Fact, Run, RunOutcome
-from memory.services.ingest import run_create, run_execute, run_retry
+from memory.services.ingest.run import run_create, run_execute, run_retry
 from tests.fake_llm import FakeLLM, fake_embedding
 from tests.ingest.conftest import extraction
 from tests.reliability.conftest import ENDPOINT_TIMEOUT, graph_footprint

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context, DuplicateCandidate, Entity, Fact, Merge, RunOutcome
 from memory.services.contexts import context_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create, run_execute
-from memory.services.merges import entity_merge
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.run import run_create, run_execute
+from memory.services.merges.merge import entity_merge
 from tests.reliability.conftest import HeldOpen, SideSession, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db.models import Count, Q
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import (
     Conflict,
     Context,
@@ -24,11 +24,11 @@ from memory.models import (
     RunOutcome,
 )
 from memory.services.contexts import context_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create, run_execute
-from memory.services.merges import entity_merge, merge_undo
-from memory.services.predicates import predicate_register
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.run import run_create, run_execute
+from memory.services.merges.merge import entity_merge, merge_undo
+from memory.services.registry.predicates import predicate_register
 from tests.reliability.conftest import HeldOpen, SideSession, in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,8 +18,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from memory.embedded_db import replica_start, replica_stop
-from memory.replicas import forget_replica_health
+from memory.infra.embedded_db import replica_start, replica_stop
+from memory.infra.replicas import forget_replica_health
 from memory.settings import replica_database
 
 STANDBYS = ("standby-1", "standby-2")
@@ -105,11 +105,11 @@ def replicated(settings: Any, standbys: tuple[str, ...]) -> Iterator[tuple[str, 
     """The router and middleware on, as DATABASE_REPLICA_URLS would install them; a
     replica counts as lagging only when far behind (tests that want lag set it lower)."""
     settings.MEMORY_REPLICA_DATABASES = list(standbys)
-    settings.DATABASE_ROUTERS = ["memory.replicas.ReplicaRouter"]
+    settings.DATABASE_ROUTERS = ["memory.infra.replicas.ReplicaRouter"]
     middleware = list(settings.MIDDLEWARE)
     middleware.insert(
         middleware.index("django.contrib.sessions.middleware.SessionMiddleware"),
-        "memory.replicas.ReplicaReadMiddleware",
+        "memory.infra.replicas.ReplicaReadMiddleware",
     )
     settings.MIDDLEWARE = middleware
     settings.MEMORY_REPLICA_MAX_LAG_SECONDS = 3600.0

@@ -4,10 +4,10 @@ from collections.abc import Callable
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.kernel.scopes import Grants
 from memory.models import Context, Document, Role
-from memory.scopes import Grants
-from memory.services.documents import document_create, documents_embed
+from memory.services.ingest.documents import document_create, documents_embed
 
 # (title, text, scope): one shared corpus for the ordering and scope tests.
 CORPUS = [

@@ -5,13 +5,13 @@ import math
 import bm25s
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Chunk
 from memory.search.analyzer import analyze
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.search.texts import chunk_index_text
 from memory.selectors.search import search
-from memory.services.documents import document_create, document_delete
+from memory.services.ingest.documents import document_create, document_delete
 
 CORPUS = [
     ("Refunds", "Customers returning purchases within 30 days get a full refund."),

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from memory.infra.restore_writes import replica_role_enter, replica_role_leave
 from memory.models import Context, Entity
-from memory.restore_writes import replica_role_enter, replica_role_leave
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.bm25_load import (

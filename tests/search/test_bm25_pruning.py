@@ -12,18 +12,18 @@ import bm25s
 import pytest
 from django.db.models import Max, Min
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.kernel.scopes import Grants
 from memory.models import Chunk, Entity, Fact
-from memory.scopes import Grants
 from memory.search import bm25_pruning, bm25_scoring
 from memory.search.analyzer import analyze, analyze_words
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import SearchPosting, SearchTerm, Target
 from memory.search.texts import chunk_index_text
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.merges import entity_merge
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.merges.merge import entity_merge
 
 COMMON = ["patients", "study", "cells", "results", "protein"]
 RARE = ["zebrafish", "glaxosmithkline", "mononucleosomes", "carvedilol", "econometrica"]

@@ -5,15 +5,15 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import Context, Document, DuplicateKey, Entity
 from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchPosting, SearchStats, SearchTerm
 from memory.services.contexts import context_create
-from memory.services.documents import document_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import memory_ingest
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.ingest.run import memory_ingest
 
 
 def test_a_rolled_back_write_leaves_no_postings(access: ContextAccess) -> None:
@@ -69,7 +69,7 @@ def _found(access: ContextAccess, query: str, target: str) -> set[int]:
 
 
 def test_a_merge_and_its_undo_keep_the_names_search_finds(access: ContextAccess) -> None:
-    from memory.services.merges import entity_merge, merge_undo
+    from memory.services.merges.merge import entity_merge, merge_undo
 
     john = entity_upsert(access=access, name="John Smith", type="person", scope="s").entity
     smythe = entity_upsert(access=access, name="Jonathan Smythe", type="person", scope="s").entity

@@ -5,8 +5,8 @@ from collections.abc import Callable
 import pytest
 from django.db.models import QuerySet
 
-from memory.access import ContextAccess
-from memory.errors import NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import Document, Keyword, KeywordLink
 from memory.search.keywords import KEYWORD_MIN_SCORE, keyphrases_extract
 from memory.selectors.documents import (
@@ -15,7 +15,7 @@ from memory.selectors.documents import (
     keyword_list,
     keyword_search,
 )
-from memory.services.documents import document_create, document_delete, documents_embed
+from memory.services.ingest.documents import document_create, document_delete, documents_embed
 
 TEXT = (
     "Hybrid search is a blend of keyword ranking and vector similarity. The blend uses "

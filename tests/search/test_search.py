@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Chunk, Document, Keyword
 from memory.search.graph import keyword_seeds
 from memory.selectors.search import SearchResponse, best_refs, search

@@ -4,12 +4,12 @@ from collections.abc import Callable
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity
 from memory.search.models import SearchDoc
 from memory.selectors.search import search
-from memory.services.entities import entity_delete, entity_update, entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_delete, entity_update, entity_upsert
+from memory.services.facts.write import fact_write
 from memory.services.vectors import vectors_compute
 
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]

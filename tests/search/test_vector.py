@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.selectors.search import search
-from memory.services.documents import document_create, documents_embed
+from memory.services.ingest.documents import document_create, documents_embed
 
 TOPICS = ["refund", "shipping", "warranty", "invoice", "discount", "delivery"]
 

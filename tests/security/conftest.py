@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 from hypothesis import HealthCheck, settings
 
-from memory.embeddings import embed_texts
+from memory.infra.embeddings import embed_texts
 
 # One profile for every property here: a bounded run (each example writes and reads a
 # whole small memory), no example database in the repository, no deadline (the first

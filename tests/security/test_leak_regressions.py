@@ -9,11 +9,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Context, Role
-from memory.services.documents import document_create, document_delete
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, document_delete
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 written through the services, plus an oracle that says which records a caller may read.
 
 The oracle (``can_read``) is a few lines of string logic written here on purpose: the
-project's own grant matching (``memory.scopes``) is the thing under test, never the
+project's own grant matching (``memory.kernel.scopes``) is the thing under test, never the
 judge. Records carry markers (``ent003q``, ``fct007q``, ``doc001q``, ``run002q``) so a
 rendered page can be searched for records it must not show.
 """
@@ -18,7 +18,7 @@ from django.test import Client
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import (
     AuditEvent,
     Chunk,
@@ -39,15 +39,15 @@ from memory.models import (
     Turn,
 )
 from memory.models import Conflict as ConflictRecord
-from memory.services.conflicts import conflict_resolve
 from memory.services.contexts import context_create
-from memory.services.documents import document_create, document_delete, documents_embed
-from memory.services.duplicates import duplicates_scan
-from memory.services.entities import entity_update, entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create
+from memory.services.duplicates.finder import duplicates_scan
+from memory.services.entities.writes import entity_update, entity_upsert
+from memory.services.facts.conflicts import conflict_resolve
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, document_delete, documents_embed
+from memory.services.ingest.run import run_create
+from memory.services.ingest.turns import turn_fields_clean
 from memory.services.tokens import token_issue
-from memory.services.turns import turn_fields_clean
 from memory.services.vectors import vectors_compute
 
 # --- the scope tree -----------------------------------------------------------------------

@@ -8,11 +8,11 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.kernel.scopes import Grants
 from memory.models import Context, Entity, Role
-from memory.scopes import Grants
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.services.entities import entity_update, entity_upsert
+from memory.services.entities.writes import entity_update, entity_upsert
 from tests.api.conftest import assert_error
 
 

@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.matching.model import FieldWeights, Model, TypeModel
+from memory.matching.scoring import ALIKE, DIFFERENT, Comparison, Record, name_level
 from memory.models.duplicate import DuplicateCandidate, DuplicateModel
-from memory.services.duplicate_model import FieldWeights, Model, TypeModel
-from memory.services.duplicate_scoring import ALIKE, DIFFERENT, Comparison, Record, name_level
-from memory.services.duplicates import duplicates_scan
-from memory.services.entity_import import entities_import
+from memory.services.duplicates.finder import duplicates_scan
+from memory.services.transfer.seeding import entities_import
 
 pytestmark = pytest.mark.django_db
 

@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
-from memory.models.duplicate import DuplicateKey
-from memory.services.duplicate_blocking import (
+from memory.domain.access import ContextAccess
+from memory.matching.blocking import (
     keys_and_holders,
     keys_holders,
     keys_rewrite,
     records_of,
 )
-from memory.services.duplicate_model import TypeSample, fit
-from memory.services.duplicate_pairs import RANDOM_PAIRS, _random_pairs, model_fit
-from memory.services.duplicate_scoring import compare
-from memory.services.entities import entity_upsert
+from memory.matching.model import TypeSample, fit
+from memory.matching.scoring import compare
+from memory.models.duplicate import DuplicateKey
+from memory.services.duplicates.pairs import RANDOM_PAIRS, _random_pairs, model_fit
+from memory.services.entities.writes import entity_upsert
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Entity
 from memory.models.duplicate import DuplicateCandidate, DuplicateKey, DuplicateStatus
-from memory.services.duplicates import duplicates_scan
-from memory.services.entities import entity_upsert
+from memory.services.duplicates.finder import duplicates_scan
+from memory.services.entities.writes import entity_upsert
 
 pytestmark = pytest.mark.django_db
 
@@ -187,7 +187,7 @@ def test_checking_one_entity_takes_a_few_statements_whatever_the_context_holds(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from memory.services.duplicates import duplicates_check
+    from memory.services.duplicates.finder import duplicates_check
 
     _freight_companies(access)
     for name in ("Jon Smith", "John Smith", "Jane Smith", "Priya Patel"):
@@ -206,8 +206,8 @@ def test_checking_one_entity_takes_a_few_statements_whatever_the_context_holds(
 def test_the_check_reads_the_model_and_the_live_count_in_one_statement(
     access: ContextAccess,
 ) -> None:
-    from memory.services.duplicate_model import Model
-    from memory.services.duplicate_pairs import (
+    from memory.matching.model import Model
+    from memory.matching.weights import (
         AUTO_FIT_UP_TO,
         model_read,
         model_read_for_check,
@@ -241,8 +241,9 @@ def test_a_doubled_context_queues_one_reestimate_and_the_worker_runs_it(
 ) -> None:
     from django_tasks_db.models import DBTaskResult
 
-    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
-    from memory.services.duplicate_pairs import MIN_FIT_ENTITIES, model_read
+    from memory.infra.queueing import DUPLICATES_REFIT_TASK, queued_task
+    from memory.matching.weights import model_read
+    from memory.services.duplicates.pairs import MIN_FIT_ENTITIES
 
     context_id = access.context.pk
     names = [f"{g} {f}" for f in FAMILY for g in GIVEN][: MIN_FIT_ENTITIES + 3]
@@ -271,9 +272,9 @@ def test_a_reestimate_scores_again_every_pair_written_since_the_last_one(
 ) -> None:
     import random
 
-    from memory.queueing import DUPLICATES_REFIT_TASK, queued_task
-    from memory.services.duplicate_pairs import model_read
-    from memory.services.duplicates import duplicates_check
+    from memory.infra.queueing import DUPLICATES_REFIT_TASK, queued_task
+    from memory.matching.weights import model_read
+    from memory.services.duplicates.finder import duplicates_check
 
     rng = random.Random(5)
     families = [_word(rng, 3) for _ in range(8)]  # a few shared surnames: many blocked pairs

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from memory.access import ContextAccess
-from memory.entity_names import entity_normalize_key, entity_type_normalize
-from memory.errors import PermissionDenied, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_normalize_key, entity_type_normalize
+from memory.kernel.errors import PermissionDenied, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import Entity, EntityIdentifier, Role
-from memory.scopes import Grants
-from memory.services.entities import IdentifierInput, entity_update, entity_upsert
+from memory.services.entities.writes import IdentifierInput, entity_update, entity_upsert
 
 
 @pytest.mark.parametrize(

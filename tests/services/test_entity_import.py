@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess, system_access
-from memory.errors import PermissionDenied, ValidationFailed
+from memory.domain.access import ContextAccess, system_access
+from memory.kernel.errors import PermissionDenied, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
-from memory.scopes import Grants
-from memory.services import entity_import
-from memory.services.entity_import import entities_import
+from memory.services.transfer import seeding as entity_import
+from memory.services.transfer.seeding import entities_import
 
 pytestmark = pytest.mark.django_db
 

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, PermissionDenied, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, PermissionDenied, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import AuditEvent, Fact, FactStatus
-from memory.scopes import Grants
-from memory.services.entities import entity_upsert
-from memory.services.fact_corrections import fact_correct
-from memory.services.facts import fact_write
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.corrections import fact_correct
+from memory.services.facts.write import fact_write
 from memory.services.undo import audit_undo
 
 

@@ -1,4 +1,4 @@
-"""One collision rule everywhere (services/fact_rules.py, docs/decisions/0022): a single write, a
+"""One collision rule everywhere (services/facts/rules.py, docs/decisions/0022): a single write, a
 batch, a drift alias and a merge that bring a new value into a single-valued slot all end
 the same way — the newcomer supersedes only with confidence >= 0.7 and >= the prior's
 (and automatic supersession on), otherwise the prior stays current, the newcomer is kept
@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from memory.access import ContextAccess, system_access
+from memory.domain.access import ContextAccess, system_access
 from memory.models import AuditEvent, Conflict, Context, Entity, Fact, FactStatus
-from memory.services.drift import drift_alias
-from memory.services.entities import entity_upsert
-from memory.services.fact_batch import FactInput, facts_write_batch
-from memory.services.fact_rules import collision_decide
-from memory.services.facts import fact_write
-from memory.services.merges import entity_merge, merge_undo
+from memory.services.drift.resolve import drift_alias
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.batch import FactInput, facts_write_batch
+from memory.services.facts.rules import collision_decide
+from memory.services.facts.write import fact_write
+from memory.services.merges.merge import entity_merge, merge_undo
 from memory.services.undo import audit_undo
 
 SCOPE = "org/acme"

@@ -7,14 +7,14 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from memory.access import ContextAccess, system_access
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess, system_access
+from memory.kernel.errors import ValidationFailed
 from memory.models import Conflict, Context, Entity, Fact, FactStatus, Predicate
 from memory.selectors.facts import entity_facts_ranked, fact_history, fact_list, fact_rank_score
 from memory.services.contexts import context_create
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.predicate_resolution import UnknownPredicate
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.registry.resolution import UnknownPredicate
 
 
 @pytest.fixture

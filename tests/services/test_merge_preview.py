@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from memory.access import ContextAccess
-from memory.services.entities import entity_upsert
-from memory.services.facts import fact_write
-from memory.services.merge_plan import scope_branches
-from memory.services.merges import entity_merge_preview
+from memory.domain.access import ContextAccess
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.merges.merge import entity_merge_preview
+from memory.services.merges.plan import scope_branches
 
 
 def test_scopes_on_one_line_of_ancestry_are_one_branch() -> None:

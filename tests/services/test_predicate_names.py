@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memory.errors import ValidationFailed
-from memory.predicate_library import STANDARD_PREDICATES
-from memory.predicate_names import fuzzy_typo_match, predicate_check_text, predicate_normalize
+from memory.domain.predicate_library import STANDARD_PREDICATES
+from memory.domain.predicate_names import (
+    fuzzy_typo_match,
+    predicate_check_text,
+    predicate_normalize,
+)
+from memory.kernel.errors import ValidationFailed
 
 LIBRARY_NAMES = [p.name for p in STANDARD_PREDICATES]
 

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_library import STANDARD_PREDICATES
+from memory.kernel.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from memory.kernel.scopes import Grants
 from memory.models import (
     AuditEvent,
     Context,
@@ -23,8 +25,6 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
-from memory.predicate_library import STANDARD_PREDICATES
-from memory.scopes import Grants
 from memory.selectors.predicates import (
     predicate_canonicalize,
     predicate_get,
@@ -34,18 +34,18 @@ from memory.selectors.predicates import (
     registry_index_load,
     registry_render_for_prompt,
 )
-from memory.services.predicate_resolution import (
-    UnknownPredicate,
-    predicate_observe,
-    predicate_record_refused,
-    predicate_resolve_for_write,
-)
-from memory.services.predicates import (
+from memory.services.registry.predicates import (
     predicate_alias_add,
     predicate_register,
     predicate_unregister,
     predicate_update,
     registry_install_standard,
+)
+from memory.services.registry.resolution import (
+    UnknownPredicate,
+    predicate_observe,
+    predicate_record_refused,
+    predicate_resolve_for_write,
 )
 
 MakeContext = Callable[..., Context]

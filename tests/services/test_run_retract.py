@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, PermissionDenied
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, PermissionDenied
+from memory.kernel.scopes import Grants
 from memory.models import (
     AuditEvent,
     Entity,
@@ -21,9 +22,8 @@ from memory.models import (
 from memory.models import (
     Conflict as ConflictRecord,
 )
-from memory.scopes import Grants
-from memory.services.ingest import run_create, run_execute
-from memory.services.run_retract import run_retract, run_retract_preview
+from memory.services.ingest.retract import run_retract, run_retract_preview
+from memory.services.ingest.run import run_create, run_execute
 from memory.services.undo import audit_undo
 
 SCOPE = "org/acme"

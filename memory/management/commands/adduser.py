@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from memory.errors import DomainError
+from memory.kernel.errors import DomainError
 from memory.models import Context, Role
 from memory.services.people import can_log_in, membership_set, person_create
 

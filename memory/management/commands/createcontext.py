@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.errors import DomainError
+from memory.kernel.errors import DomainError
 from memory.services.contexts import context_create
 
 

@@ -32,8 +32,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess, system_access
-from memory.embeddings import embedder_warm_up
+from memory.domain.access import ContextAccess, system_access
+from memory.infra.embeddings import embedder_warm_up
 from memory.models import (
     ApiToken,
     Context,
@@ -46,12 +46,12 @@ from memory.models import (
 )
 from memory.selectors.drift import drift_suggestions_warm
 from memory.services.contexts import context_create
-from memory.services.documents import document_create
-from memory.services.entities import IdentifierInput, entity_upsert
-from memory.services.facts import fact_write
-from memory.services.ingest import run_create, run_execute
+from memory.services.entities.writes import IdentifierInput, entity_upsert
+from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create
+from memory.services.ingest.run import run_create, run_execute
+from memory.services.ingest.turns import turn_fields_clean
 from memory.services.tokens import token_issue
-from memory.services.turns import turn_fields_clean
 
 DEMO_SLUG = "demo"
 DEMO_USER = "curator"

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.embedded_db import (
+from memory.infra.embedded_db import (
     EmbeddedDatabaseError,
     replica_start,
     replica_status,
@@ -93,6 +93,6 @@ def _existing() -> list[str]:
 
 
 def _external_primary() -> bool:
-    from memory.env import env_str
+    from memory.infra.env import env_str
 
     return bool(env_str("DATABASE_URL"))

@@ -9,9 +9,9 @@ from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.access import system_access
+from memory.domain.access import system_access
 from memory.models import Context
-from memory.services.memory_export import memory_export_lines
+from memory.services.transfer.export import memory_export_lines
 
 
 class Command(BaseCommand):

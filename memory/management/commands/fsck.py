@@ -11,8 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.access import system_access
-from memory.errors import DomainError
+from memory.domain.access import system_access
+from memory.kernel.errors import DomainError
 from memory.models import Context
 from memory.services.fsck import CHECKS, fsck_run
 

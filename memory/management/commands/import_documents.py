@@ -11,10 +11,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.access import system_access
-from memory.errors import DomainError
+from memory.domain.access import system_access
+from memory.kernel.errors import DomainError
 from memory.models import Context
-from memory.services.documents import document_create
+from memory.services.ingest.documents import document_create
 from memory.services.vectors import DrainReport, embedding_backlog, embeddings_drain
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst")

@@ -10,13 +10,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.access import system_access
-from memory.errors import DomainError
+from memory.domain.access import system_access
+from memory.infra.process import process_settle
+from memory.kernel.errors import DomainError
 from memory.models import Context
-from memory.process import process_settle
 from memory.services.contexts import context_create
-from memory.services.memory_foreign import foreign_lines
-from memory.services.memory_import import memory_import
+from memory.services.transfer.importer import memory_import
+from memory.services.transfer.peers import foreign_lines
 
 
 def _file_lines(path: Path) -> Iterator[str]:
@@ -58,7 +58,7 @@ class Command(BaseCommand):
         def progress(done: int, total: int) -> None:
             self.stderr.write(f"\rread {done:,} lines", ending="")
 
-        process_settle()  # the import's code is loaded: see memory/process.py
+        process_settle()  # the import's code is loaded: see memory/infra/process.py
         try:
             report = memory_import(
                 access=system_access(context),

@@ -19,11 +19,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.access import system_access
-from memory.errors import DomainError
+from memory.domain.access import system_access
+from memory.kernel.errors import DomainError
 from memory.models import Context, RunOutcome
 from memory.services.contexts import context_create
-from memory.services.ingest import (
+from memory.services.ingest.run import (
     INFER_MODES,
     run_create,
     run_enqueue,

@@ -13,8 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from memory.kernel.scopes import ScopeError
 from memory.models import Context, ContextMembership, Role
-from memory.scopes import ScopeError
 from memory.services.tokens import token_issue
 
 

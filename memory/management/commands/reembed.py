@@ -9,8 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.embeddings import embedding_model_id
-from memory.errors import DomainError
+from memory.infra.embeddings import embedding_model_id
+from memory.kernel.errors import DomainError
 from memory.models import Context
 from memory.services.vectors import (
     EMBED_BATCH,

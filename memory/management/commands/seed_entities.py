@@ -10,11 +10,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from memory.access import system_access
-from memory.errors import DomainError
+from memory.domain.access import system_access
+from memory.kernel.errors import DomainError
 from memory.models import Context
 from memory.services.contexts import context_create
-from memory.services.entity_import import ImportReport, entities_import
+from memory.services.transfer.seeding import ImportReport, entities_import
 
 
 class Command(BaseCommand):

@@ -15,8 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_names import predicate_normalize
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.wording import counted, with_article
 from memory.models import (
     AuditEvent,
     Context,
@@ -29,11 +31,10 @@ from memory.models import (
 )
 from memory.models import Conflict as ConflictRecord
 from memory.models.predicate import PredicateKind
-from memory.predicate_names import predicate_normalize
 from memory.selectors.predicates import predicate_get
 from memory.services.audit import audit_record
-from memory.services.fact_batch import fact_fold_identical
-from memory.services.fact_rules import (
+from memory.services.facts.batch import fact_fold_identical
+from memory.services.facts.rules import (
     FactIdentity,
     FactSlot,
     collision_decide,
@@ -42,12 +43,11 @@ from memory.services.fact_rules import (
     fact_slot,
     superseded_fields,
 )
-from memory.services.predicates import (
+from memory.services.registry.predicates import (
     predicate_alias_attach,
     predicate_register,
     registry_lock,
 )
-from memory.wording import counted, with_article
 
 DriftAction = Literal["alias", "promote", "reject"]
 
@@ -134,7 +134,7 @@ def drift_alias(
     preview: bool = False,
 ) -> AuditEvent | AliasPlan:
     """Make observed ``name`` an alias of registered ``target``; its facts move to the
-    target (keeping their raw predicate) under the write rules (services/fact_rules.py):
+    target (keeping their raw predicate) under the write rules (services/facts/rules.py):
     a moved fact identical to a current target fact folds into it (its count grows); for
     a single-valued target, a moved value meeting the current one supersedes it only with
     confidence ≥ 0.7 and ≥ the current's, else it is kept contested with a Conflict.
@@ -337,7 +337,7 @@ def _swap_ends(fact: Fact) -> None:
 def _fold_into_target(
     *, access: ContextAccess, moved: list[Fact], existing: list[Fact], goal: Predicate, now: Any
 ) -> tuple[list[dict[str, Any]], list[ConflictRecord]]:
-    """Apply the write rules (services/fact_rules.py) to facts arriving on ``goal``, oldest
+    """Apply the write rules (services/facts/rules.py) to facts arriving on ``goal``, oldest
     first; returns what to restore on undo and the conflicts to record."""
     changes: list[dict[str, Any]] = []
     conflicts: list[ConflictRecord] = []

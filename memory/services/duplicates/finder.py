@@ -1,9 +1,9 @@
 """Finding duplicate entities: as they are written, and by a full scan for backfill.
 
-Blocking (``memory.services.duplicate_blocking``) proposes the pairs worth comparing;
+Blocking (``memory.matching.blocking``) proposes the pairs worth comparing;
 each is compared field by field and scored by the context's Fellegi–Sunter model
-(``memory.services.duplicate_scoring``), whose weights EM estimates from the context's
-own entities; ``memory.services.duplicate_pairs`` stores the pairs at or above the match
+(``memory.matching.scoring``), whose weights EM estimates from the context's
+own entities; ``memory.services.duplicates.pairs`` stores the pairs at or above the match
 probability and withdraws the finder's open pairs that fell below.
 
 Incremental: ``duplicates_check(entity_ids)`` runs inside the transaction of every write
@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
-from memory.models import AuditEvent, Context, Entity, Role
-from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
-from memory.queueing import duplicates_refit_enqueue
-from memory.services.audit import audit_record
-from memory.services.duplicate_blocking import (
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import duplicates_refit_enqueue
+from memory.infra.stages import stage
+from memory.kernel.errors import ValidationFailed
+from memory.matching.blocking import (
     Pair,
     blocks_of,
     cosines,
@@ -46,22 +44,22 @@ from memory.services.duplicate_blocking import (
     records_of,
     records_read,
 )
-from memory.services.duplicate_pairs import (
+from memory.matching.scoring import MATCH_PROBABILITY, Record
+from memory.matching.weights import model_read, model_read_for_check, model_save
+from memory.models import AuditEvent, Context, Entity, Role
+from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
+from memory.services.audit import audit_record
+from memory.services.duplicates.pairs import (
     Existing,
     existing_pairs,
     is_finders_open,
     model_fit,
-    model_read,
-    model_read_for_check,
-    model_save,
     needing_cosines,
     refit_due,
     refit_if_grown,
     score_pairs,
     store,
 )
-from memory.services.duplicate_scoring import MATCH_PROBABILITY, Record
-from memory.stages import stage
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ full scan, and by an incremental check when the context has doubled since.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -19,10 +18,8 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count
 
-from memory.models import Entity
-from memory.models.duplicate import DuplicateCandidate, DuplicateModel, DuplicateStatus
-from memory.pg import int_array_literal
-from memory.services.duplicate_blocking import (
+from memory.infra.pg import int_array_literal
+from memory.matching.blocking import (
     Pair,
     Rare,
     cosines,
@@ -32,8 +29,8 @@ from memory.services.duplicate_blocking import (
     records_of,
     vector_pairs,
 )
-from memory.services.duplicate_model import Model, TypeSample, fit, fits_own_weights
-from memory.services.duplicate_scoring import (
+from memory.matching.model import Model, TypeSample, fit, fits_own_weights
+from memory.matching.scoring import (
     DIFFERENT,
     MATCH_PROBABILITY,
     Comparison,
@@ -41,49 +38,21 @@ from memory.services.duplicate_scoring import (
     compare,
     name_level,
 )
+from memory.matching.weights import AUTO_FIT_UP_TO, model_save
+from memory.models import Entity
+from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 
 # Sources of pairs this module stores (and may withdraw); others (an ingest run's
 # embedding review band, a curator's dismissal) are left as they are.
 FINDER_SOURCES = ("scan", "check")
 FIT_SAMPLE = 3_000  # entities whose blocked pairs an incremental re-estimate reads
 RANDOM_PAIRS = 10_000  # random pairs of each type u is counted on
-AUTO_FIT_UP_TO = 50_000  # above this many entities only the full scan re-estimates
 MIN_FIT_ENTITIES = 100
 
 Existing = dict[Pair, tuple[int, str, str]]  # pair → (pk, status, source)
 
 
 # --- the model ----------------------------------------------------------------------------
-
-
-def model_read(context_id: int) -> tuple[Model, int]:
-    """The context's weights and how many entities they were estimated on."""
-    row = DuplicateModel.objects.filter(context_id=context_id).only("params", "entities").first()
-    return Model.from_json(row.params if row else None), (row.entities if row else 0)
-
-
-def model_read_for_check(context_id: int) -> tuple[Model, int, int | None]:
-    """``model_read``, and in the same statement the context's live entities as
-    ``refit_if_grown`` counts them — None when the model is past AUTO_FIT_UP_TO (a CASE
-    branch not taken: the count is not run)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT m.params::text, m.entities, CASE WHEN COALESCE(m.entities, 0) < %s THEN "
-            "(SELECT count(*) FROM memory_entity e "
-            "WHERE e.context_id = %s AND e.merged_into_id IS NULL) END "
-            "FROM (SELECT 1) AS one "
-            "LEFT JOIN memory_duplicatemodel m ON m.context_id = %s",
-            [AUTO_FIT_UP_TO, context_id, context_id],
-        )
-        params, fitted_on, live = cursor.fetchone()
-    model = Model.from_json(json.loads(params) if params is not None else None)
-    return model, fitted_on or 0, live
-
-
-def model_save(context_id: int, model: Model, entities: int) -> None:
-    DuplicateModel.objects.update_or_create(
-        context_id=context_id, defaults={"params": model.to_json(), "entities": entities}
-    )
 
 
 def _random_pairs(records: Sequence[Record], count: int, seed: int) -> list[Pair]:

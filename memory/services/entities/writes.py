@@ -9,8 +9,8 @@ from typing import Any, Literal
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
-from memory.access import ContextAccess
-from memory.entity_names import (
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import (
     entity_clean_name,
     entity_normalize_key,
     entity_type_coerced,
@@ -18,15 +18,15 @@ from memory.entity_names import (
     entity_type_normalize,
     identifier_normalize,
 )
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.infra.pg import int_array_literal
+from memory.infra.queueing import entity_embeddings_enqueue
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.scopes import scope_validate
+from memory.kernel.wording import counted
 from memory.models import Entity, EntityIdentifier, Fact, Role
-from memory.pg import int_array_literal
-from memory.queueing import entity_embeddings_enqueue
-from memory.scopes import scope_validate
 from memory.search.indexing import entities_index
 from memory.services.audit import audit_record
-from memory.services.duplicates import duplicates_check
-from memory.wording import counted
+from memory.services.duplicates.finder import duplicates_check
 
 MatchedBy = Literal["created", "identifier", "key", "alias"]
 MAX_ALIASES = 100

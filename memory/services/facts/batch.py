@@ -1,5 +1,5 @@
 """Fact writes: every write goes through this batch writer (``fact_write`` is a batch of
-one), under the rules of services/fact_rules.py.
+one), under the rules of services/facts/rules.py.
 
 For one scope and a list of facts: every distinct predicate form is resolved once
 (``predicates_resolve_for_write``), every subject and object is locked in one ordered
@@ -28,23 +28,23 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import DomainError, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import DomainError, NotFound, ValidationFailed
+from memory.kernel.scopes import scope_validate
 from memory.models import Fact, FactStatus, FactTrust, SourceKind
 from memory.models import Run as RunModel
-from memory.scopes import scope_validate
 from memory.selectors.predicates import RegistryIndex
-from memory.services.entities import entities_lock_live
-from memory.services.fact_batch_writer import (
+from memory.services.entities.writes import entities_lock_live
+from memory.services.facts.batch_plan import (
     AnyFact,
     BatchWriter,
     FactBatchItem,
     FactInput,
     WriteOutcome,
 )
-from memory.services.fact_rules import reobserve
-from memory.services.fact_trust import WriteTrust, write_trust_decide
-from memory.services.predicate_resolution import (
+from memory.services.facts.rules import reobserve
+from memory.services.facts.trust import WriteTrust, write_trust_decide
+from memory.services.registry.resolution import (
     ResolvedPredicate,
     predicate_record_refused,
     predicates_resolve_for_write,
@@ -87,7 +87,7 @@ def facts_write_batch(
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
 
-    ``trust``: what the new facts take (services/fact_trust.py); by default what the
+    ``trust``: what the new facts take (services/facts/trust.py); by default what the
     context's ``fact_review`` gives this writer's facts stated directly (not extracted).
     ``turn_id``: the turn the new facts came from (an ingest run's); facts only
     re-observed or updated in place keep the turn they first came from. ``registry``: the

@@ -2,7 +2,7 @@
 current state that fact_batch.py read under its locks, then written in bulk.
 
 Each fact is re-observation of an identical current fact, an aggregate updated in place,
-a new fact, or a single-valued collision decided by services/fact_rules.py (including
+a new fact, or a single-valued collision decided by services/facts/rules.py (including
 between facts of the same batch); ``BatchWriter.flush`` then writes everything with a
 handful of bulk statements, priors out of "current" before newcomers enter it.
 """
@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from memory.access import ContextAccess
-from memory.errors import DomainError
+from memory.domain.access import ContextAccess
+from memory.domain.screening import REDACTED, secret_name, secret_refuse
+from memory.infra.pg import next_ids, overlap_open, rows_insert
+from memory.kernel.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
-from memory.pg import next_ids, overlap_open, rows_insert
-from memory.screening import REDACTED, secret_name, secret_refuse
 from memory.search.indexing import FactText, facts_index
-from memory.services.fact_rules import (
+from memory.services.facts.rules import (
     collision_decide,
     contested_fields,
     fact_check_shape,
@@ -32,8 +32,8 @@ from memory.services.fact_rules import (
     reobserve,
     superseded_fields,
 )
-from memory.services.fact_trust import TRUSTED, WriteTrust
-from memory.services.predicate_resolution import ResolvedPredicate
+from memory.services.facts.trust import TRUSTED, WriteTrust
+from memory.services.registry.resolution import ResolvedPredicate
 
 BULK_BATCH = 2_000
 WriteOutcome = Literal["created", "reobserved", "updated", "superseded", "conflict"]

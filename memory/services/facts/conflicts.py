@@ -7,13 +7,13 @@ from typing import Any, Literal
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, ValidationFailed
 from memory.models import Conflict as ConflictRecord
 from memory.models import Entity, Fact, FactStatus, Role, SourceKind
 from memory.models.fact import ConflictStatus
 from memory.services.audit import audit_record
-from memory.services.facts import fact_write
+from memory.services.facts.write import fact_write
 
 ConflictAction = Literal["keep_current", "keep_new", "keep_both", "edit"]
 

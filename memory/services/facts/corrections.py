@@ -17,13 +17,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.wording import with_article
 from memory.models import Entity, Fact, FactKind, FactStatus, Role, SourceKind
 from memory.services.audit import audit_record
-from memory.services.fact_rules import fact_check_entity_types
-from memory.services.facts import fact_write
-from memory.wording import with_article
+from memory.services.facts.rules import fact_check_entity_types
+from memory.services.facts.write import fact_write
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Conflict as ConflictRecord
 from memory.models import Entity, Fact, FactKind, FactStatus, Predicate, Role
 from memory.models.predicate import PredicateStatus
 from memory.search.indexing import facts_index
 from memory.selectors.predicates import predicate_canonicalize
 from memory.services.audit import audit_record
-from memory.services.fact_rules import (
+from memory.services.facts.rules import (
     fact_check_entity_types,
     fact_check_validity,
     fact_unit_value,

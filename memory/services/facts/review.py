@@ -1,4 +1,4 @@
-"""A curator's review of pending facts (services/fact_trust.py says which facts wait):
+"""A curator's review of pending facts (services/facts/trust.py says which facts wait):
 accept makes a fact trusted — a pending value of a single-valued slot then replaces the
 trusted one, as a newer value would have — and reject keeps it, ``rejected``, so the same
 claim written again stays rejected and never returns to the queue.
@@ -17,11 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import AuditEvent, Entity, Fact, FactStatus, FactTrust, Role
 from memory.services.audit import audit_record
-from memory.services.fact_rules import superseded_fields
+from memory.services.facts.rules import superseded_fields
 
 ReviewAction = Literal["accept", "reject"]
 REVIEW_ACTIONS: tuple[str, ...] = ("accept", "reject")

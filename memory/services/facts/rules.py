@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memory.errors import ValidationFailed
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.wording import with_article
 from memory.models import FactKind, FactStatus
 from memory.models.predicate import PredicateKind
-from memory.wording import with_article
 
 SUPERSEDE_CONFIDENCE_FLOOR = 0.7
 MAX_VALUE_CHARS = 64 * 1024

@@ -1,15 +1,15 @@
 """Which new facts agents are told at once and which wait for a curator: pure rules, asked
-by the fact batch (services/fact_batch.py) for every write path — ``POST facts``, triples
+by the fact batch (services/facts/batch.py) for every write path — ``POST facts``, triples
 and the chat model's extractions alike (docs/decisions/0090).
 
 - ``fact_review`` ``off``: every fact is trusted (the store before the gate).
 - ``untrusted`` (the default): what an untrusted token writes is pending.
 - ``all``: that, and every fact the chat model extracts.
-- Whatever the token, a fact extracted from a suspicious turn (memory/screening.py) is
+- Whatever the token, a fact extracted from a suspicious turn (memory/domain/screening.py) is
   pending with reason ``suspicious_turn`` unless the review is ``off``, and is never
   accepted automatically.
 
-A pending fact is agreed to by a curator (services/fact_review.py) or by a trusted writer
+A pending fact is agreed to by a curator (services/facts/review.py) or by a trusted writer
 stating the same claim (``confirms``); a rejected one stays rejected when it is written
 again.
 """

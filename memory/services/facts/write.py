@@ -1,5 +1,5 @@
-"""Fact writes one at a time: ``fact_write`` is a batch of one (services/fact_batch.py),
-so a single write and a batch follow the same rules (services/fact_rules.py), under the
+"""Fact writes one at a time: ``fact_write`` is a batch of one (services/facts/batch.py),
+so a single write and a batch follow the same rules (services/facts/rules.py), under the
 same subject locks and the partial unique constraint ``fact_one_current_single_value``.
 """
 
@@ -12,15 +12,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import scope_validate
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
-from memory.scopes import scope_validate
 from memory.selectors.entities import entity_get
-from memory.services.entities import entity_upsert
-from memory.services.fact_batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
-from memory.services.predicate_resolution import (
+from memory.services.entities.writes import entity_upsert
+from memory.services.facts.batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
+from memory.services.registry.resolution import (
     ResolvedPredicate,
     UnknownPredicate,
     predicate_record_refused,

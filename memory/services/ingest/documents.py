@@ -17,12 +17,12 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from memory.access import ContextAccess
-from memory.embeddings import embedder_unavailable
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embedder_unavailable
+from memory.infra.queueing import embeddings_drain_enqueue
+from memory.kernel.errors import ValidationFailed
+from memory.kernel.scopes import scope_validate
 from memory.models import Chunk, Document, Keyword, KeywordLink
-from memory.queueing import embeddings_drain_enqueue
-from memory.scopes import scope_validate
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.chunking import chunk_text

@@ -27,21 +27,21 @@ from typing import Literal
 
 from django.db import connection, transaction
 
-from memory.access import ContextAccess
-from memory.embeddings import embed_texts, embedding_model_id
-from memory.entity_names import entity_normalize_key
-from memory.errors import ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_normalize_key
+from memory.infra.embeddings import embed_texts, embedding_model_id
+from memory.infra.pg import array_literal, instances_insert
+from memory.infra.queueing import entity_embeddings_enqueue
+from memory.kernel.errors import ValidationFailed
 from memory.llm.client import ChatCall, LLMError, chat_model_configured, chat_structured
 from memory.llm.prompt import judge_prompt_render
 from memory.llm.schemas import JudgeAnswer
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
-from memory.pg import array_literal, instances_insert
-from memory.queueing import entity_embeddings_enqueue
 from memory.search.indexing import EntityText, entities_index, search_index_batch
 from memory.search.texts import entity_embedding_text
-from memory.services.duplicates import duplicates_check
-from memory.services.entities import entities_lock_live, entity_absorb, entity_upsert
-from memory.services.extraction import Mention, Ref
+from memory.services.duplicates.finder import duplicates_check
+from memory.services.entities.writes import entities_lock_live, entity_absorb, entity_upsert
+from memory.services.ingest.triples import Mention, Ref
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class ResolvedMention:
     candidate: DuplicateCandidate | None = None
     warnings: list[str] = field(default_factory=list)
     # What this write added to an entity that already existed, so that retracting the run
-    # can take exactly that back (services/run_retract.py).
+    # can take exactly that back (services/ingest/retract.py).
     aliases_added: list[str] = field(default_factory=list)
     alias_keys_added: list[str] = field(default_factory=list)
     identifiers_added: list[tuple[str, str]] = field(default_factory=list)

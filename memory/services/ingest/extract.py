@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.access import ContextAccess
-from memory.embeddings import embed_texts
-from memory.entity_names import EXTRACTION_TYPES
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import EXTRACTION_TYPES
+from memory.infra.embeddings import embed_texts
+from memory.infra.stages import StageClock
 from memory.llm.client import LLMError, chat_structured
 from memory.llm.prompt import extraction_prompt_render
 from memory.llm.schemas import ExtractionOutput
 from memory.models import Run
 from memory.selectors.predicates import registry_render_for_prompt
 from memory.selectors.vocabulary import vocabulary_gather
-from memory.services.resolution import ResolutionPlan
-from memory.services.vocabulary import vocabulary_usage_compact
-from memory.stages import StageClock
+from memory.services.ingest.entity_resolution import ResolutionPlan
+from memory.services.registry.usage import vocabulary_usage_compact
 
 
 def ingest_extract(

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from memory.models import Context, Entity, Predicate, PredicateStatus, Run
-from memory.services.extraction import SECRET_ITEM
-from memory.services.fact_batch import FactBatchResult
+from memory.services.facts.batch import FactBatchResult
+from memory.services.ingest.triples import SECRET_ITEM
 
 logger = logging.getLogger("memory.ingest")
 
@@ -28,7 +28,7 @@ class IngestResult:
     warnings: list[str] = field(default_factory=list)
     # What the run added to entities beyond creating them — spellings on entities it
     # matched, identifiers — each ``{entity, aliases, alias_keys, identifiers}``: what
-    # retracting the run takes back (services/run_retract.py).
+    # retracting the run takes back (services/ingest/retract.py).
     entity_changes: list[dict[str, Any]] = field(default_factory=list)
     # The searchable turn the memory's text was kept as ({id, thread, ref}); facts_created
     # point back to it.

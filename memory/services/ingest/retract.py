@@ -24,17 +24,17 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import Conflict
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import entity_embeddings_enqueue
+from memory.kernel.errors import Conflict
 from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, Run
 from memory.models import Conflict as ConflictRecord
 from memory.models.fact import ConflictStatus
 from memory.models.merge import Merge
 from memory.models.run import FINISHED_WRITING, RunOutcome
-from memory.queueing import entity_embeddings_enqueue
 from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
-from memory.services.duplicates import duplicates_check
+from memory.services.duplicates.finder import duplicates_check
 
 SHOWN_FACTS = 200  # the preview lists this many facts by name; counts cover them all
 _FACT_STATE = ("id", "status", "status_changed_at", "valid_until")

@@ -8,7 +8,7 @@ rolled back — the result is exactly what a write would have done, and nothing 
 the run's own record), ``none`` (the text is kept as a turn only).
 
 Every accepted memory with a text (any mode but ``preview``) is kept as a searchable
-**turn** (``memory.services.turns``), written with its run, with the caller's optional
+**turn** (``memory.services.ingest.turns``), written with its run, with the caller's optional
 ``speaker``, ``said_at``, ``thread`` and ``ref``; the facts a run extracts point back to
 its turn.
 
@@ -32,11 +32,23 @@ from django.utils import timezone
 from psycopg.errors import DeadlockDetected
 from pydantic import ValidationError
 
-from memory.access import ContextAccess
-from memory.errors import DomainError, ServiceUnavailable, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.screening import text_screen
+from memory.infra.locks import RUN_LOCK
+from memory.infra.pg import (
+    foreign_keys_checked_per_statement,
+    instance_insert,
+    instance_read,
+    instance_update,
+    overlap_window,
+)
+from memory.infra.process import process_settle
+from memory.infra.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
+from memory.infra.stages import StageClock
+from memory.kernel.errors import DomainError, ServiceUnavailable, ValidationFailed
+from memory.kernel.scopes import Grants, scope_validate
 from memory.llm.client import chat_model_configured
 from memory.llm.schemas import ExtractionOutput, TriplesInput
-from memory.locks import RUN_LOCK
 from memory.models import (
     Context,
     DuplicateKey,
@@ -45,17 +57,6 @@ from memory.models import (
     Run,
     RunOutcome,
 )
-from memory.pg import (
-    foreign_keys_checked_per_statement,
-    instance_insert,
-    instance_read,
-    instance_update,
-    overlap_window,
-)
-from memory.process import process_settle
-from memory.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
-from memory.scopes import Grants, scope_validate
-from memory.screening import text_screen
 from memory.search.indexing import search_index_batch
 from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.selectors.vocabulary import scopes_visible_from
@@ -65,31 +66,30 @@ from memory.services.executor import (
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.services.extraction import (
-    NormalizedExtraction,
-    extraction_drop_secrets,
-    extraction_normalize,
-)
-from memory.services.fact_batch import fact_batch_record_refused
-from memory.services.fact_trust import WriteTrust, write_trust_decide
-from memory.services.ingest_extract import ingest_extract, ingest_record_calls
-from memory.services.ingest_report import (
+from memory.services.facts.batch import fact_batch_record_refused
+from memory.services.facts.trust import WriteTrust, write_trust_decide
+from memory.services.ingest.entity_resolution import resolution_plan
+from memory.services.ingest.extract import ingest_extract, ingest_record_calls
+from memory.services.ingest.report import (
     IngestResult,
     ingest_log,
     new_predicate_examples_note,
     refused_forms,
 )
-from memory.services.ingest_write import ingest_turn_summary, ingest_write
-from memory.services.predicate_resolution import predicate_refusal_check
-from memory.services.resolution import resolution_plan
-from memory.services.turns import (
+from memory.services.ingest.triples import (
+    NormalizedExtraction,
+    extraction_drop_secrets,
+    extraction_normalize,
+)
+from memory.services.ingest.turns import (
     TurnFields,
     turn_create,
     turn_move_to_run,
     turn_of_run,
 )
-from memory.services.vocabulary import vocabulary_usage_compact
-from memory.stages import StageClock
+from memory.services.ingest.write import ingest_turn_summary, ingest_write
+from memory.services.registry.resolution import predicate_refusal_check
+from memory.services.registry.usage import vocabulary_usage_compact
 
 logger = logging.getLogger("memory.ingest")
 
@@ -342,7 +342,7 @@ def run_execute(*, run_id: int) -> Run:
             # what the database holds (_run_succeed; the LLM fields by ingest_extract).
             run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
-        process_settle()  # after a process's first run: see memory/process.py
+        process_settle()  # after a process's first run: see memory/infra/process.py
         return run
 
 
@@ -491,7 +491,7 @@ def _overlapped_if_large(normalized: NormalizedExtraction) -> Iterator[None]:
     """Inside a large run's transaction: the facts', postings' and keys' inserts run on
     the server while Python prepares what follows them, and the facts' and keys'
     references are checked inside those statements rather than in the commit, which
-    nothing overlaps (memory/pg.py, overlap_window)."""
+    nothing overlaps (memory/infra/pg.py, overlap_window)."""
     if len(normalized.facts) < OVERLAP_FROM_FACTS:
         yield
         return

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from memory.entity_names import (
+from memory.domain.entity_names import (
     entity_clean_name,
     entity_normalize_key,
     entity_type_coerced,
@@ -23,10 +23,10 @@ from memory.entity_names import (
     entity_type_normalize,
     identifier_normalize,
 )
-from memory.errors import ValidationFailed
+from memory.domain.predicate_names import predicate_check_text
+from memory.kernel.errors import ValidationFailed
 from memory.llm.schemas import EntityItem, Extraction
 from memory.models import FactKind
-from memory.predicate_names import predicate_check_text
 
 Ref = tuple[str, str | None]  # (normalized key, type or None when only named)
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory.errors import ValidationFailed
+from memory.domain.screening import text_screen
+from memory.infra.queueing import embeddings_drain_enqueue
+from memory.kernel.errors import ValidationFailed
 from memory.models import Context, Run, Turn
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
-from memory.queueing import embeddings_drain_enqueue
-from memory.screening import text_screen
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_replace
 from memory.search.models import Target
@@ -101,7 +101,7 @@ def turn_create(*, context: Context, run: Run, scope: str, text: str, fields: Tu
     """Keep ``text`` as a searchable turn of ``run`` (call inside the run's transaction).
 
     The turn keeps the text with its secrets redacted, and what made it suspicious
-    (memory/screening.py); the raw text stays on the run, for admins only."""
+    (memory/domain/screening.py); the raw text stays on the run, for admins only."""
     screened = text_screen(text)
     text = screened.text
     turn = Turn.objects.create(

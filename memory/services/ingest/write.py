@@ -1,23 +1,23 @@
 """The writing half of an ingest run, inside its transaction: entities resolved, facts
-written in one batch, and the result that reports both (services/ingest_report.py)."""
+written in one batch, and the result that reports both (services/ingest/report.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
+from memory.infra.stages import stage
 from memory.models import Run, SourceKind, Turn
 from memory.selectors.predicates import RegistryIndex
-from memory.services.extraction import NormalizedExtraction
-from memory.services.fact_batch import FactInput, facts_write_batch
-from memory.services.fact_trust import WriteTrust
-from memory.services.ingest_report import (
+from memory.services.facts.batch import FactInput, facts_write_batch
+from memory.services.facts.trust import WriteTrust
+from memory.services.ingest.entity_resolution import ResolutionPlan, resolution_apply
+from memory.services.ingest.report import (
     IngestReport,
     IngestResult,
     new_predicate_examples_note,
 )
-from memory.services.resolution import ResolutionPlan, resolution_apply
-from memory.stages import stage
+from memory.services.ingest.triples import NormalizedExtraction
 
 
 def ingest_write(

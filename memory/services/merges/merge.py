@@ -15,23 +15,28 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.entity_names import entity_normalize_key
-from memory.errors import Conflict, NotFound
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_normalize_key
+from memory.infra.queueing import entity_embeddings_enqueue
+from memory.kernel.errors import Conflict, NotFound
 from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, Role
 from memory.models import Conflict as ConflictRecord
 from memory.models.duplicate import DuplicateCandidate, DuplicateStatus
 from memory.models.merge import Merge
-from memory.queueing import entity_embeddings_enqueue
 from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
-from memory.services.duplicates import duplicates_check
-from memory.services.fact_batch import fact_fold_identical
-from memory.services.fact_rules import (
+from memory.services.duplicates.finder import duplicates_check
+from memory.services.facts.batch import fact_fold_identical
+from memory.services.facts.rules import (
     contested_fields,
     superseded_fields,
 )
-from memory.services.merge_plan import MergePlan, merge_load, merge_lock_ordered, merge_plan
+from memory.services.merges.plan import (
+    MergePlan,
+    merge_load,
+    merge_lock_ordered,
+    merge_plan,
+)
 
 ENTITY_FIELDS = ("name", "type", "normalized_key", "aliases", "alias_keys", "attributes",
                  "merged_into_id", "seeded")  # fmt: skip

@@ -1,5 +1,5 @@
 """What a merge would do, decided under the locks the merge takes: the plan the preview
-shows and ``entity_merge`` carries out (services/merges.py)."""
+shows and ``entity_merge`` carries out (services/merges/merge.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from django.db.models import Q
 
-from memory.access import ContextAccess
-from memory.entity_names import entity_clean_name
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_clean_name
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, FactStatus
-from memory.services.fact_rules import (
+from memory.services.facts.rules import (
     FactIdentity,
     FactSlot,
     collision_decide,
@@ -37,7 +37,7 @@ class MergePlan:
     folded: list[int] = field(default_factory=list)  # identical to a survivor fact
     keepers: dict[int, int] = field(default_factory=dict)  # folded fact → the one it joins
     self_loops: list[int] = field(default_factory=list)  # A→B becomes A→A: retracted
-    # Single-valued collisions, decided by services/fact_rules.py: a moving value that
+    # Single-valued collisions, decided by services/facts/rules.py: a moving value that
     # wins replaces the one it meets (prior → the moving fact), one that loses is contested.
     superseded: dict[int, int] = field(default_factory=dict)
     contested: list[int] = field(default_factory=list)

@@ -10,10 +10,10 @@ import math
 import re
 from typing import Any, NoReturn
 
-from memory.errors import ValidationFailed
+from memory.domain.predicate_names import predicate_check_text, predicate_normalize
+from memory.kernel.errors import ValidationFailed
 from memory.models import ENTITY_TYPES, Predicate, PredicateKind
 from memory.models.predicate import EDITABLE_FIELDS, Lifecycle
-from memory.predicate_names import predicate_check_text, predicate_normalize
 
 _CATEGORY_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")
 _MAX_TEXT = 2000

@@ -10,12 +10,12 @@ from typing import Any, Literal
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memory.access import ContextAccess
-from memory.errors import DomainError, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_names import predicate_check_text, predicate_normalize
+from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
-from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.registry import REGISTRY_FORMAT, REGISTRY_VERSION
-from memory.services.predicates import (
+from memory.services.registry.predicates import (
     predicate_alias_add,
     predicate_register,
     predicate_update,

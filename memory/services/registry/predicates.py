@@ -13,8 +13,11 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, NotFound, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.domain.predicate_library import STANDARD_PREDICATES, StandardPredicate
+from memory.domain.predicate_names import predicate_check_text, predicate_normalize
+from memory.kernel.errors import Conflict, NotFound, ValidationFailed
+from memory.kernel.wording import with_article
 from memory.models import (
     Context,
     Fact,
@@ -25,16 +28,13 @@ from memory.models import (
     Role,
 )
 from memory.models.predicate import EDITABLE_FIELDS
-from memory.predicate_library import STANDARD_PREDICATES, StandardPredicate
-from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import predicate_alias_owner, registry_index_load
 from memory.services.audit import audit_record
-from memory.services.predicate_fields import (
+from memory.services.registry.fields import (
     predicate_aliases_clean,
     predicate_fields_clean,
     predicate_flags_check,
 )
-from memory.wording import with_article
 
 # --- the standard library -------------------------------------------------------------
 

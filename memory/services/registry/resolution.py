@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from memory.errors import DomainError, ValidationFailed
+from memory.domain.predicate_names import predicate_check_text, predicate_normalize
+from memory.infra.pg import execute_overlapped, int_array_literal
+from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import Context, Predicate, PredicateMode, PredicateStatus
-from memory.pg import execute_overlapped, int_array_literal
-from memory.predicate_names import predicate_check_text, predicate_normalize
 from memory.selectors.predicates import (
     RegistryIndex,
     Via,

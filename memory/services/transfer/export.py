@@ -1,5 +1,5 @@
 """Export a whole memory (one context) as JSON lines, streamed: a few thousand rows in
-memory at a time whatever the context's size (``memory.services.memory_transfer``
+memory at a time whatever the context's size (``memory.services.transfer.format``
 describes the format)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
-from memory.access import ContextAccess
+from memory.domain.access import ContextAccess
 from memory.models import Role
 from memory.models.duplicate import DuplicateModel
-from memory.services.memory_transfer import (
+from memory.services.transfer.format import (
     CONTEXT_SETTINGS,
     FORMAT,
     FORMAT_VERSION,

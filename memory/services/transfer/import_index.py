@@ -28,6 +28,8 @@ from typing import IO, Any, TypeVar
 
 from django.db import connection, models
 
+from memory.matching.blocking import blocking_keys, records_of
+from memory.matching.scoring import Record
 from memory.models import Chunk, Context, Entity, Fact, Turn
 from memory.models.duplicate import DuplicateKey
 from memory.search.bm25_load import PostingsSpool, postings_load, postings_load_spooled
@@ -39,9 +41,7 @@ from memory.search.texts import (
     fact_text_of,
     turn_index_text,
 )
-from memory.services.duplicate_blocking import blocking_keys, records_of
-from memory.services.duplicate_scoring import Record
-from memory.services.memory_transfer import Kind
+from memory.services.transfer.format import Kind
 
 T = TypeVar("T")
 

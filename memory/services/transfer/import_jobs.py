@@ -11,17 +11,17 @@ from dataclasses import asdict
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess, context_access_resolve
-from memory.errors import DomainError, ValidationFailed
+from memory.domain.access import ContextAccess, context_access_resolve
+from memory.infra.queueing import IMPORT_JOB_TASK, task_enqueue
+from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus, Role
-from memory.queueing import IMPORT_JOB_TASK, task_enqueue
-from memory.services.memory_foreign import foreign_lines
-from memory.services.memory_import import (
+from memory.services.transfer.format import FORMAT
+from memory.services.transfer.importer import (
     Progress,
     memory_import,
     memory_import_check_empty,
 )
-from memory.services.memory_transfer import FORMAT
+from memory.services.transfer.peers import foreign_lines
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def memory_import_job_run(
 
 
 def _enqueue(job_id: int) -> None:
-    """Queue the job on the seeding import's task (memory.services.import_jobs runs both
+    """Queue the job on the seeding import's task (memory.services.transfer.seeding_jobs runs both
     kinds, by format), keeping its task id for the job page."""
     result = task_enqueue(IMPORT_JOB_TASK, job_id)
     ImportJob.objects.filter(pk=job_id).update(task_id=str(result.id)[:64])

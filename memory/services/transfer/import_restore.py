@@ -1,5 +1,5 @@
 """An import's rows written with triggers off where the database allows it, and checked
-set-based instead (memory/restore_writes.py; decision 0099).
+set-based instead (memory/infra/restore_writes.py; decision 0099).
 
 The rows of every kind, their search documents, the corpus's terms, the postings and the
 entities' blocking keys are written under
@@ -17,14 +17,14 @@ from collections.abc import Collection, Iterable
 
 from django.db import connection
 
-from memory.restore_writes import (
+from memory.infra.restore_writes import (
     foreign_keys_check,
     insert_triggers,
     replica_role_enter,
     triggers_firing,
 )
 from memory.search.bm25_load import DOCUMENTS_TRIGGER, POSTINGS_TRIGGER
-from memory.services.memory_transfer import Kind
+from memory.services.transfer.format import Kind
 
 # (table, trigger, md5 of its function's source) of the insert trigger replaced by
 # ``_usage_written``: migration 0003's ``memory_fact_usage_insert``.

@@ -1,4 +1,4 @@
-"""Import a memory export (``memory.services.memory_transfer``) into an empty context.
+"""Import a memory export (``memory.services.transfer.format``) into an empty context.
 
 Two phases. Reading: every line is checked and copied (COPY, a few thousand rows at a
 time) into a session-local staging table per line type, holding the exporting
@@ -28,8 +28,12 @@ from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from memory.access import ContextAccess
-from memory.errors import Conflict, ValidationFailed
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import embeddings_drain_enqueue
+from memory.infra.restore_writes import replica_role_leave, serial_sequence, triggers_firing
+from memory.kernel.errors import Conflict, ValidationFailed
+from memory.matching.model import Model
+from memory.matching.weights import model_save
 from memory.models import (
     Context,
     Document,
@@ -40,22 +44,8 @@ from memory.models import (
     Role,
     Turn,
 )
-from memory.queueing import embeddings_drain_enqueue
-from memory.restore_writes import replica_role_leave, serial_sequence, triggers_firing
 from memory.search.models import Target
-from memory.services.duplicate_model import Model
-from memory.services.duplicate_pairs import model_save
-from memory.services.memory_import_index import (
-    ImportKeys,
-    ImportTexts,
-    memory_import_index,
-)
-from memory.services.memory_import_restore import (
-    restore_keys_checked,
-    restore_rows_checked,
-    restore_triggers_off,
-)
-from memory.services.memory_transfer import (
+from memory.services.transfer.format import (
     CONTEXT_SETTINGS,
     FORMAT,
     FORMAT_VERSION,
@@ -64,6 +54,16 @@ from memory.services.memory_transfer import (
     KINDS,
     SKIPPED_COLUMNS,
     Kind,
+)
+from memory.services.transfer.import_index import (
+    ImportKeys,
+    ImportTexts,
+    memory_import_index,
+)
+from memory.services.transfer.import_restore import (
+    restore_keys_checked,
+    restore_rows_checked,
+    restore_triggers_off,
 )
 
 FLUSH_ROWS = 5_000  # rows of a kind held before they are sent

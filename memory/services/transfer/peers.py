@@ -28,11 +28,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from memory.entity_names import entity_normalize_key, entity_type_normalize
-from memory.errors import ValidationFailed
+from memory.domain.entity_names import entity_normalize_key, entity_type_normalize
+from memory.domain.predicate_names import predicate_normalize
+from memory.kernel.errors import ValidationFailed
 from memory.models import EntityType
-from memory.predicate_names import predicate_normalize
-from memory.services.memory_transfer import FORMAT, FORMAT_VERSION
+from memory.services.transfer.format import FORMAT, FORMAT_VERSION
 
 MEM0_PREDICATE = "mem0_memory"
 SCOPE_UNSAFE = re.compile(r"[^A-Za-z0-9_.@:-]+")

@@ -24,16 +24,16 @@ from typing import Any, Literal
 from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess
-from memory.errors import DomainError, ValidationFailed
-from memory.models import Entity, Role
-from memory.queueing import (
+from memory.domain.access import ContextAccess
+from memory.infra.queueing import (
     entity_embeddings_collect,
     entity_embeddings_enqueue,
 )
+from memory.kernel.errors import DomainError, ValidationFailed
+from memory.models import Entity, Role
 from memory.services.audit import audit_record
-from memory.services.duplicates import duplicates_check_batch
-from memory.services.entities import IdentifierInput, entity_upsert
+from memory.services.duplicates.finder import duplicates_check_batch
+from memory.services.entities.writes import IdentifierInput, entity_upsert
 from memory.services.vectors import vectors_compute
 
 logger = logging.getLogger(__name__)

@@ -11,19 +11,19 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory.access import ContextAccess, context_access_resolve
-from memory.errors import DomainError
-from memory.locks import IMPORT_JOB_LOCK
+from memory.domain.access import ContextAccess, context_access_resolve
+from memory.infra.locks import IMPORT_JOB_LOCK
+from memory.infra.queueing import IMPORT_JOB_TASK, task_enqueue
+from memory.kernel.errors import DomainError
 from memory.models import MEMORY_IMPORT_FORMATS, Context, ImportJob, ImportJobStatus, Role
-from memory.queueing import IMPORT_JOB_TASK, task_enqueue
 from memory.selectors.import_jobs import import_job_get
-from memory.services.entity_import import ImportFormat, entities_import
 from memory.services.executor import (
     Lifecycle,
     executor_claim,
     executor_recover_stale,
     executor_retry_check,
 )
+from memory.services.transfer.seeding import ImportFormat, entities_import
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def _import(job: ImportJob) -> str:
     if job.created_by is None:
         return _fail(job, "the user who uploaded this file no longer exists")
     if job.imports_a_memory:
-        from memory.services.memory_import_jobs import memory_import_job_run
+        from memory.services.transfer.import_jobs import memory_import_job_run
 
         return memory_import_job_run(job, progress=_ProgressWriter(job.pk), fail=_fail)
     try:
@@ -198,7 +198,7 @@ def import_job_retry(*, access: ContextAccess, job: ImportJob) -> ImportJob:
         IMPORT_JOB_LIFECYCLE, job, recover=lambda ids: import_jobs_recover_stale(job_ids=ids)
     )
     if job.imports_a_memory:
-        from memory.services.memory_import_jobs import memory_import_job_create
+        from memory.services.transfer.import_jobs import memory_import_job_create
 
         retry = memory_import_job_create(access=access, content=job.content, format=job.format)
     else:
