@@ -110,7 +110,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "memory.infra.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "memory.api.errors.BodyLimitMiddleware",
+    "memory.web.errors.BodyLimitMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -184,7 +184,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMORY_MAX_REQUEST_BYTES", 8 * 1024 * 102
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "memory.api.authentication.ApiTokenAuthentication",
+        "memory.web.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -197,7 +197,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "memory.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "memory.api.schema.MemoryAutoSchema",
-    "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "memory.web.errors.exception_handler",
     # Counters in CACHES: per process by default; MEMORY_CACHE=database shares
     # them between web processes and machines (docs/DEPLOY.md).
     "DEFAULT_THROTTLE_CLASSES": [

@@ -48,7 +48,7 @@ IMPORT_PRIORITY = 10
 
 @task(priority=IMPORT_PRIORITY)
 def import_job_task(job_id: int) -> str:
-    """Import one uploaded seeding file (``memory.services.transfer.seeding_jobs.import_job_execute``).
+    """Import one uploaded seeding file (``seeding_jobs.import_job_execute`` in services.transfer).
 
     Jobs left ``running`` by a worker that died are failed first, so they can be retried.
     """

@@ -20,9 +20,9 @@ from memory.api import (
     predicates,
     reconcile_api,
 )
-from memory.api.errors import json_error_view
 from memory.api.metrics import metrics_view
 from memory.mcp.view import McpEndpoint
+from memory.web.errors import json_error_view
 
 ctx = "api/v1/contexts/<str:ctx>"
 

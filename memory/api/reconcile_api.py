@@ -24,7 +24,6 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.urls import reverse
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
@@ -39,6 +38,7 @@ from memory.kernel.errors import NotFound, ValidationFailed
 from memory.kernel.scopes import Grants
 from memory.models import ENTITY_TYPES, ApiToken, Role, TokenPurpose
 from memory.selectors import reconcile as rc
+from memory.services.tokens import token_authenticate
 
 VERSIONS = ["0.2", "1.0-draft"]
 PREVIEW_SIZE = {"width": 400, "height": 220}
@@ -108,19 +108,9 @@ class ReconcileView(APIView):
 def reconcile_key_access(ctx: str, key: str) -> ContextAccess:
     """The read-only access a reconciliation key grants (404 for any key that is not a
     live one of this context: a wrong key tells nothing)."""
-    token = (
-        ApiToken.objects.select_related("user", "context")
-        .filter(
-            digest=ApiToken.digest_of(key),
-            purpose=TokenPurpose.RECONCILE,
-            revoked_at__isnull=True,
-            context__slug=ctx,
-        )
-        .first()
-    )
-    if token is None or not token.user.is_active:
+    token = token_authenticate(key, purpose=TokenPurpose.RECONCILE, context_slug=ctx)
+    if token is None:
         raise NotFound(f"context {ctx[:100]!r} not found", code="context_not_found")
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     read_only = [g for g in Grants.from_strings(token.grants).items if g.access == "read"]
     return ContextAccess(
         context=token.context, user=token.user, role=Role.VIEWER, grants=Grants(tuple(read_only))

@@ -16,7 +16,7 @@ method's (or single-method view's) docstring. ``SPECTACULAR_SETTINGS["TAGS"]`` o
 describes the groups Swagger UI shows.
 
 Errors: every operation documents the error answers the shared machinery can give it, in
-the one error shape (``memory.api.errors``): authentication and permission refusals,
+the one error shape (``memory.web.errors``): authentication and permission refusals,
 unknown contexts and records, invalid input, refused writes, throttling. A view adds the
 statuses only it can give (413, 503, …) in its own ``extend_schema``.
 """

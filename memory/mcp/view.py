@@ -30,12 +30,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from memory.api.authentication import ApiTokenAuthentication
-from memory.api.errors import error_body
 from memory.domain.access import ContextAccess, context_access_resolve
 from memory.mcp.server import mcp_protocol_server
 from memory.mcp.tools import bind_access
 from memory.models import ApiToken
+from memory.web.authentication import ApiTokenAuthentication
+from memory.web.errors import error_body
 
 
 class _AnyAccept(BaseContentNegotiation):

@@ -168,3 +168,20 @@ def reconcile_key_create(*, access: ContextAccess, scope: str = "*", name: str =
         after={"prefix": issued.token.prefix, "purpose": "reconcile", "grants": grants},
     )
     return issued
+
+
+def token_authenticate(
+    raw: str, *, purpose: str, context_slug: str | None = None
+) -> ApiToken | None:
+    """The live token of this purpose whose digest is ``raw``'s (and, when given, of that
+    context), its use stamped; None for any other key, so a wrong key tells nothing."""
+    live = ApiToken.objects.select_related("user", "context").filter(
+        digest=ApiToken.digest_of(raw), purpose=purpose, revoked_at__isnull=True
+    )
+    if context_slug is not None:
+        live = live.filter(context__slug=context_slug)
+    token = live.first()
+    if token is None or not token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from memory.models import ApiToken, TokenPurpose
+from memory.services.tokens import token_authenticate
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -30,16 +30,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed("the token is not valid") from exc
-        token = (
-            ApiToken.objects.select_related("user", "context")
-            .filter(
-                digest=ApiToken.digest_of(raw), revoked_at__isnull=True, purpose=TokenPurpose.API
-            )
-            .first()
-        )
-        if token is None or not token.user.is_active:
+        token = token_authenticate(raw, purpose=TokenPurpose.API)
+        if token is None:
             raise exceptions.AuthenticationFailed("the token is not valid")
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
@@ -47,7 +40,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "memory.api.authentication.ApiTokenAuthentication"
+    target_class = "memory.web.authentication.ApiTokenAuthentication"
     name = "tokenAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
