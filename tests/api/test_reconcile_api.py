@@ -117,7 +117,9 @@ def test_openrefine_batch_by_get_and_form_post(
     assert by_get == by_post
     validate("0.2", "reconciliation-result-batch.json", by_get)
     assert set(by_get) == set(OPENREFINE_BATCH)
-    top = {name: r["result"][0] if r["result"] else None for name, r in by_get.items()}
+    top: dict[str, Any] = {
+        name: r["result"][0] if r["result"] else None for name, r in by_get.items()
+    }
     assert top["q0"]["id"] == str(people["ada"].pk)
     assert top["q0"]["match"] is True and top["q0"]["score"] > 99
     assert top["q0"]["type"] == [{"id": "person", "name": "person"}]
@@ -324,7 +326,7 @@ def test_extend_0_2_and_1_0(api: APIClient, service: str, people: dict[str, Enti
 
 @pytest.mark.parametrize("version", ["0.2", "1.0-draft"])
 def test_extend_propose(api: APIClient, service: str, people: Any, version: str) -> None:
-    body = ok(api.get(f"{service}/extend/propose", {"type": "person", "limit": 50}))
+    body = ok(api.get(f"{service}/extend/propose", {"type": "person", "limit": "50"}))
     validate(version, "data-extension-property-proposal.json", body)
     ids = {p["id"] for p in body["properties"]}
     assert {"id:email", "attr:date_of_birth", "attr:city", "fact:works_at"} <= ids
