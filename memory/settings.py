@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -182,7 +183,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # JSON error) instead of Django's own RequestDataTooBig 400 page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMORY_MAX_REQUEST_BYTES", 8 * 1024 * 1024)
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "memory.web.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

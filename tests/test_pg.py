@@ -107,7 +107,9 @@ def test_instances_insert_writes_what_the_orm_reads_back(context: Context) -> No
             original.attributes,
         )
         assert row.created_at is not None and row.updated_at is not None
-    assert list(stored[entities[0].pk].embedding) == [0.5] * 384
+    embedded = stored[entities[0].pk].embedding
+    assert embedded is not None
+    assert list(embedded) == [0.5] * 384
     assert stored[entities[1].pk].embedding is None
 
 
