@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def standbys(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[st
             register_alias(alias, replica_start(primary_folder(), standby_folder(name)))
         with django_db_blocker.unblock():
             for alias in ALIASES:
-                wait_for(lambda a=alias: caught_up(a), f"{alias} to replay the primary")
+                wait_for(partial(caught_up, alias), f"{alias} to replay the primary")
         yield ALIASES
     finally:
         for alias in ALIASES:
