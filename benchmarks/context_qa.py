@@ -234,7 +234,7 @@ def write_memory(access: Any, types: dict[str, str], facts: list[Triple]) -> dic
         ]
         result = facts_write_batch(access=access, scope="org/bench", facts=inputs)
         for fact, item in zip(batch, result.items, strict=True):
-            assert item.fact is not None, item.error
+            assert item.fact is not None and item.fact.pk is not None, item.error
             written[item.fact.pk] = fact
     return written
 
