@@ -600,7 +600,7 @@ def test_a_name_given_as_a_number_is_indexed_as_the_row_holds_it(
 def rows_sent_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row sent as soon as its line is read, three rows a COPY: a small export
     then goes through many COPYs, some open while later lines are read."""
-    from memory.services.transfer import importer as module
+    from memory.services.transfer import import_lines as module
 
     monkeypatch.setattr(module, "FLUSH_ROWS", 1)
     monkeypatch.setattr(module, "STREAM_ROWS", 3)
@@ -651,7 +651,7 @@ def test_a_line_refused_while_rows_stream_writes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memory.kernel.errors import ValidationFailed
-    from memory.services.transfer import importer as module
+    from memory.services.transfer import import_lines as module
 
     monkeypatch.setattr(module, "STREAM_ROWS", 1_000)  # the facts' COPY stays open
     target = make_context("stopped")
