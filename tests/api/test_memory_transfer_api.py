@@ -43,7 +43,7 @@ from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchStats, SearchTerm
 from memory.selectors.search import TARGETS, search
 from memory.services.entities.writes import entity_upsert
-from memory.services.facts.curation import fact_retract
+from memory.services.facts.retraction import fact_retract
 from memory.services.facts.write import fact_write
 from memory.services.ingest.documents import document_create
 from memory.services.merges.merge import entity_merge
