@@ -24,7 +24,8 @@ from memory.services.drift.alias_move import (
     alias_several_values,
     alias_type_warnings,
 )
-from memory.services.drift.observed import drift_observed_lock, fact_subjects_lock
+from memory.services.drift.observed import drift_observed_lock
+from memory.services.facts.curation import fact_entities_lock
 from memory.services.registry.predicates import predicate_alias_attach, registry_lock
 
 
@@ -155,7 +156,8 @@ def _alias_apply(
     if inverse:
         for fact in moved:
             _swap_ends(fact)
-    fact_subjects_lock(moved)  # before reading the target's current facts: writers queue here
+    # Before reading the target's current facts: writers queue here.
+    fact_entities_lock(f.subject_id for f in moved)
     existing = list(
         Fact.objects.filter(
             predicate=goal, status=FactStatus.CURRENT, subject_id__in={f.subject_id for f in moved}

@@ -1,5 +1,6 @@
-"""The drift item a resolution works on: its observed predicate, locked, and the
-subjects of the facts it moves or retracts, locked as every fact writer locks them.
+"""The drift item a resolution works on: its observed predicate, locked. (The subjects of
+the facts a resolution moves or retracts are locked as every fact writer locks them,
+``fact_entities_lock``.)
 
 Two curators resolving the same item race on the context lock (``registry_lock``, taken
 first by every resolution); the second finds the predicate no longer observed and gets a
@@ -11,7 +12,7 @@ from __future__ import annotations
 from memory.domain.access import ContextAccess
 from memory.domain.predicate_names import predicate_normalize
 from memory.kernel.errors import Conflict
-from memory.models import Entity, Fact, Predicate, PredicateStatus
+from memory.models import Predicate, PredicateStatus
 
 
 def drift_observed_lock(access: ContextAccess, name: str) -> Predicate:
@@ -28,14 +29,3 @@ def drift_observed_lock(access: ContextAccess, name: str) -> Predicate:
             code="drift_not_open",
         )
     return predicate
-
-
-def fact_subjects_lock(facts: list[Fact]) -> None:
-    """Take the fact writers' subject locks, in id order so two resolutions can't deadlock."""
-    ids = sorted({f.subject_id for f in facts})
-    list(
-        Entity.objects.select_for_update(no_key=True)
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk")
-    )
