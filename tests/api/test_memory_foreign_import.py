@@ -134,6 +134,8 @@ def test_graphiti_nodes_edges_and_episodes(
         ("graphiti", '{"edges": [{"uuid": "x", "name": "knows", "source_node_uuid": "a",'
                      ' "target_node_uuid": "b"}]}', "does not hold"),
         ("graphiti", "not json", "not one JSON document"),
+        ("graphiti", "[" * 100_000, "not one JSON document"),
+        ("mem0", "[" * 100_000, "nests JSON too deeply"),
     ],
 )  # fmt: skip
 def test_bad_foreign_files_write_nothing(
