@@ -348,3 +348,25 @@ def test_graphiti_models_dumped_by_graphiti_core(
         until = fact.valid_until.isoformat().replace("+00:00", "Z") if fact.valid_until else None
         assert until == edge["invalid_at"]
     assert {f.predicate.name for f in facts.values()} == {"works_at", "worked_at", "partners_with"}
+
+
+def test_mem0_copies_of_a_memory_join_their_owners_and_keep_the_latest_text(
+    make_context: Callable[..., Context],
+) -> None:
+    context = make_context("mem0-copies")
+    refund = _mem0_memory("Bob asked for a refund")
+    older = {k: v for k, v in refund.items() if k not in ("agent_id", "run_id")}
+    newer = {
+        **refund,
+        "memory": "Bob asked for a refund\nof order #1175",
+        "updated_at": "2099-01-01T00:00:00+00:00",
+    }
+    memory_import(
+        access=system_access(context),
+        lines=foreign_lines(json.dumps([older, newer, older]), "mem0"),
+    )
+    turn = Turn.objects.get(context=context)
+    assert (turn.text, turn.thread, turn.scope) == (newer["memory"], "ticket-42", "mem0/bob")
+    facts = Fact.objects.filter(context=context)
+    assert sorted(f.subject.name for f in facts) == ["bob", "support-bot"]
+    assert {f.value_text for f in facts} == {newer["memory"]}
