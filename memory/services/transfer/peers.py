@@ -169,31 +169,8 @@ def _mem0_records(content: str) -> Iterator[dict[str, Any]]:
     predicate_id, _ = ids.of("predicate", MEM0_PREDICATE)
     yield _predicate(predicate_id, MEM0_PREDICATE, "narrative")
     for key, (number, memory) in memories.items():
-        body = memory.get("memory")
-        what = f"memory {number}"
-        if not isinstance(body, str) or not body.strip():
-            raise ValidationFailed(
-                f"{what}: memory must be a non-empty string", code="invalid_export"
-            )
-        if len(body) > MAX_VALUE_CHARS:
-            raise ValidationFailed(
-                f"{what}: memory holds {len(body)} characters, at most {MAX_VALUE_CHARS}",
-                code="invalid_export",
-            )
-        if "\x00" in body:
-            raise ValidationFailed(f"{what}: memory holds a NUL character", code="invalid_export")
-        owners = [
-            (kind, type_, str(memory[field]))
-            for field, kind, type_ in MEM0_OWNERS
-            if memory.get(field)
-        ]
-        if not owners and memory.get("run_id"):
-            field, kind, type_ = MEM0_RUN
-            owners = [(kind, type_, str(memory[field]))]
-        if not owners:
-            raise ValidationFailed(
-                f"{what} has no user_id, agent_id or run_id", code="invalid_export"
-            )
+        body = _mem0_body(memory, f"memory {number}")
+        owners = _mem0_owners(memory, f"memory {number}")
         owner_ids: list[tuple[int, str]] = []
         for kind, type_, owner in owners:
             scope = _scope("mem0", owner)
@@ -243,6 +220,35 @@ def _mem0_records(content: str) -> Iterator[dict[str, Any]]:
                 **({"recorded_at": created} if created else {}),
                 "last_seen_at": _optional_time(memory.get("updated_at")) or created,
             }
+
+
+def _mem0_body(memory: dict[str, Any], what: str) -> str:
+    """The memory's text, exactly as written."""
+    body = memory.get("memory")
+    if not isinstance(body, str) or not body.strip():
+        raise ValidationFailed(f"{what}: memory must be a non-empty string", code="invalid_export")
+    if len(body) > MAX_VALUE_CHARS:
+        raise ValidationFailed(
+            f"{what}: memory holds {len(body)} characters, at most {MAX_VALUE_CHARS}",
+            code="invalid_export",
+        )
+    if "\x00" in body:
+        raise ValidationFailed(f"{what}: memory holds a NUL character", code="invalid_export")
+    return body
+
+
+def _mem0_owners(memory: dict[str, Any], what: str) -> list[tuple[str, str, str]]:
+    """(identifier kind, entity type, id) of each owner: the user and the agent, else
+    the run."""
+    owners: list[tuple[str, str, str]] = [
+        (kind, type_, str(memory[f])) for f, kind, type_ in MEM0_OWNERS if memory.get(f)
+    ]
+    field, kind, type_ = MEM0_RUN
+    if not owners and memory.get(field):
+        owners = [(kind, type_, str(memory[field]))]
+    if not owners:
+        raise ValidationFailed(f"{what} has no user_id, agent_id or run_id", code="invalid_export")
+    return owners
 
 
 def _mem0_candidates(content: str) -> Iterator[Any]:
