@@ -23,6 +23,7 @@ import statistics
 import time
 from typing import Any
 
+from benchmarks.datasets import dataset_present, dataset_required
 from benchmarks.search_common import bench_database, latency_summary, machine_line, markdown_table
 
 DATABASE = "md_bench_dashboard"
@@ -240,7 +241,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write the report to this file")
     args = parser.parse_args()
     if args.tiny:
-        args.entities, args.facts, args.documents, args.repeat = 2_000, 20_000, 10, 3
+        args.entities, args.facts, args.repeat = 2_000, 20_000, 3
+        # The documents pages show Inspec abstracts; the smoke run goes without them.
+        args.documents = 10 if dataset_present("inspec") else 0
+    elif args.documents and not args.reuse:
+        dataset_required("inspec", tiny=False)
     options = {
         "entities": args.entities,
         "facts": args.facts,

@@ -30,7 +30,8 @@ from collections.abc import Callable
 
 import Stemmer
 
-from benchmarks.search_common import DATA, ROOT, machine_line, markdown_table
+from benchmarks.datasets import dataset, dataset_required
+from benchmarks.search_common import ROOT, machine_line, markdown_table
 
 sys.path.insert(0, str(ROOT))
 
@@ -43,7 +44,7 @@ def normalize(phrase: str) -> str:
 
 
 def load(limit: int | None) -> list[tuple[str, set[str]]]:
-    with zipfile.ZipFile(DATA / "inspec" / "Inspec.zip") as archive:
+    with zipfile.ZipFile(dataset("inspec") / "Inspec.zip") as archive:
         names = sorted(
             (
                 n
@@ -113,6 +114,7 @@ def main() -> None:
     )
     parser.add_argument("--tiny", action="store_true", help="the first 50 abstracts")
     args = parser.parse_args()
+    dataset_required("inspec", tiny=args.tiny)
     items = load(50 if args.tiny else None)
     methods: list[tuple[str, Callable[[str], list[str]]]] = [
         ("ours (rake-nltk, RAKE_STOPWORDS, regex tokenizers, 1–3 words)", ours),
