@@ -6,12 +6,12 @@
     .venv/bin/python -m benchmarks.dashboard_pages --reuse     # ... and measure it again
 
 The data (``benchmarks/dashboard_data.py``) is made with ``INSERT … SELECT
-generate_series`` in a throwaway database. Each page of SPEC §7 is requested through
+generate_series`` in a throwaway database. Each dashboard page is requested through
 Django's test ``Client`` logged in as a curator (the seeding pages as an admin): server
 time = the request handled inside this process (URL resolution, middleware, session,
 views, queries, template), no network and no browser. Two warm-up requests, then
 ``--repeat`` timed ones; the query count of each page is taken from one extra request.
-Goal (SPEC §10): p95 ≤ 150 ms per page.
+Goal: p95 ≤ 150 ms per page.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ keywords are written, the vectors left to the worker, as in production). Then, i
 the model alone (``embed_texts`` over the very texts the backlog holds, in calls of
 ``EMBED_BATCH``), the worker's drain (``embeddings_drain``: reading the rows, one model call
 per batch across documents, one UPDATE per target and batch), and the model alone again.
-The ratio is the drain's rows/s over the median of the two model-alone runs (SPEC §10:
+The ratio is the drain's rows/s over the median of the two model-alone runs (goal:
 ≥ 0.8). Throwaway database.
 """
 

@@ -13,7 +13,7 @@ over abstracts (macro average). No database needed.
 - ours: ``memory.search.keywords.keyphrases_extract`` (what ``document_create`` stores
   is its top 5 with score ≥ 0.8, i.e. the F1@5 column);
 - rake-nltk defaults: ``Rake()`` with its default settings, except what cannot run
-  here — NLTK's stopword corpus (replaced by scikit-learn's English list, SPEC §11)
+  here — NLTK's stopword corpus (replaced by scikit-learn's English list)
   and the punkt sentence model (replaced by a regex splitter on . ! ? and newlines);
 - yake: ``yake.KeywordExtractor(lan="en", n=3, top=10)``, its defaults otherwise.
 """
