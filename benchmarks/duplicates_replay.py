@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks.search_common import ROOT
 
-PRECISION_GOAL = 0.95  # SPEC §10: recall >= 0.95 at precision >= 0.95
+PRECISION_GOAL = 0.95  # the goal: recall >= 0.95 at precision >= 0.95
 
 
 def run(total: int, *, attributes: bool = False) -> dict[str, Any]:

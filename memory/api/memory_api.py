@@ -23,7 +23,8 @@ from memory.services.transfer.jobs import memory_import_job_create
 
 
 class RawJsonParser(PlainTextParser):
-    """A mem0 or Graphiti export is one JSON document: kept as text for the importer."""
+    """A mem0 or Graphiti export is JSON (mem0 answers may be several documents): kept as
+    text for the importer."""
 
     media_type = "application/json"
 

@@ -75,7 +75,7 @@ def memory_ingest(
     run: Run | None = None,
     clock: StageClock | None = None,
 ) -> IngestResult:
-    """Turn → graph (SPEC §4). With ``run``, its prompt, model output, tokens and, in the
+    """Turn → graph. With ``run``, its prompt, model output, tokens and, in the
     write transaction, its success are recorded on it. Raises DomainError (LLMError among them)."""
     clock = clock or StageClock()
     scope = scope_validate(scope)
