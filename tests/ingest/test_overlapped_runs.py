@@ -12,8 +12,8 @@ from django.db import connection
 from memory.domain.access import system_access
 from memory.infra.pg import overlap_window
 from memory.models import Context
-from memory.services.ingest import run as ingest
-from memory.services.ingest.run import OVERLAP_FROM_FACTS, memory_ingest
+from memory.services.ingest import pipeline as ingest
+from memory.services.ingest.pipeline import OVERLAP_FROM_FACTS, memory_ingest
 
 pytestmark = pytest.mark.django_db
 
