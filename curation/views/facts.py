@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.fact_forms import FactCorrectForm, FactEditForm, FactFilterForm
+from curation.forms.facts import FactCorrectForm, FactEditForm, FactFilterForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count
 
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.matching.blocking import (
     Pair,
     Rare,

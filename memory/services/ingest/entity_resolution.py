@@ -30,7 +30,8 @@ from django.db import connection, transaction
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_normalize_key
 from memory.infra.embeddings import embed_texts, embedding_model_id
-from memory.infra.pg import array_literal, instances_insert
+from memory.infra.pg_arrays import array_literal
+from memory.infra.pg_rows import instances_insert
 from memory.infra.queueing import entity_embeddings_enqueue
 from memory.kernel.errors import ValidationFailed
 from memory.llm.client import ChatCall, LLMError, chat_model_configured, chat_structured
