@@ -25,7 +25,8 @@ from memory.domain.access import ContextAccess
 from memory.kernel.errors import ValidationFailed
 from memory.models import FactStatus, Role
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.fact_pages import FactsPage, fact_detail, fact_get, facts_page
+from memory.selectors.fact_pages import FactsPage, fact_detail, facts_page
+from memory.selectors.facts import fact_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.curation import fact_edit, fact_restore, facts_retract
 
