@@ -27,7 +27,7 @@ class DocumentFilterForm(forms.Form):
         help_text="Only documents in exactly this scope.",
     )
 
-    def cleanscope_clean(self) -> str:
+    def clean_scope(self) -> str:
         scope: str = self.cleaned_data["scope"]
         return scope_clean(scope) if scope.strip() else ""
 
@@ -64,7 +64,7 @@ class DocumentAddForm(forms.Form):
         help_text="Where it came from (optional).",
     )
 
-    def cleanscope_clean(self) -> str:
+    def clean_scope(self) -> str:
         return scope_clean(self.cleaned_data["scope"])
 
     def clean_file(self) -> str:

@@ -31,7 +31,7 @@ class EntityFilterForm(forms.Form):
         choices=[("", "Seeded or not"), ("yes", "Seeded"), ("no", "Not seeded")], required=False
     )
 
-    def cleanscope_clean(self) -> str:
+    def clean_scope(self) -> str:
         scope: str = self.cleaned_data["scope"]
         return scope_clean(scope) if scope.strip() else ""
 

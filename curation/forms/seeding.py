@@ -21,10 +21,10 @@ class EntitySeedForm(EntityFieldsForm):
         help_text="kind:value, one per line (email:alex@acme.com).",
     )
 
-    def cleanscope_clean(self) -> str:
+    def clean_scope(self) -> str:
         return scope_clean(self.cleaned_data["scope"])
 
-    def cleanidentifiers_parse(self) -> list[dict[str, str]]:
+    def clean_identifiers(self) -> list[dict[str, str]]:
         return identifiers_parse(self.cleaned_data["identifiers"])
 
 
