@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from curation.forms.fields import text_read
-from memory.services.transfer.import_jobs import MAX_MEMORY_IMPORT_BYTES
+from memory.services.transfer.jobs import MAX_MEMORY_IMPORT_BYTES
 
 
 class MemoryImportForm(forms.Form):
