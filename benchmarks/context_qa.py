@@ -275,7 +275,7 @@ def previous_ordering(access: Any, query: str, budget: int) -> list[int]:
         fact_rank_score,
         facts_visible,
     )
-    from memory.selectors.memory_context import _fact_line, estimate_tokens
+    from memory.selectors.memory_context_layout import estimate_tokens, fact_line
     from memory.selectors.search import search
 
     now = timezone.now()
@@ -302,7 +302,7 @@ def previous_ordering(access: Any, query: str, budget: int) -> list[int]:
     room = budget - estimate_tokens(header) - 16
     kept = []
     for fact, score in best:
-        line = _fact_line(fact, score)
+        line = fact_line(fact, score)
         if line.tokens > room:
             break
         kept.append(fact.pk)

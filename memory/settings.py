@@ -208,7 +208,7 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),
         "user": env_str("MEMORY_API_RATE_USER", "6000/min"),
-        # Requests through one reconciliation key (memory.api.reconcile_api).
+        # Requests through one reconciliation key (memory.api.reconcile.views).
         "reconcile_key": env_str("MEMORY_API_RATE_RECONCILE_KEY", "6000/min"),
     },
     "UNAUTHENTICATED_USER": None,

@@ -18,9 +18,11 @@ from memory.api import (
     memory_api,
     merges_api,
     predicates,
-    reconcile_api,
 )
 from memory.api.metrics import metrics_view
+from memory.api.reconcile import extend as reconcile_extend
+from memory.api.reconcile import match as reconcile_match
+from memory.api.reconcile import suggest as reconcile_suggest
 from memory.mcp.view import McpEndpoint
 from memory.web.errors import json_error_view
 
@@ -141,22 +143,22 @@ def _reconcile_patterns(root: str, suffix: str) -> list[Any]:
     """The reconciliation service's routes below ``root`` (the header one, or the one
     with a key in its path)."""
     routes = [
-        ("", reconcile_api.ReconcileRootApi, "api-reconcile"),
-        ("/match", reconcile_api.ReconcileMatchApi, "api-reconcile-match"),
-        ("/extend", reconcile_api.ReconcileExtendApi, "api-reconcile-extend"),
-        ("/extend/propose", reconcile_api.ReconcileProposeApi, "api-reconcile-propose"),
+        ("", reconcile_match.ReconcileRootApi, "api-reconcile"),
+        ("/match", reconcile_match.ReconcileMatchApi, "api-reconcile-match"),
+        ("/extend", reconcile_extend.ReconcileExtendApi, "api-reconcile-extend"),
+        ("/extend/propose", reconcile_extend.ReconcileProposeApi, "api-reconcile-propose"),
         (
             "/suggest/entity",
-            reconcile_api.ReconcileSuggestEntityApi,
+            reconcile_suggest.ReconcileSuggestEntityApi,
             "api-reconcile-suggest-entity",
         ),
-        ("/suggest/type", reconcile_api.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
+        ("/suggest/type", reconcile_suggest.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
         (
             "/suggest/property",
-            reconcile_api.ReconcileSuggestPropertyApi,
+            reconcile_suggest.ReconcileSuggestPropertyApi,
             "api-reconcile-suggest-property",
         ),
-        ("/preview", reconcile_api.ReconcilePreviewApi, "api-reconcile-preview"),
+        ("/preview", reconcile_suggest.ReconcilePreviewApi, "api-reconcile-preview"),
     ]
     return [path(f"{root}{sub}", view.as_view(), name=name + suffix) for sub, view, name in routes]
 

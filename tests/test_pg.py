@@ -10,14 +10,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.infra.pg import (
-    _element,
-    array_literal,
+from memory.infra.pg_arrays import _element, array_literal, int_array_literal
+from memory.infra.pg_rows import (
     instance_insert,
     instance_read,
     instance_update,
     instances_insert,
-    int_array_literal,
     json_text,
 )
 from memory.models import Context, Entity, FactStatus, Run

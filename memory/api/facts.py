@@ -19,11 +19,10 @@ from memory.api.fields import (
 from memory.api.pagination import StandardPagination
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import MAX_NAME_LENGTH
-from memory.kernel.errors import NotFound
 from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
-from memory.selectors.facts import fact_list, facts_visible
+from memory.selectors.facts import fact_get, fact_list
 from memory.services.facts.retraction import fact_retract
 from memory.services.facts.review import FactReviewed, fact_review, facts_review
 from memory.services.facts.write import fact_write_with_entities
@@ -262,7 +261,7 @@ class FactDetailApi(APIView):
     @extend_schema(responses=FactOutputSerializer)
     def get(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)
-        return Response(FactOutputSerializer(_fact(access, fact_id)).data)
+        return Response(FactOutputSerializer(fact_get(access=access, fact_id=fact_id)).data)
 
     @extend_schema(
         responses={200: FactOutputSerializer},
@@ -271,8 +270,8 @@ class FactDetailApi(APIView):
     )
     def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)
-        fact = fact_retract(access=access, fact=_fact(access, fact_id))
-        return Response(FactOutputSerializer(_fact(access, fact.pk)).data)
+        fact = fact_retract(access=access, fact=fact_get(access=access, fact_id=fact_id))
+        return Response(FactOutputSerializer(fact_get(access=access, fact_id=fact.pk)).data)
 
 
 class FactReviewApi(APIView):
@@ -329,19 +328,7 @@ class FactsReviewApi(APIView):
 def _reviewed_body(access: ContextAccess, reviewed: FactReviewed) -> dict[str, Any]:
     return {
         "action": reviewed.action,
-        "fact": _fact(access, reviewed.fact.pk),
+        "fact": fact_get(access=access, fact_id=reviewed.fact.pk),
         "superseded": reviewed.superseded.pk if reviewed.superseded else None,
         "audit_event": reviewed.audit_event.pk,
     }
-
-
-def _fact(access: ContextAccess, fact_id: int) -> Fact:
-    fact = (
-        facts_visible(access=access)
-        .select_related("subject", "object", "predicate")
-        .filter(pk=fact_id)
-        .first()
-    )
-    if fact is None:
-        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
-    return fact

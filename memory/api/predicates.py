@@ -28,7 +28,7 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
-from memory.models.predicate import Lifecycle
+from memory.models.predicate import EDITABLE_FIELDS, Lifecycle
 from memory.selectors.predicates import predicate_canonicalize, predicate_get, predicate_list
 from memory.selectors.registry import predicates_usage_attach, registry_export_data
 from memory.services.registry.file import registry_file_parse, registry_import
@@ -52,20 +52,7 @@ class PredicateOutputSerializer(serializers.ModelSerializer):
         model = Predicate
         fields = [
             "name",
-            "description",
-            "example",
-            "category",
-            "kind",
-            "subject_types",
-            "object_types",
-            "inverse",
-            "default_importance",
-            "ranking_weight",
-            "single_valued",
-            "is_aggregate",
-            "lifecycle",
-            "default_validity_days",
-            "exclude_from_prompt",
+            *EDITABLE_FIELDS,
             "status",
             "aliases",
             "fact_count",

@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from memory.infra.embedded_db import replica_start, replica_stop
+from memory.infra.embedded_replicas import replica_start, replica_stop
 from memory.infra.replicas import forget_replica_health
 from memory.settings import replica_database
 

@@ -14,7 +14,7 @@ from django.db import connections, router, transaction
 from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
-from memory.infra.embedded_db import replica_start, replica_stop
+from memory.infra.embedded_replicas import replica_start, replica_stop
 from memory.infra.replicas import ReplicaRouter, forget_replica_health, read_scope, reads_only
 from memory.models import Context, Fact, Role
 from tests.replicas.conftest import (

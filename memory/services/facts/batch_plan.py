@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from memory.domain.access import ContextAccess
 from memory.domain.screening import REDACTED, secret_name, secret_refuse
-from memory.infra.pg import next_ids, overlap_open, rows_insert
+from memory.infra.pg_overlap import overlap_open
+from memory.infra.pg_rows import next_ids, rows_insert
 from memory.kernel.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
 from memory.search.indexing import FactText, facts_index
