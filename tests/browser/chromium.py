@@ -22,7 +22,7 @@ BINARY = Path("usr/lib/chromium/chromium")
 
 INSTALL_HINT = (
     "The browser tests need Chromium and found none. Install one of:\n"
-    "  sudo apt-get install chromium          (Debian/Ubuntu)\n"
+    "  sudo apt-get install chromium          (Debian)\n"
     "  .venv/bin/playwright install chromium  (Playwright's own build)\n"
     "or point MEMORY_CHROMIUM at a Chromium or Chrome executable."
 )
@@ -139,7 +139,7 @@ def fetch_debian_chromium(folder: Path, say: Callable[[str], None] = print) -> s
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
         raise ChromiumNotFound(
             "No Chromium on this machine, and it cannot be fetched: apt-get and dpkg-deb "
-            f"(Debian or Ubuntu) are not here.\n{INSTALL_HINT}"
+            f"(Debian) are not here.\n{INSTALL_HINT}"
         )
     folder.mkdir(parents=True, exist_ok=True)
     with (folder.parent / f".{folder.name}.lock").open("w") as lock:
@@ -149,7 +149,7 @@ def fetch_debian_chromium(folder: Path, say: Callable[[str], None] = print) -> s
             return str(launcher)
         say(
             f"No Chromium on this machine: fetching Debian's chromium package into {folder} "
-            "(about 120 MB, once; later runs reuse it)."
+            "(100–200 MB, once; later runs reuse it)."
         )
         apt = _Apt(folder / "apt")
         apt.run("apt-get update", "update")
