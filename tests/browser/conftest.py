@@ -4,6 +4,7 @@ HTTP server on a transactional test database)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
     capture = request.config.pluginmanager.getplugin("capturemanager")
 
     def say(line: str) -> None:
-        with capture.global_and_fixture_disabled():
+        # Shown as it happens, not kept for a failure report: a first fetch takes a while.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             print(f"\n{line}", flush=True)
 
     with sync_playwright() as playwright:
