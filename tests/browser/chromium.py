@@ -108,7 +108,11 @@ class _Apt:
         if os.geteuid() == 0:  # root: no hand-over to the _apt user, who cannot write here
             self.options += ["-o", "APT::Sandbox::User=root"]
 
-    def run(self, step: str, *args: str, cwd: Path | None = None, timeout: int = 600) -> str:
+    def run(
+        self, step: str, *args: str, cwd: Path | None = None, timeout: int = 600, before: str = ""
+    ) -> str:
+        """apt-get's output (both streams); when it fails, ChromiumNotFound naming
+        ``step`` after what ``before`` says (an update's warnings)."""
         try:
             done = subprocess.run(
                 ["apt-get", *self.options, *args],
@@ -121,8 +125,9 @@ class _Apt:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise ChromiumNotFound(_failed(step, str(error))) from error
         if done.returncode != 0:
-            raise ChromiumNotFound(_failed(step, (done.stderr or done.stdout)[-1500:]))
-        return done.stdout
+            said = f"{before.strip()}\n{done.stderr or done.stdout}".strip()
+            raise ChromiumNotFound(_failed(step, said[-2000:]))
+        return done.stdout + done.stderr
 
 
 def _failed(step: str, detail: str) -> str:
@@ -152,13 +157,17 @@ def fetch_debian_chromium(folder: Path, say: Callable[[str], None] = print) -> s
             "(100–200 MB, once; later runs reuse it)."
         )
         apt = _Apt(folder / "apt")
-        apt.run("apt-get update", "update")
+        # apt-get update exits 0 when it reaches no archive; its warnings say so, and they
+        # go with any failure of the planning that follows.
+        updated = apt.run("apt-get update (is the Debian archive reachable?)", "update")
+        warnings = "\n".join(line for line in updated.splitlines() if line.startswith(("W:", "E:")))
         plan = apt.run(
             "apt-get install --simulate",
             "install",
             "--simulate",
             "--no-install-recommends",
             "chromium",
+            before=warnings,
         )
         packages = [line.split()[1] for line in plan.splitlines() if line.startswith("Inst ")]
         if "chromium" not in packages:
