@@ -229,6 +229,11 @@ SPECTACULAR_SETTINGS = {
         {"name": "search", "description": "Search, and the prompt-ready memory block."},
         {"name": "facts", "description": "Facts: read, write, edit, correct, retract, restore."},
         {"name": "threads", "description": "Conversations: turns in order, with their facts."},
+        {
+            "name": "items",
+            "description": "Items: exact JSON values under a namespace and a key "
+            "(LangGraph's store).",
+        },
         {"name": "entities", "description": "Entities: upsert, seed, edit, merge."},
         {"name": "documents", "description": "Documents and their chunks."},
         {"name": "keywords", "description": "Keyphrases of documents."},
