@@ -21,7 +21,9 @@ server never returns an expired item and its task worker sweeps them, so
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 
@@ -193,9 +195,21 @@ class MemoryDeskStore(BaseStore):
         return self._ops.results(ops, self._transport.run(_call(self._ops.body(ops))))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        import asyncio
-
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
+
+    def sweep_ttl(self) -> int:
+        """The server's task worker sweeps expired items; nothing to do here (0)."""
+        return 0
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """For code written for PostgresStore: the server sweeps, so this returns a done
+        future."""
+        done: Future[None] = Future()
+        done.set_result(None)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        return True
 
     def close(self) -> None:
         self._transport.close()
@@ -243,6 +257,20 @@ class AsyncMemoryDeskStore(AsyncBatchedBaseStore):
             return []
         data = await self._transport.run(_call(self._ops.body(ops)))
         return self._ops.results(ops, data)
+
+    async def sweep_ttl(self) -> int:
+        """The server's task worker sweeps expired items; nothing to do here (0)."""
+        return 0
+
+    async def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """For code written for AsyncPostgresStore: the server sweeps, so this returns a
+        finished task."""
+        return asyncio.create_task(asyncio.sleep(0))
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        return True
 
     async def aclose(self) -> None:
         await self._transport.close()
