@@ -12,11 +12,11 @@ import httpx
 import pytest
 from django.utils import timezone
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from memorydesk.errors import ScopeForbiddenError
+from memorydesk.langgraph import AsyncMemoryDeskStore, MemoryDeskStore
 
 from memory.models import Item as StoredItem
 from memory.models import Role
-from memorydesk.errors import ScopeForbiddenError
-from memorydesk.langgraph import AsyncMemoryDeskStore, MemoryDeskStore
 from tests.client.conftest import Desk
 
 
@@ -76,7 +76,10 @@ def test_namespaces_match_by_label_and_list_all_the_token_may_read(desk: Desk) -
     with MemoryDeskStore(**desk.kwargs()) as store:
         for namespace in [("foo",), ("foo", "child"), ("foobar",), ("a%b",), ("users", "alice\n")]:
             store.put(namespace, "k", {"v": 1})
-        assert {i.namespace for i in store.search(("foo",), limit=50)} == {("foo",), ("foo", "child")}
+        assert {i.namespace for i in store.search(("foo",), limit=50)} == {
+            ("foo",),
+            ("foo", "child"),
+        }
         assert store.list_namespaces(prefix=("a%b",)) == [("a%b",)]
         assert store.list_namespaces(suffix=("alice",)) == []
         assert len(store.list_namespaces()) == 5
@@ -144,7 +147,9 @@ def test_the_async_store_batches_what_is_awaited_together(desk: Desk) -> None:
                 *(store.aput(("bulk", str(i % 3)), f"k{i}", {"i": i}) for i in range(300))
             )
             assert counting.requests <= 3
-            items = await asyncio.gather(*(store.aget(("bulk", str(i % 3)), f"k{i}") for i in range(300)))
+            items = await asyncio.gather(
+                *(store.aget(("bulk", str(i % 3)), f"k{i}") for i in range(300))
+            )
             assert [item.value["i"] for item in items if item] == list(range(300))
             assert await store.alist_namespaces(prefix=("bulk",)) == [
                 ("bulk", "0"),
