@@ -207,6 +207,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),
         "user": env_str("MEMORY_API_RATE_USER", "6000/min"),
+        # The items API, which agents' stores call as they would a database (items_api).
+        "items": env_str("MEMORY_API_RATE_ITEMS", "60000/min"),
         # Requests through one reconciliation key (memory.api.reconcile_api).
         "reconcile_key": env_str("MEMORY_API_RATE_RECONCILE_KEY", "6000/min"),
     },

@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, 
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from memory.api.common import access_for
@@ -19,6 +20,18 @@ from memory.models import Item
 from memory.selectors.items import MAX_LIMIT, MAX_OFFSET, ItemHit
 from memory.services.items.batch import GetOp, ListNamespacesOp, Result, SearchOp, items_batch
 from memory.services.items.writes import ItemPut, items_write
+
+
+class ItemsRateThrottle(UserRateThrottle):
+    """A store is called like a database, op by op: its own, larger budget per user
+    (MEMORY_API_RATE_ITEMS), apart from the rest of the API's."""
+
+    scope = "items"
+
+
+class ItemsApi(APIView):
+    throttle_classes = [AnonRateThrottle, ItemsRateThrottle]
+
 
 _LABELS = serializers.ListField(child=serializers.CharField(min_length=1), min_length=1)
 
@@ -124,7 +137,7 @@ class ListNamespacesOpSerializer(serializers.Serializer):
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
 
 
-class ItemBatchApi(APIView):
+class ItemBatchApi(ItemsApi):
     class InputSerializer(serializers.Serializer):
         ops = PolymorphicProxySerializer(
             component_name="ItemOp",
@@ -185,7 +198,7 @@ _NAMESPACE_PARAM = OpenApiParameter(
 _KEY_PARAM = OpenApiParameter("key", str, required=True, description="the item's key")
 
 
-class ItemDetailApi(APIView):
+class ItemDetailApi(ItemsApi):
     class InputSerializer(serializers.Serializer):
         value = serializers.DictField(help_text="the JSON object to keep")
         index = serializers.JSONField(required=False, help_text="as in a batch put")
@@ -260,7 +273,7 @@ class ItemDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ItemListApi(APIView):
+class ItemListApi(ItemsApi):
     @extend_schema(
         parameters=[
             OpenApiParameter(
@@ -292,7 +305,7 @@ class ItemListApi(APIView):
         return Response({"results": _result_data(hits)})
 
 
-class ItemSearchApi(APIView):
+class ItemSearchApi(ItemsApi):
     @extend_schema(
         request=SearchOpSerializer,
         responses=ItemListSerializer,
@@ -309,7 +322,7 @@ class ItemSearchApi(APIView):
         return Response({"results": _result_data(hits)})
 
 
-class ItemNamespacesApi(APIView):
+class ItemNamespacesApi(ItemsApi):
     class OutputSerializer(serializers.Serializer):
         results = serializers.ListField(child=serializers.ListField(child=serializers.CharField()))
 
