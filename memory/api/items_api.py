@@ -105,6 +105,11 @@ class PutOpSerializer(serializers.Serializer):
     ttl = serializers.FloatField(
         required=False, allow_null=True, help_text="minutes until it expires unless read"
     )
+    extract = serializers.BooleanField(
+        required=False,
+        help_text="send the indexed text through ingest as a turn (the chat model extracts "
+        "facts); overwriting or deleting the item retracts them",
+    )
 
 
 class SearchOpSerializer(serializers.Serializer):
@@ -203,6 +208,7 @@ class ItemDetailApi(ItemsApi):
         value = serializers.DictField(help_text="the JSON object to keep")
         index = serializers.JSONField(required=False, help_text="as in a batch put")
         ttl = serializers.FloatField(required=False, allow_null=True)
+        extract = serializers.BooleanField(required=False)
 
     @extend_schema(
         parameters=[
@@ -237,8 +243,8 @@ class ItemDetailApi(ItemsApi):
     def put(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         body = request.data
-        if not isinstance(body, dict) or set(body) - {"value", "index", "ttl"}:
-            raise ValidationFailed("the body takes value, index and ttl", code="invalid")
+        if not isinstance(body, dict) or set(body) - {"value", "index", "ttl", "extract"}:
+            raise ValidationFailed("the body takes value, index, ttl and extract", code="invalid")
         if body.get("value") is None:
             raise ValidationFailed(
                 "value must be a JSON object (DELETE removes an item)", code="invalid_value"

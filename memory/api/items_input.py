@@ -23,7 +23,7 @@ DEFAULT_INDEX = ["$"]
 
 _FIELDS = {
     "get": {"op", "namespace", "key", "refresh_ttl"},
-    "put": {"op", "namespace", "key", "value", "index", "ttl"},
+    "put": {"op", "namespace", "key", "value", "index", "ttl", "extract"},
     "search": {"op", "namespace_prefix", "query", "filter", "limit", "offset", "refresh_ttl"},
     "list_namespaces": {"op", "match_conditions", "max_depth", "limit", "offset"},
 }
@@ -99,6 +99,7 @@ def put_parse(op: dict[str, Any]) -> ItemPut:
         value=value_validate(op["value"]),
         index=paths_validate(DEFAULT_INDEX if index is None or index is True else index),
         ttl=ttl_validate(op.get("ttl")),
+        extract=_bool(op, "extract", False),
     )
 
 

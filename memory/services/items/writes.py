@@ -28,6 +28,7 @@ from memory.kernel.errors import ValidationFailed
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_delete, postings_replace
 from memory.search.models import Target
+from memory.services.items.extract import item_extract, item_runs_take_back
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class ItemPut:
     value: dict[str, Any] | None
     index: list[str] | None = None
     ttl: float | None = None
+    # Send the indexed text through ingest (memory.services.items.extract).
+    extract: bool = False
 
 
 def value_validate(value: object) -> dict[str, Any] | None:
@@ -108,10 +111,22 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
     texts = {(p.namespace, p.key): text_at_paths(p.value, p.index) for p in writes if p.index}
     vectors = _vectors(texts)
     with transaction.atomic():
+        runs = _runs_of(access.context.pk, ordered)
         if deletes:
             _delete(access.context.pk, deletes)
-        if writes:
-            _upsert(access.context.pk, writes, texts, vectors)
+        ids = _upsert(access.context.pk, writes, texts, vectors) if writes else {}
+        if runs:
+            item_runs_take_back(access=access, run_ids=runs)
+        for put in writes:
+            text = texts.get((put.namespace, put.key), "")
+            if put.extract and text.strip():
+                item_extract(
+                    access=access,
+                    item_id=ids[(put.namespace, put.key)],
+                    scope=namespace_scope(put.namespace),
+                    key=put.key,
+                    text=text,
+                )
     ttls = [p.ttl for p in writes if p.ttl is not None]
     if ttls:
         items_sweep_enqueue(run_after=timezone.now() + dt.timedelta(minutes=min(ttls)))
@@ -135,6 +150,20 @@ def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, s
 
 
 _RECORDS = "jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)"
+
+
+def _runs_of(context_id: int, puts: Sequence[ItemPut]) -> list[int]:
+    """The extraction runs of the items these puts overwrite or delete (locked)."""
+    rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in puts])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT i.run_id FROM memory_item i, {_RECORDS} "  # noqa: S608 - fixed text
+            "WHERE i.context_id = %s AND i.key = r.key AND i.run_id IS NOT NULL "
+            "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns)) "
+            "ORDER BY i.id FOR UPDATE OF i",
+            [rows, context_id],
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _delete(context_id: int, deletes: Sequence[ItemPut]) -> None:
@@ -172,7 +201,7 @@ ON CONFLICT (context_id, namespace, key) DO UPDATE SET
     value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
     embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
     ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
-    updated_at = now()
+    run_id = NULL, updated_at = now()
 RETURNING id, xmax = 0, key, namespace
 """
 
@@ -182,7 +211,8 @@ def _upsert(
     writes: Sequence[ItemPut],
     texts: dict[tuple[Namespace, str], str],
     vectors: dict[tuple[Namespace, str], str],
-) -> None:
+) -> dict[tuple[Namespace, str], int]:
+    """Insert or overwrite the items; their ids by (namespace, key)."""
     model = embedding_model_id() if vectors else ""
     rows = [
         {
@@ -215,3 +245,4 @@ def _upsert(
             unindex.append(item_id)
     postings_delete(target=Target.ITEM, ref_ids=unindex)
     postings_replace(context_id=context_id, target=Target.ITEM, items=indexed, unindexed=inserted)
+    return {(tuple(namespace), key): item_id for item_id, _, key, namespace in returned}
