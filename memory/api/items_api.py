@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,13 +18,20 @@ from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from memory.api.common import access_for
+from memory.api.fields import JsonInput, PositiveFloatField
 from memory.api.items_input import op_parse, ops_parse, put_parse
-from memory.domain.namespaces import Namespace, key_validate, namespace_validate
+from memory.domain.namespaces import (
+    MAX_KEY_CHARS,
+    MAX_LABELS,
+    Namespace,
+    key_validate,
+    namespace_validate,
+)
 from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import Item
-from memory.selectors.items import MAX_LIMIT, MAX_OFFSET, ItemHit
+from memory.selectors.items import MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS, ItemHit
 from memory.services.items.batch import GetOp, ListNamespacesOp, Result, SearchOp, items_batch
-from memory.services.items.writes import ItemPut, items_write
+from memory.services.items.writes import MAX_TTL_MINUTES, ItemPut, items_write
 
 
 class ItemsRateThrottle(UserRateThrottle):
@@ -31,9 +43,6 @@ class ItemsRateThrottle(UserRateThrottle):
 
 class ItemsApi(APIView):
     throttle_classes = [AnonRateThrottle, ItemsRateThrottle]
-
-
-_LABELS = serializers.ListField(child=serializers.CharField(min_length=1), min_length=1)
 
 
 class ItemSerializer(serializers.Serializer):
@@ -85,65 +94,105 @@ def _result_data(result: Result) -> Any:
     return None
 
 
-class GetOpSerializer(serializers.Serializer):
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 20},
+            {"type": "boolean", "enum": [False]},
+        ],
+        "nullable": True,
+    }
+)
+class IndexField(serializers.JSONField):
+    """JSON paths, or false; documented as such (the paths' grammar is checked after)."""
+
+
+def _labels(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(min_length=1), max_length=MAX_LABELS, **kwargs
+    )
+
+
+def _key() -> serializers.CharField:
+    return serializers.CharField(min_length=1, max_length=MAX_KEY_CHARS)
+
+
+def _ttl() -> PositiveFloatField:
+    return PositiveFloatField(
+        required=False,
+        allow_null=True,
+        max_value=MAX_TTL_MINUTES,
+        help_text="minutes until it expires unless read",
+    )
+
+
+def _page(name: str, low: int, high: int) -> serializers.IntegerField:
+    return serializers.IntegerField(required=False, allow_null=True, min_value=low, max_value=high)
+
+
+class GetOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["get"])
-    namespace = _LABELS
-    key = serializers.CharField()
-    refresh_ttl = serializers.BooleanField(required=False, default=True)
+    namespace = _labels(min_length=1)
+    key = _key()
+    refresh_ttl = serializers.BooleanField(required=False, allow_null=True)
 
 
-class PutOpSerializer(serializers.Serializer):
+class PutOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["put"])
-    namespace = _LABELS
-    key = serializers.CharField()
+    namespace = _labels(min_length=1)
+    key = _key()
     value = serializers.DictField(allow_null=True, help_text="a JSON object; null deletes")
-    index = serializers.JSONField(
+    index = IndexField(
         required=False,
         help_text='JSON paths of the text to index (["text"], ["messages[*].content"], '
         '["$"] for the whole value: the default), or false: not indexed',
     )
-    ttl = serializers.FloatField(
-        required=False, allow_null=True, help_text="minutes until it expires unless read"
-    )
+    ttl = _ttl()
     extract = serializers.BooleanField(
         required=False,
+        allow_null=True,
         help_text="send the indexed text through ingest as a turn (the chat model extracts "
         "facts); overwriting or deleting the item retracts them",
     )
 
 
-class SearchOpSerializer(serializers.Serializer):
-    op = serializers.ChoiceField(choices=["search"])
-    namespace_prefix = serializers.ListField(child=serializers.CharField(min_length=1))
-    query = serializers.CharField(required=False, allow_null=True)
+class ItemSearchInputSerializer(JsonInput):
+    namespace_prefix = _labels(required=False)
+    query = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=MAX_QUERY_CHARS
+    )
     filter = serializers.DictField(
         required=False,
         allow_null=True,
         help_text='value fields: {"field": value} or {"field": {"$gt": 3}} with $eq $ne $gt '
         "$gte $lt $lte",
     )
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT)
-    offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
-    refresh_ttl = serializers.BooleanField(required=False, default=True)
+    limit = _page("limit", 1, MAX_LIMIT)
+    offset = _page("offset", 0, MAX_OFFSET)
+    refresh_ttl = serializers.BooleanField(required=False, allow_null=True)
 
 
-class MatchConditionSerializer(serializers.Serializer):
+class SearchOpSerializer(ItemSearchInputSerializer):
+    op = serializers.ChoiceField(choices=["search"])
+
+
+class MatchConditionSerializer(JsonInput):
     match_type = serializers.ChoiceField(choices=["prefix", "suffix"])
-    path = serializers.ListField(
-        child=serializers.CharField(min_length=1), help_text="labels; * matches exactly one"
-    )
+    path = _labels(min_length=1, help_text="labels; * matches exactly one")
 
 
-class ListNamespacesOpSerializer(serializers.Serializer):
+class ListNamespacesOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["list_namespaces"])
-    match_conditions = MatchConditionSerializer(many=True, required=False)
-    max_depth = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT)
-    offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET)
+    match_conditions = MatchConditionSerializer(  # type: ignore[call-arg]
+        many=True, required=False, allow_null=True, max_length=10
+    )
+    max_depth = _page("max_depth", 1, 100)
+    limit = _page("limit", 1, MAX_LIMIT)
+    offset = _page("offset", 0, MAX_OFFSET)
 
 
 class ItemBatchApi(ItemsApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         ops = PolymorphicProxySerializer(
             component_name="ItemOp",
             serializers={
@@ -200,15 +249,20 @@ _NAMESPACE_PARAM = OpenApiParameter(
     description="the namespace's labels in order (repeat the parameter: "
     "?namespace=users&namespace=alex)",
 )
-_KEY_PARAM = OpenApiParameter("key", str, required=True, description="the item's key")
+_KEY_PARAM = OpenApiParameter(
+    "key",
+    {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS},
+    required=True,
+    description="the item's key",
+)
 
 
 class ItemDetailApi(ItemsApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(JsonInput):
         value = serializers.DictField(help_text="the JSON object to keep")
-        index = serializers.JSONField(required=False, help_text="as in a batch put")
-        ttl = serializers.FloatField(required=False, allow_null=True)
-        extract = serializers.BooleanField(required=False)
+        index = IndexField(required=False, help_text="as in a batch put")
+        ttl = _ttl()
+        extract = serializers.BooleanField(required=False, allow_null=True)
 
     @extend_schema(
         parameters=[
@@ -257,10 +311,8 @@ class ItemDetailApi(ItemsApi):
             }
         )
         items_write(access=access, puts=[put])
-        (item,) = items_batch(
-            access=access, ops=[GetOp(namespace=put.namespace, key=put.key, refresh_ttl=False)]
-        )
-        assert isinstance(item, Item)
+        # As written, even if its ttl is so short that it has expired already.
+        item = Item.objects.get(context=access.context, namespace=list(put.namespace), key=put.key)
         return Response(item_data(item))
 
     @extend_schema(
@@ -288,7 +340,11 @@ class ItemListApi(ItemsApi):
                 explode=True,
                 description="a namespace prefix, label by label (none: every namespace)",
             ),
-            OpenApiParameter("filter", str, description='a JSON filter, e.g. {"tag": "a"}'),
+            OpenApiParameter(
+                "filter",
+                {"type": "string", "minLength": 1},
+                description='a JSON filter, e.g. {"tag": "a"}',
+            ),
             OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
             OpenApiParameter("offset", {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}),
         ],
@@ -313,15 +369,19 @@ class ItemListApi(ItemsApi):
 
 class ItemSearchApi(ItemsApi):
     @extend_schema(
-        request=SearchOpSerializer,
+        request=ItemSearchInputSerializer,
         responses=ItemListSerializer,
         summary="Search items: hybrid ranking over their indexed text, filters, pages",
     )
     def post(self, request: Request, ctx: str) -> Response:
         access = access_for(request, ctx)
         body = request.data
-        if not isinstance(body, dict):
-            raise ValidationFailed("the body must be a search op object", code="invalid")
+        if not request.body:
+            body = {}  # every field has a default: a search of everything, newest first
+        if not isinstance(body, dict) or "op" in body:
+            raise ValidationFailed(
+                "the body must be an object of the search's fields", code="invalid"
+            )
         op = op_parse({"op": "search", **body})
         assert isinstance(op, SearchOp)
         (hits,) = items_batch(access=access, ops=[op])

@@ -52,7 +52,7 @@ def ops_parse(raw: object) -> list[Op]:
 
 
 def op_parse(op: object) -> Op:
-    if not isinstance(op, dict) or op.get("op") not in _FIELDS:
+    if not isinstance(op, dict) or not isinstance(op.get("op"), str) or op["op"] not in _FIELDS:
         raise ValidationFailed(
             "each op is an object whose op is get, put, search or list_namespaces",
             code="invalid_op",

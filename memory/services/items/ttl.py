@@ -24,7 +24,7 @@ def items_touch(*, item_ids: Sequence[int]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE memory_item SET expires_at = now() + ttl_minutes * interval '1 minute' "
+            "UPDATE memory_item SET expires_at = now() + make_interval(secs => ttl_minutes * 60) "
             "WHERE id = ANY(%s) AND ttl_minutes IS NOT NULL AND expires_at > now()",
             [sorted(item_ids)],
         )

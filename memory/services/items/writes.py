@@ -193,7 +193,7 @@ INSERT INTO memory_item (context_id, namespace, scope, key, value, index, text, 
     embedding_model, ttl_minutes, expires_at, created_at, updated_at)
 SELECT %s, ARRAY(SELECT jsonb_array_elements_text(r.ns)), r.scope, r.key, r.value, r.idx,
     r.text, r.vec::vector, r.model, r.ttl,
-    CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + r.ttl * interval '1 minute' END,
+    CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + make_interval(secs => r.ttl * 60) END,
     now(), now()
 FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, scope text, key text, value jsonb,
     idx jsonb, text text, vec text, model text, ttl float8)
