@@ -208,6 +208,8 @@ REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),
         "user": env_str("MEMORY_API_RATE_USER", "6000/min"),
+        # The items API, which agents' stores call as they would a database (items_api).
+        "items": env_str("MEMORY_API_RATE_ITEMS", "60000/min"),
         # Requests through one reconciliation key (memory.api.reconcile.views).
         "reconcile_key": env_str("MEMORY_API_RATE_RECONCILE_KEY", "6000/min"),
     },
@@ -230,6 +232,11 @@ SPECTACULAR_SETTINGS = {
         {"name": "search", "description": "Search, and the prompt-ready memory block."},
         {"name": "facts", "description": "Facts: read, write, edit, correct, retract, restore."},
         {"name": "threads", "description": "Conversations: turns in order, with their facts."},
+        {
+            "name": "items",
+            "description": "Items: exact JSON values under a namespace and a key "
+            "(LangGraph's store).",
+        },
         {"name": "entities", "description": "Entities: upsert, seed, edit, merge."},
         {"name": "documents", "description": "Documents and their chunks."},
         {"name": "keywords", "description": "Keyphrases of documents."},

@@ -15,6 +15,7 @@ from memory.api import (
     fact_actions_api,
     facts,
     health,
+    items_api,
     memory_api,
     merges_api,
     predicates,
@@ -80,6 +81,15 @@ api_patterns = [
         f"{ctx}/import/<int:job_id>",
         memory_api.MemoryImportJobApi.as_view(),
         name="api-memory-import-job",
+    ),
+    path(f"{ctx}/items", items_api.ItemListApi.as_view(), name="api-items"),
+    path(f"{ctx}/items/batch", items_api.ItemBatchApi.as_view(), name="api-items-batch"),
+    path(f"{ctx}/items/item", items_api.ItemDetailApi.as_view(), name="api-item"),
+    path(f"{ctx}/items/search", items_api.ItemSearchApi.as_view(), name="api-items-search"),
+    path(
+        f"{ctx}/items/namespaces",
+        items_api.ItemNamespacesApi.as_view(),
+        name="api-items-namespaces",
     ),
     path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
     path(

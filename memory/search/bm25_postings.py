@@ -23,6 +23,7 @@ REF_COLUMN = {
     Target.FACT: "fact_id",
     Target.ENTITY: "entity_id",
     Target.TURN: "turn_id",
+    Target.ITEM: "item_id",
 }
 
 

@@ -223,6 +223,11 @@ UNSTATABLE_REFUSALS = {
     "missing_prefix": "suggest needs a prefix (0.2 clients send it in the query string)",
     "invalid_body": "a reconciliation POST names queries= or extend= (an empty multipart "
     "field arrives as no field at all)",
+    "invalid_namespace": "an item namespace spelled as a scope takes at most 300 characters",
+    "invalid_value": "an item's value holds no NUL character, nested at most 64 deep",
+    "invalid_filter": "an item filter is JSON (in a query string) whose operators are $eq $ne "
+    "$gt $gte $lt $lte",
+    "invalid_index": "an item index path is a JSON path: fields, [*] or [N]",
     "missing_file": "a memory import needs a body or a multipart file: one of two request "
     "forms, which the document cannot make required together",
 }
