@@ -13,6 +13,7 @@ from curation import views
 from curation.views import (
     audit,
     conflicts,
+    constraints,
     conversations,
     documents,
     drift,
@@ -47,6 +48,10 @@ context_patterns = [
     path("duplicates/scan", duplicates.duplicates_scan_view, name="duplicates-scan"),
     path("merges/<int:merge_id>/undo", duplicates.merge_undo_view, name="merge-undo"),
     path("conflicts/", conflicts.conflicts, name="conflicts"),
+    path("constraints/", constraints.constraints, name="constraints"),
+    path("constraints/retract", constraints.constraint_retract, name="constraint-retract"),
+    path("constraints/correct", constraints.constraint_correct, name="constraint-correct"),
+    path("constraints/except", constraints.constraint_except, name="constraint-except"),
     path(
         "conflicts/<int:conflict_id>/resolve",
         conflicts.conflict_resolve_view,
