@@ -62,6 +62,11 @@ context_patterns = [
     path("registry/import", registry.registry_import_view, name="registry-import"),
     path("registry/<str:name>/", registry.predicate_detail, name="predicate"),
     path("registry/<str:name>/edit", registry.predicate_edit, name="predicate-edit"),
+    path(
+        "registry/<str:name>/constraints",
+        constraints.predicate_constraints_edit,
+        name="predicate-constraints",
+    ),
     path("registry/<str:name>/aliases", registry.predicate_alias_add_view, name="alias-add"),
     path(
         "registry/<str:name>/aliases/remove",

@@ -5,6 +5,7 @@ a POST that comes back to the same row with an Undo; by keyboard as the review q
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -36,6 +37,7 @@ from memory.selectors.predicates import predicate_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.curation import facts_retract
 from memory.services.registry.constraint_exceptions import constraint_exception_add
+from memory.services.registry.predicates import predicate_update
 
 TEMPLATE = "curation/constraints.html"
 PAGE_ROWS = 50
@@ -194,3 +196,28 @@ def constraint_except(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         extra_tags=undo_tag(access, since),
     )
     return _back(request, access)
+
+
+@require_POST
+@dashboard_view
+def predicate_constraints_edit(request: HtmxHttpRequest, ctx: str, name: str) -> HttpResponse:
+    """The registry page's constraints, as JSON (admins): refused with the reason shown
+    on the page, nothing saved."""
+    access = _get_context_for_user(request, ctx, role=Role.ADMIN)
+    predicate = predicate_get(context=access.context, name=name)
+    back = reverse("predicate", args=[access.context.slug, predicate.name])
+    try:
+        rules = json.loads(request.POST.get("constraints", "")[:200_000] or "[]")
+    except ValueError:
+        messages.error(request, "The constraints are not valid JSON.")
+        return redirect(back)
+    since = audit_mark(access)
+    try:
+        predicate_update(access=access, predicate=predicate, constraints=rules)
+    except ValidationFailed as exc:
+        messages.error(request, exc.message)
+        return redirect(back)
+    messages.success(
+        request, f"Saved the constraints of {predicate.name}.", extra_tags=undo_tag(access, since)
+    )
+    return redirect(back)

@@ -121,3 +121,37 @@ def test_bad_filters_are_refused(viewer: Client, base: str) -> None:
     assert viewer.get(f"{base}/constraints/", {"type": "nonsense"}).status_code == 400
     assert viewer.get(f"{base}/constraints/", {"after": "garbage"}).status_code == 400
     assert viewer.get(f"{base}/constraints/", {"predicate": "no_such"}).status_code == 404
+
+
+def test_the_registry_page_shows_and_edits_constraints(
+    admin: Client, curator: Client, base: str
+) -> None:
+    html = page(admin.get(f"{base}/registry/works_at/"))
+    assert 'id="predicate-constraints"' in html and "value_type" in html
+    assert "types: organisation" in html
+    assert 'id="constraints-json"' in html
+    assert 'id="constraints-json"' not in page(curator.get(f"{base}/registry/works_at/"))
+    rules = '[{"type": "single_value", "status": "suggestion"}]'
+    saved = admin.post(f"{base}/registry/current_role/constraints", {"constraints": rules})
+    assert saved.status_code == 302
+    assert Predicate.objects.get(name="current_role").constraints == [
+        {"type": "single_value", "status": "suggestion", "exceptions": []}
+    ]
+    refused = admin.post(
+        f"{base}/registry/current_role/constraints",
+        {"constraints": '[{"type": "value_type", "types": ["person"]}]'},
+        follow=True,
+    )
+    assert "judges the object entity of a relation" in page(refused)
+    assert len(Predicate.objects.get(name="current_role").constraints) == 1
+    assert (
+        admin.post(
+            f"{base}/registry/current_role/constraints", {"constraints": "{oops"}
+        ).status_code
+        == 302
+    )
+    assert (
+        curator.post(f"{base}/registry/current_role/constraints", {"constraints": "[]"}).status_code
+        == 403
+    )
+    assert len(Predicate.objects.get(name="current_role").constraints) == 1
