@@ -363,7 +363,13 @@ def _distinct_branch(
     exceptions = rule["exceptions"]
     a, a_params = _facts_sql(p.pk, visible, subjects=subjects, exceptions=exceptions)
     b, b_params = _facts_sql(p.pk, visible, exceptions=exceptions)
-    column = "object_id" if relation else "value_text"
+    # Attribute values are matched by hash first: the fact_value_hash index.
+    same = (
+        "b.object_id = a.object_id AND a.object_id IS NOT NULL"
+        if relation
+        else "md5(b.value_text) = md5(a.value_text) AND b.value_text = a.value_text "
+        "AND a.value_text <> '' AND b.value_text <> ''"
+    )
     detail = "min(a.object_id)::text" if relation else "min(a.value_text)"
     order = (
         "b.subject_id <> a.subject_id" if subjects is not None else ("b.subject_id > a.subject_id")
@@ -372,8 +378,7 @@ def _distinct_branch(
         f"{_HEAD}least(a.subject_id, b.subject_id) AS entity_id, "
         "greatest(a.subject_id, b.subject_id) AS other_id, "
         "array_agg(DISTINCT a.id) || array_agg(DISTINCT b.id) AS fact_ids, "
-        f"{detail} AS detail FROM {a} a JOIN {b} b ON b.{column} = a.{column} AND {order} "
-        f"AND a.{column} IS NOT NULL "
+        f"{detail} AS detail FROM {a} a JOIN {b} b ON {same} AND {order} "
         "GROUP BY least(a.subject_id, b.subject_id), greatest(a.subject_id, b.subject_id)"
     )
     return sql, [p.name, rule["type"], rule["status"], *a_params, *b_params]

@@ -464,3 +464,31 @@ def test_every_library_constraint_is_valid() -> None:
     for entry in STANDARD_PREDICATES:
         cleaned = constraints_clean(list(entry.constraints))
         constraints_check_kind(cleaned, name=entry.name, kind=entry.kind)
+
+
+def test_an_import_remaps_the_entity_ids_of_constraints(
+    api: APIClient, base: str, make_context: Callable[..., Context], people: dict[str, int]
+) -> None:
+    from memory.domain.access import system_access
+    from memory.models import Entity
+    from memory.services.transfer.export import memory_export_lines
+    from memory.services.transfer.importer import memory_import
+
+    _register(api, base, "citizen_of", kind="relation")
+    france = _entity(api, base, "France", "location")
+    _constrain(
+        api,
+        base,
+        "citizen_of",
+        {"type": "allowed_values", "values": [france]},
+        {"type": "requires", "predicate": "works_at", "exceptions": [people["Maria"]]},
+    )
+    source = Predicate.objects.get(name="citizen_of").context
+    target = make_context("imported")
+    memory_import(
+        access=system_access(target), lines=memory_export_lines(access=system_access(source))
+    )
+    rules = Predicate.objects.get(context=target, name="citizen_of").constraints
+    new_france = Entity.objects.get(context=target, name="France").pk
+    new_maria = Entity.objects.get(context=target, name="Maria").pk
+    assert rules[0]["values"] == [new_france] and rules[1]["exceptions"] == [new_maria]

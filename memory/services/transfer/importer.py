@@ -55,6 +55,7 @@ from memory.services.transfer.format import (
     SKIPPED_COLUMNS,
     Kind,
 )
+from memory.services.transfer.import_constraints import import_constraints_remap
 from memory.services.transfer.import_index import (
     ImportKeys,
     ImportTexts,
@@ -140,6 +141,10 @@ def memory_import(
             if per_row is not None:
                 report.notes.append(per_row)
             staging.insert(context.pk, report.counts)
+            import_constraints_remap(
+                context_id=context.pk,
+                entity_ids=_ids(KIND_BY_NAME["entity"]) if report.counts.get("entity") else None,
+            )
             if report.set_based_checks:
                 restore_rows_checked(context.pk, staging.new_ids())
             report.seconds["write"] = round(time.perf_counter() - started, 3)
