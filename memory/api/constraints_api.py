@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from memory.api.common import access_for, query_params
 from memory.api.facts import ENTITY_PARAM_HELP, ConstraintViolationSerializer, EntityParamField
-from memory.api.fields import JsonInput, PredicateTextField
+from memory.api.fields import JsonInput, PredicateTextField, ScopeFilterField
 from memory.domain.constraints import CONSTRAINT_STATUSES, CONSTRAINT_TYPES
 from memory.kernel.scopes import grant_parse
 from memory.selectors.constraints import MAX_PAGE, constraint_violations
@@ -46,9 +46,7 @@ class ConstraintViolationsApi(APIView):
         type = serializers.ChoiceField(choices=CONSTRAINT_TYPES, required=False)
         status = serializers.ChoiceField(choices=CONSTRAINT_STATUSES, required=False)
         entity = EntityParamField(required=False, help_text=ENTITY_PARAM_HELP)
-        scope = serializers.CharField(
-            required=False, max_length=302, help_text="a scope pattern: `P` or `P/*`"
-        )
+        scope = ScopeFilterField(required=False, help_text="a scope pattern: `P`, `P/*` or `*`")
         after = serializers.CharField(
             required=False, max_length=2000, help_text="the `next_cursor` of the page before"
         )

@@ -59,7 +59,7 @@ class MemoryExportApi(APIView):
         responses={
             (200, "application/x-ndjson"): OpenApiTypes.STR,
             (200, "text/turtle"): OpenApiTypes.STR,
-            (200, "application/ld+json"): OpenApiTypes.STR,
+            (200, "application/ld+json"): OpenApiTypes.OBJECT,
         },
         description="`format=jsonl` (the default): the whole context as JSON lines "
         "(admins): header, registry, entities, identifiers, turns, documents with chunks "
