@@ -25,7 +25,7 @@ import time
 import zipfile
 from typing import Any
 
-from benchmarks.search_common import DATA
+from benchmarks.datasets import dataset
 
 FIRST = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Fatima", "Gus", "Hana", "Ivan", "Jade",
          "Kofi", "Lena", "Mateo", "Nina", "Omar", "Priya", "Quinn", "Rosa", "Sven",
@@ -410,8 +410,10 @@ def _turns(cursor: Any, context_id: int, n: int) -> None:
 
 def inspec_abstracts(limit: int) -> list[tuple[str, str]]:
     """(title, text) of the first ``limit`` Inspec abstracts (first line as the title)."""
-    out = []
-    with zipfile.ZipFile(DATA / "inspec" / "Inspec.zip") as archive:
+    out: list[tuple[str, str]] = []
+    if limit <= 0:
+        return out
+    with zipfile.ZipFile(dataset("inspec") / "Inspec.zip") as archive:
         names = sorted(
             n for n in archive.namelist() if n.startswith("Inspec/docsutf8/") and n.endswith(".txt")
         )

@@ -3,7 +3,7 @@
 Names are made of invented syllables ("Kamori Telisuva", "Venoka Freight Ltd"), so every
 base entity is a different thing while near-misses between them occur the way they do in
 real data. About 8% of the entities are planted duplicates of a base entity, one kind of
-variation each (the kinds SPEC §7 names for the finder's methods):
+variation each (the kinds the finder's methods are meant to catch):
 
 - ``case_punct``: "TELISU-FREIGHT." for "Telisu Freight" (same normalized key);
 - ``legal_suffix``: "Telisu Freight GmbH" for "Telisu Freight Ltd";

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.datasets import dataset_required
 from benchmarks.search_common import machine_line, markdown_table
 from benchmarks.search_scifact import load, ndcg_at_10
 
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="speed runs per model")
     args = parser.parse_args()
+    dataset_required("scifact", tiny=args.tiny)
     corpus, queries, qrels = load(40 if args.tiny else args.docs)
     import torch
 

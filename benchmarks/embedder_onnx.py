@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.datasets import dataset_required
 from benchmarks.embedder_int8 import _model
 from benchmarks.search_common import machine_line, markdown_table
 from benchmarks.search_scifact import load, ndcg_at_10
@@ -111,6 +112,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved speed rounds")
     parser.add_argument("--torch-int8", action="store_true", help="add PyTorch int8 dynamic")
     args = parser.parse_args()
+    dataset_required("scifact", tiny=args.tiny)
     corpus, queries, qrels = load(40 if args.tiny else args.docs)
     with tempfile.TemporaryDirectory(prefix="md-onnx-") as folder:
         variants, build = _variants(Path(folder), torch_int8=args.torch_int8)

@@ -10,7 +10,7 @@ keywords are written, the vectors left to the worker, as in production). Then, i
 the model alone (``embed_texts`` over the very texts the backlog holds, in calls of
 ``EMBED_BATCH``), the worker's drain (``embeddings_drain``: reading the rows, one model call
 per batch across documents, one UPDATE per target and batch), and the model alone again.
-The ratio is the drain's rows/s over the median of the two model-alone runs (SPEC §10:
+The ratio is the drain's rows/s over the median of the two model-alone runs (goal:
 ≥ 0.8). Throwaway database.
 """
 
@@ -23,7 +23,8 @@ import time
 
 from tqdm import tqdm
 
-from benchmarks.search_common import DATA, bench_database, machine_line, markdown_table
+from benchmarks.datasets import dataset, dataset_required
+from benchmarks.search_common import bench_database, machine_line, markdown_table
 
 
 def main() -> None:
@@ -33,8 +34,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=500, help="SciFact abstracts to import")
     parser.add_argument("--tiny", action="store_true", help="30 abstracts, for CI")
     args = parser.parse_args()
+    dataset_required("scifact", tiny=args.tiny)
     limit = 30 if args.tiny else args.docs
-    with (DATA / "scifact" / "corpus.jsonl").open() as lines:
+    with (dataset("scifact") / "corpus.jsonl").open() as lines:
         corpus = [json.loads(line) for _, line in zip(range(limit), lines, strict=False)]
 
     with bench_database("md_bench_embedding_backlog"):

@@ -13,7 +13,7 @@ over abstracts (macro average). No database needed.
 - ours: ``memory.search.keywords.keyphrases_extract`` (what ``document_create`` stores
   is its top 5 with score ≥ 0.8, i.e. the F1@5 column);
 - rake-nltk defaults: ``Rake()`` with its default settings, except what cannot run
-  here — NLTK's stopword corpus (replaced by scikit-learn's English list, SPEC §11)
+  here — NLTK's stopword corpus (replaced by scikit-learn's English list)
   and the punkt sentence model (replaced by a regex splitter on . ! ? and newlines);
 - yake: ``yake.KeywordExtractor(lan="en", n=3, top=10)``, its defaults otherwise.
 """
@@ -30,7 +30,8 @@ from collections.abc import Callable
 
 import Stemmer
 
-from benchmarks.search_common import DATA, ROOT, machine_line, markdown_table
+from benchmarks.datasets import dataset, dataset_required
+from benchmarks.search_common import ROOT, machine_line, markdown_table
 
 sys.path.insert(0, str(ROOT))
 
@@ -43,7 +44,7 @@ def normalize(phrase: str) -> str:
 
 
 def load(limit: int | None) -> list[tuple[str, set[str]]]:
-    with zipfile.ZipFile(DATA / "inspec" / "Inspec.zip") as archive:
+    with zipfile.ZipFile(dataset("inspec") / "Inspec.zip") as archive:
         names = sorted(
             (
                 n
@@ -113,6 +114,7 @@ def main() -> None:
     )
     parser.add_argument("--tiny", action="store_true", help="the first 50 abstracts")
     args = parser.parse_args()
+    dataset_required("inspec", tiny=args.tiny)
     items = load(50 if args.tiny else None)
     methods: list[tuple[str, Callable[[str], list[str]]]] = [
         ("ours (rake-nltk, RAKE_STOPWORDS, regex tokenizers, 1–3 words)", ours),

@@ -47,10 +47,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.datasets import dataset, dataset_required
 from benchmarks.ingest_throughput import turn
 from benchmarks.load_clients import CTX, MIX, PASSWORD, SHARED_SCOPE, Client, Seed, traffic
 from benchmarks.search_common import (
-    DATA,
     ROOT,
     bench_database,
     machine_line,
@@ -75,7 +75,7 @@ def seed(args: argparse.Namespace, rng: random.Random) -> Seed:
 
     context = context_create(slug=CTX)
     access = system_access(context)
-    with (DATA / "scifact" / "corpus.jsonl").open() as lines:
+    with (dataset("scifact") / "corpus.jsonl").open() as lines:
         corpus = [json.loads(line) for _, line in zip(range(args.documents), lines, strict=False)]
     ids = [
         document_create(
@@ -102,7 +102,7 @@ def seed(args: argparse.Namespace, rng: random.Random) -> Seed:
             user=user, context=context, role=Role.CURATOR, grants=["read,write:*"]
         )
     token = token_issue(user=agent, context=context, grants=["read,write:*"]).raw
-    with (DATA / "scifact" / "queries.jsonl").open() as lines:
+    with (dataset("scifact") / "queries.jsonl").open() as lines:
         queries = [json.loads(line)["text"] for line in lines]
     counts = {
         "documents": len(ids),
@@ -300,6 +300,7 @@ def main() -> None:
     parser.add_argument("--web-threads", type=int, help="override gunicorn_conf's threads")
     parser.add_argument("--keep", action="store_true", help="keep the database and the logs")
     args = parser.parse_args()
+    dataset_required("scifact", tiny=args.tiny)
     if args.tiny:
         args.clients, args.duration = 2, 10.0
         args.documents, args.seed_turns, args.seed_facts_per_turn = 50, 2, 100

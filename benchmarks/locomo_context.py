@@ -23,6 +23,7 @@ import time
 
 from tqdm import tqdm
 
+from benchmarks.datasets import dataset_required
 from benchmarks.locomo_turns import _write_turns, load
 from benchmarks.search_common import bench_database, latency_summary, machine_line, markdown_table
 
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument("--reuse", action="store_true", help="ask a database kept by --keep")
     args = parser.parse_args()
+    dataset_required("locomo", tiny=args.tiny)
     turns, questions = load(tiny=args.tiny, conversations=args.conversations)
     answerable = [q for q in questions if q.evidence]
 

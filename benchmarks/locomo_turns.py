@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from benchmarks.datasets import dataset, dataset_required
 from benchmarks.search_common import (
-    DATA,
     bench_database,
     latency_summary,
     machine_line,
@@ -48,7 +48,6 @@ from benchmarks.search_common import (
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
 K = 20
 RRF_K = 60
-ARCHIVE = DATA / "locomo" / "locomo10.zip"
 TINY_SESSIONS = 3
 
 
@@ -82,7 +81,7 @@ def _session_time(raw: str) -> dt.datetime | None:
 def load(*, tiny: bool, conversations: int | None = None) -> tuple[list[TurnRow], list[Question]]:
     turns: list[TurnRow] = []
     questions: list[Question] = []
-    with zipfile.ZipFile(ARCHIVE) as archive:
+    with zipfile.ZipFile(dataset("locomo") / "locomo10.zip") as archive:
         names = sorted(n for n in archive.namelist() if re.search(r"locomo10_v2/\d+\.json$", n))
         if tiny:
             names = names[:1]
@@ -242,6 +241,7 @@ def main() -> None:
         "--modes", default=",".join(MODES), help="comma-separated search modes to measure"
     )
     args = parser.parse_args()
+    dataset_required("locomo", tiny=args.tiny)
     modes = [m for m in args.modes.split(",") if m]
     turns, questions = load(tiny=args.tiny, conversations=args.conversations)
     answerable = [q for q in questions if q.evidence]

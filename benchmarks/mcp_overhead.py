@@ -14,7 +14,7 @@ machine hits both faces alike. Wall time per call as the client sees it (request
 response parsed). Overhead = MCP p50 − REST p50, and the median of the per-pair
 differences (MCP − REST of the same query, one right after the other), which a slow moment
 of the machine moves far less; the goal is judged on that median. The load average is
-sampled every round. Goal (SPEC §10): MCP ≤ REST + 5 ms at p50.
+sampled every round. Goal: MCP ≤ REST + 5 ms at p50.
 """
 
 from __future__ import annotations

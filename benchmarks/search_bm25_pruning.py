@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.datasets import dataset_required
 from benchmarks.search_common import bench_database, latency_summary, machine_line, markdown_table
 from benchmarks.search_scale import _queries
 from benchmarks.search_scale_data import generate, load_existing, team_scope
@@ -107,6 +108,8 @@ def main() -> None:
         "--merge-cost", type=float, help="override bm25_pruning.MERGE_COST (to sweep it)"
     )
     args = parser.parse_args()
+    if not args.reuse:  # the generated corpus draws its words from SciFact
+        dataset_required("scifact", tiny=args.tiny)
     name = "md_bench_bm25_tiny" if args.tiny else "md_bench_search_scale"
     if args.tiny:
         args.chunks, args.queries = 2000, 20

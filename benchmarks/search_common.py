@@ -19,9 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-# The third-party data sets sit beside the project (``../shared/data``); a checkout
-# elsewhere points at them with MEMORY_BENCH_DATA.
-DATA = Path(os.environ.get("MEMORY_BENCH_DATA", str(ROOT.parent / "shared" / "data")))
 
 
 def _server_url() -> str:

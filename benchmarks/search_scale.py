@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.datasets import dataset_required
 from benchmarks.search_common import (
     bench_database,
     latency_summary,
@@ -294,6 +295,8 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    if not args.reuse:  # the generated corpus draws its words from SciFact
+        dataset_required("scifact", tiny=args.tiny)
     if args.tiny:
         args.chunks, args.entities, args.facts, args.queries = 2000, 2000, 20_000, 20
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from benchmarks.search_common import DATA
+from benchmarks.datasets import dataset
 
 TEAMS = 10
 DIMENSIONS = 384
@@ -57,7 +57,7 @@ def team_scope(i: int) -> str:
 
 def vocabulary(limit: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
     counts: Counter[str] = Counter()
-    with (DATA / "scifact" / "corpus.jsonl").open() as lines:
+    with (dataset("scifact") / "corpus.jsonl").open() as lines:
         for line in lines:
             doc = json.loads(line)
             counts.update(re.findall(r"[a-z][a-z0-9-]*", f"{doc['title']} {doc['text']}".lower()))

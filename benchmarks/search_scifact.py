@@ -24,8 +24,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from benchmarks.datasets import dataset, dataset_required
 from benchmarks.search_common import (
-    DATA,
     bench_database,
     latency_summary,
     machine_line,
@@ -43,7 +43,7 @@ PUBLISHED = [
 def load(
     limit: int | None,
 ) -> tuple[list[dict[str, str]], dict[str, str], dict[str, dict[str, int]]]:
-    root = DATA / "scifact"
+    root = dataset("scifact")
     with (root / "corpus.jsonl").open() as lines:
         corpus = [json.loads(line) for line in lines][:limit]
     with (root / "queries.jsonl").open() as lines:
@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="500 abstracts and their queries")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     args = parser.parse_args()
+    dataset_required("scifact", tiny=args.tiny)
     corpus, queries, qrels = load(500 if args.tiny else None)
 
     with bench_database("md_bench_search_scifact", keep=args.keep):

@@ -35,7 +35,7 @@ from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import fact_get
 from memory.selectors.predicates import predicate_get
 from memory.services.facts.corrections import fact_correct
-from memory.services.facts.curation import facts_retract
+from memory.services.facts.retraction import facts_retract
 from memory.services.registry.constraint_exceptions import constraint_exception_add
 from memory.services.registry.predicates import predicate_update
 

@@ -226,8 +226,8 @@ def entity_detail(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpRes
 @require_POST
 @dashboard_view
 def entity_edit(request: HtmxHttpRequest, ctx: str, entity_id: int) -> HttpResponse:
-    """A curator's edit (SPEC §7: curators fix what extraction fragmented; the registry,
-    seeding and members are an admin's)."""
+    """A curator's edit (curators fix what extraction fragmented; the registry, seeding and
+    members are an admin's)."""
     access = _get_context_for_user(request, ctx, role=Role.CURATOR)
     entity = entity_get(access=access, entity_id=entity_id)
     form = EntityEditForm(request.POST)

@@ -25,7 +25,7 @@ from memory.selectors.entities import entity_get
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.predicates import predicate_get
 from memory.services.registry.constraint_exceptions import constraint_exception_add
-from memory.services.registry.shapes import registry_shapes_turtle
+from memory.services.transfer.shapes import registry_shapes_turtle
 
 
 def context_iri_base(request: Request, ctx: str) -> str:

@@ -162,7 +162,7 @@ class JsonInput(serializers.Serializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             errors: dict[str, list[str]] = {}
-            # A misspelt or unsupported field must not vanish silently (SPEC §6).
+            # A misspelt or unsupported field must not vanish silently.
             for name in sorted(set(data) - set(self.fields)):
                 errors[str(name)[:100]] = [
                     f"unknown field; this body takes {', '.join(sorted(self.fields))}"

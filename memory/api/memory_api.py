@@ -21,12 +21,13 @@ from memory.domain.access import ContextAccess
 from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, Role
 from memory.services.transfer.export import memory_export_lines
-from memory.services.transfer.import_jobs import memory_import_job_create
+from memory.services.transfer.jobs import memory_import_job_create
 from memory.services.transfer.rdf import RDF_FORMATS, RdfFormat, rdf_export_lines
 
 
 class RawJsonParser(PlainTextParser):
-    """A mem0 or Graphiti export is one JSON document: kept as text for the importer."""
+    """A mem0 or Graphiti export is JSON (mem0 answers may be several documents): kept as
+    text for the importer."""
 
     media_type = "application/json"
 

@@ -229,7 +229,7 @@ UNSTATABLE_REFUSALS = {
     "forms, which the document cannot make required together",
 }
 # The documented answer to infer=llm when no chat model is configured, as in this test
-# run (SPEC §1): a 503 the schema states, not a server error.
+# run: a 503 the schema states, not a server error.
 UNAVAILABLE = {"chat_model_not_configured"}
 
 

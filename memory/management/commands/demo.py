@@ -55,7 +55,7 @@ from memory.services.tokens import token_issue
 
 DEMO_SLUG = "demo"
 DEMO_USER = "curator"
-# The registry, seeding and tokens are an admin's (SPEC §7): a second login shows them.
+# The registry, seeding and tokens are an admin's: a second login shows them.
 DEMO_ADMIN = "admin"
 ACME, ALEX, GLOBEX = "org/acme", "org/acme/user/alex", "org/globex"
 DEMO_TOKEN_LABEL = "demo"  # noqa: S105  (the name the token is listed under)

@@ -63,7 +63,7 @@ class IngestResult:
 
 
 def ingest_log(run: Run) -> None:
-    """One JSON line per run (SPEC §4.6)."""
+    """One JSON line per run."""
     summary = run.summary or {}
     logger.info(
         json.dumps(

@@ -2,13 +2,20 @@
 one importer writes them.
 
 **mem0** — the memories as ``get_all`` returns them (``{"results": [...]}`` or a bare
-list, JSON or one memory a line): each ``{id, memory, user_id, agent_id, run_id,
-metadata, categories, created_at, updated_at}``. Each owner (``user_id`` a person,
-``agent_id`` an agent, identifier ``mem0_user`` / ``mem0_agent``) is an entity in scope
-``mem0/<owner>``; each memory a current narrative fact ``mem0_memory`` of its owner
+list), however the answers were put together: one answer, a list of them, or answers or
+memories one after another. Each ``{id, memory, user_id, agent_id, run_id, actor_id,
+role, metadata, created_at, updated_at, …}``. ``get_all`` answers for one owner, so a
+memory with several owners is in each one's answer: it is read once (by ``id``; the
+copies must agree on the owners, the one updated last gives the text). Each owner
+(``user_id`` a person, ``agent_id`` an agent, identifier ``mem0_user`` / ``mem0_agent``;
+a memory with only a ``run_id`` has its run as owner, an event, ``mem0_run``) is an
+entity in scope ``mem0/<owner>``. A memory is one turn holding its text exactly as
+written (in its first owner's scope: the user, else the agent; said by ``actor_id``,
+else ``role``, else ``attributed_to``; thread ``run_id``; ``ref`` its id) and, for each
+owner, a current narrative fact ``mem0_memory`` in the owner's scope with the same text
 (recorded at ``created_at``, last seen at ``updated_at``, ``source_ref`` the memory's id)
-extracted from a turn holding its text (thread ``run_id``). Left behind: ``metadata``,
-``categories``, ``hash``.
+extracted from that turn. Left behind: ``metadata``, ``categories``, ``hash``,
+``expiration_date``.
 
 **Graphiti** — ``{"nodes": [EntityNode…], "edges": [EntityEdge…], "episodes":
 [EpisodicNode…]}`` with graphiti-core's field names. An entity node is an entity in
@@ -17,8 +24,10 @@ attributes, identifier ``graphiti_uuid``); an episode a turn (``content``, said 
 ``valid_at``, thread ``group_id``, ``ref`` its uuid); an entity edge a relation fact
 (predicate its ``name`` in snake case, valid from ``valid_at`` until ``invalid_at``,
 recorded at ``created_at``, expired when ``expired_at`` is set, from its first episode's
-turn, ``source_ref`` its uuid). Left behind: embeddings, the edge's ``fact`` sentence
-and ``attributes``, community nodes, episodes' ``entity_edges``.
+turn, ``source_ref`` its uuid). Text is kept as written. Left behind: embeddings, the
+edge's ``fact`` sentence, ``attributes`` and ``reference_time``, community nodes,
+episodes' ``name``, ``source``, ``source_description``, ``entity_edges`` and
+``episode_metadata``.
 """
 
 from __future__ import annotations
@@ -32,10 +41,13 @@ from memory.domain.entity_names import entity_normalize_key, entity_type_normali
 from memory.domain.predicate_names import predicate_normalize
 from memory.kernel.errors import ValidationFailed
 from memory.models import EntityType
+from memory.models.turn import MAX_SPEAKER_CHARS
+from memory.services.facts.rules import MAX_VALUE_CHARS
 from memory.services.transfer.format import FORMAT, FORMAT_VERSION
 
 MEM0_PREDICATE = "mem0_memory"
 SCOPE_UNSAFE = re.compile(r"[^A-Za-z0-9_.@:-]+")
+BLANK = re.compile(r"\s*")
 
 
 def foreign_lines(content: str, format: str) -> Iterator[str]:
@@ -60,8 +72,36 @@ def _line(record: dict[str, Any]) -> str:
 def _json_document(content: str) -> Any:
     try:
         return json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValidationFailed("the file is not one JSON document", code="invalid_export") from None
+
+
+def _json_values(content: str) -> Iterator[Any]:
+    """The JSON values of ``content``, one after another (JSON lines, or documents put
+    end to end)."""
+    decoder = json.JSONDecoder()
+    position = 0
+    found = False
+    while True:
+        blank = BLANK.match(content, position)
+        position = blank.end() if blank else position
+        if position == len(content):
+            break
+        try:
+            value, position = decoder.raw_decode(content, position)
+        except json.JSONDecodeError as exc:
+            raise ValidationFailed(
+                f"the file is not JSON at line {exc.lineno}, column {exc.colno}",
+                code="invalid_export",
+            ) from None
+        except RecursionError:
+            raise ValidationFailed(
+                "the file nests JSON too deeply", code="invalid_export"
+            ) from None
+        found = True
+        yield value
+    if not found:
+        raise ValidationFailed("the file holds no JSON", code="invalid_export")
 
 
 def _scope(prefix: str, name: Any) -> str:
@@ -111,34 +151,33 @@ def _predicate(pk: int, name: str, kind: str) -> dict[str, Any]:
 
 # --- mem0 ---------------------------------------------------------------------------------
 
+# Who an owner is: (the memory's field, identifier kind, entity type), in the order the
+# first present one also holds the memory's turn.
+MEM0_OWNERS = (
+    ("user_id", "mem0_user", EntityType.PERSON),
+    ("agent_id", "mem0_agent", EntityType.AGENT),
+)
+MEM0_RUN = ("run_id", "mem0_run", EntityType.EVENT)
+# Who said a memory: the message's name, else its role (infer=False), else whom the
+# extraction attributed it to.
+MEM0_SPEAKER_FIELDS = ("actor_id", "role", "attributed_to")
+
 
 def _mem0_records(content: str) -> Iterator[dict[str, Any]]:
-    text = content.strip()
-    if text.startswith("{") and "\n{" in text:  # one memory a line
-        memories = [_json_document(line) for line in text.splitlines() if line.strip()]
-    else:
-        document = _json_document(text)
-        memories = document.get("results", []) if isinstance(document, dict) else document
-    if not isinstance(memories, list):
-        raise ValidationFailed("a mem0 export is a list of memories", code="invalid_export")
+    memories = _mem0_unique(_mem0_candidates(content))
     ids = _Ids()
     predicate_id, _ = ids.of("predicate", MEM0_PREDICATE)
     yield _predicate(predicate_id, MEM0_PREDICATE, "narrative")
-    for number, memory in enumerate(memories, start=1):
-        if not isinstance(memory, dict):
-            raise ValidationFailed(f"memory {number} is not an object", code="invalid_export")
-        body = _text(memory.get("memory"), f"memory {number}: memory", limit=20_000)
-        if memory.get("user_id"):
-            owner, kind, type_ = str(memory["user_id"]), "mem0_user", EntityType.PERSON
-        elif memory.get("agent_id"):
-            owner, kind, type_ = str(memory["agent_id"]), "mem0_agent", EntityType.AGENT
-        else:
-            raise ValidationFailed(
-                f"memory {number} has neither user_id nor agent_id", code="invalid_export"
-            )
-        scope = _scope("mem0", owner)
-        entity_id, new = ids.of("entity", f"{kind}:{owner}")
-        if new:
+    for key, (number, memory) in memories.items():
+        body = _mem0_body(memory, f"memory {number}")
+        owners = _mem0_owners(memory, f"memory {number}")
+        owner_ids: list[tuple[int, str]] = []
+        for kind, type_, owner in owners:
+            scope = _scope("mem0", owner)
+            entity_id, new = ids.of("entity", f"{kind}:{owner}")
+            owner_ids.append((entity_id, scope))
+            if not new:
+                continue
             yield _entity_line(entity_id, owner[:300], type_, scope)
             identifier_id, _ = ids.of("identifier", f"{kind}:{owner}")
             yield {
@@ -150,34 +189,125 @@ def _mem0_records(content: str) -> Iterator[dict[str, Any]]:
                 "value": owner[:500],
             }
         created = _optional_time(memory.get("created_at"))
-        turn_id, _ = ids.of("turn", str(memory.get("id") or number))
+        ref = str(memory.get("id") or "")
+        turn_id, _ = ids.of("turn", key)
         yield {
             "record": "turn",
             "id": turn_id,
-            "scope": scope,
+            "scope": owner_ids[0][1],
             "text": body,
+            "speaker": _mem0_speaker(memory),
             "thread": str(memory.get("run_id") or "")[:200],
-            "ref": str(memory.get("id") or "")[:200],
+            "ref": ref[:200],
             "said_at": created,
             **({"created_at": created} if created else {}),
         }
-        fact_id, _ = ids.of("fact", str(memory.get("id") or number))
-        yield {
-            "record": "fact",
-            "id": fact_id,
-            "scope": scope,
-            "subject_id": entity_id,
-            "predicate_id": predicate_id,
-            "raw_predicate": MEM0_PREDICATE,
-            "kind": "narrative",
-            "value": body,
-            "value_text": body,
-            "source_kind": "api",
-            "source_ref": str(memory.get("id") or "")[:300],
-            "turn_id": turn_id,
-            **({"recorded_at": created} if created else {}),
-            "last_seen_at": _optional_time(memory.get("updated_at")) or created,
-        }
+        for entity_id, scope in owner_ids:
+            fact_id, _ = ids.of("fact", f"{key}:{entity_id}")
+            yield {
+                "record": "fact",
+                "id": fact_id,
+                "scope": scope,
+                "subject_id": entity_id,
+                "predicate_id": predicate_id,
+                "raw_predicate": MEM0_PREDICATE,
+                "kind": "narrative",
+                "value": body,
+                "value_text": body,
+                "source_kind": "api",
+                "source_ref": ref[:300],
+                "turn_id": turn_id,
+                **({"recorded_at": created} if created else {}),
+                "last_seen_at": _optional_time(memory.get("updated_at")) or created,
+            }
+
+
+def _mem0_body(memory: dict[str, Any], what: str) -> str:
+    """The memory's text, exactly as written."""
+    body = memory.get("memory")
+    if not isinstance(body, str) or not body.strip():
+        raise ValidationFailed(f"{what}: memory must be a non-empty string", code="invalid_export")
+    if len(body) > MAX_VALUE_CHARS:
+        raise ValidationFailed(
+            f"{what}: memory holds {len(body)} characters, at most {MAX_VALUE_CHARS}",
+            code="invalid_export",
+        )
+    if "\x00" in body:
+        raise ValidationFailed(f"{what}: memory holds a NUL character", code="invalid_export")
+    return body
+
+
+def _mem0_owners(memory: dict[str, Any], what: str) -> list[tuple[str, str, str]]:
+    """(identifier kind, entity type, id) of each owner: the user and the agent, else
+    the run."""
+    owners: list[tuple[str, str, str]] = [
+        (kind, type_, str(memory[f])) for f, kind, type_ in MEM0_OWNERS if memory.get(f)
+    ]
+    field, kind, type_ = MEM0_RUN
+    if not owners and memory.get(field):
+        owners = [(kind, type_, str(memory[field]))]
+    if not owners:
+        raise ValidationFailed(f"{what} has no user_id, agent_id or run_id", code="invalid_export")
+    return owners
+
+
+def _mem0_candidates(content: str) -> Iterator[Any]:
+    """Every memory of the file, however ``get_all``'s answers were put together: one
+    answer, a list of memories, a list of answers, or answers or memories one after
+    another (one a line or not)."""
+    for value in _json_values(content):
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and "results" in item and "memory" not in item:
+                results = item["results"]
+                if not isinstance(results, list):
+                    raise ValidationFailed(
+                        "a mem0 export is a list of memories", code="invalid_export"
+                    )
+                yield from results
+            else:
+                yield item
+
+
+def _mem0_unique(candidates: Iterator[Any]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """The memories by id, each once: a memory with several owners is in each owner's
+    answer. The copies agree on the owners (each may name only some); the one updated
+    last gives the text."""
+    memories: dict[str, tuple[int, dict[str, Any]]] = {}
+    for number, memory in enumerate(candidates, start=1):
+        if not isinstance(memory, dict):
+            raise ValidationFailed(f"memory {number} is not an object", code="invalid_export")
+        key = str(memory.get("id") or "") or f"#{number}"
+        if key not in memories:
+            memories[key] = (number, memory)
+            continue
+        first_number, first = memories[key]
+        for field in (*(o[0] for o in MEM0_OWNERS), MEM0_RUN[0]):
+            if first.get(field) and memory.get(field) and first[field] != memory[field]:
+                raise ValidationFailed(
+                    f"memory {number}: memory {key[:100]!r} is also memory {first_number} "
+                    f"with another {field} ({str(first[field])[:100]!r}, "
+                    f"{str(memory[field])[:100]!r})",
+                    code="invalid_export",
+                )
+        later, earlier = (
+            (memory, first)
+            if str(memory.get("updated_at") or "") > str(first.get("updated_at") or "")
+            else (first, memory)
+        )
+        merged = dict(later)
+        for field, value in earlier.items():
+            if merged.get(field) in (None, "") and value not in (None, ""):
+                merged[field] = value
+        memories[key] = (first_number, merged)
+    return memories
+
+
+def _mem0_speaker(memory: dict[str, Any]) -> str:
+    for field in MEM0_SPEAKER_FIELDS:
+        value = memory.get(field)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())[:MAX_SPEAKER_CHARS]
+    return ""
 
 
 # --- Graphiti -----------------------------------------------------------------------------
