@@ -244,6 +244,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "drift", "description": "Observed predicates not yet in the registry."},
         {"name": "duplicates", "description": "Duplicate entity candidates."},
         {"name": "conflicts", "description": "Contested single values."},
+        {
+            "name": "constraints",
+            "description": "Property constraints: the violations report and exceptions.",
+        },
         {"name": "runs", "description": "Ingest runs: reports, retry, retract."},
         {"name": "vocabulary", "description": "What the extraction prompt shows."},
         {"name": "audit", "description": "Curation history and undo."},

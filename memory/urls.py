@@ -9,6 +9,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memory.api import (
+    constraints_api,
     contexts,
     curation_api,
     entities,
@@ -135,6 +136,21 @@ api_patterns = [
         f"{ctx}/predicates/import",
         predicates.PredicateImportApi.as_view(),
         name="api-predicates-import",
+    ),
+    path(
+        f"{ctx}/predicates/shapes",
+        constraints_api.PredicateShapesApi.as_view(),
+        name="api-predicates-shapes",
+    ),
+    path(
+        f"{ctx}/constraints/violations",
+        constraints_api.ConstraintViolationsApi.as_view(),
+        name="api-constraint-violations",
+    ),
+    path(
+        f"{ctx}/constraints/exceptions",
+        constraints_api.ConstraintExceptionApi.as_view(),
+        name="api-constraint-exceptions",
     ),
     path(
         f"{ctx}/predicates/<str:name>",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -18,6 +19,7 @@ from memory.api.fields import (
 )
 from memory.api.pagination import StandardPagination
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import CONSTRAINT_STATUSES, CONSTRAINT_TYPES
 from memory.domain.entity_names import MAX_NAME_LENGTH
 from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
@@ -161,6 +163,20 @@ class EntityParamField(serializers.CharField):
         return text
 
 
+class ConstraintViolationSerializer(serializers.Serializer):
+    """A row of the constraint report (and a write's warning)."""
+
+    predicate = serializers.CharField()
+    constraint = serializers.ChoiceField(choices=CONSTRAINT_TYPES)
+    status = serializers.ChoiceField(choices=CONSTRAINT_STATUSES)
+    entity = EntityRefSerializer()
+    other_entity = EntityRefSerializer(
+        allow_null=True, help_text="distinct_values: the other subject sharing the value"
+    )
+    fact_ids = serializers.ListField(child=serializers.IntegerField())
+    message = serializers.CharField()
+
+
 class FactListApi(APIView):
     pagination_class = StandardPagination
 
@@ -206,6 +222,11 @@ class FactListApi(APIView):
         rejected_before = serializers.BooleanField(
             help_text="the claim was rejected by a curator before; it stays rejected"
         )
+        warnings = ConstraintViolationSerializer(
+            many=True,
+            help_text="constraints of the registry this fact breaks: written all the same, "
+            "and listed in constraints/violations until fixed or excepted",
+        )
 
     @extend_schema(parameters=[Params], responses=FactOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
@@ -248,6 +269,7 @@ class FactListApi(APIView):
             "conflict": result.conflict.pk if result.conflict else None,
             "proposes_to_replace": result.proposes_to_replace,
             "rejected_before": result.rejected_before,
+            "warnings": [asdict(w) for w in result.warnings],
         }
         code = (
             status.HTTP_201_CREATED

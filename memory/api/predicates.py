@@ -20,6 +20,7 @@ from memory.api.fields import (
 )
 from memory.api.pagination import StandardPagination
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import CONSTRAINT_TYPES
 from memory.kernel.errors import ValidationFailed
 from memory.models import (
     EntityType,
@@ -95,6 +96,15 @@ class PredicateFieldsSerializer(JsonInput):
         min_value=1, max_value=36500, required=False, allow_null=True
     )
     exclude_from_prompt = serializers.BooleanField(required=False)
+    constraints = serializers.ListField(
+        child=serializers.DictField(),
+        max_length=len(CONSTRAINT_TYPES),
+        required=False,
+        help_text="property constraints, each `{type, status: mandatory|suggestion, "
+        "exceptions: [entity ids], …parameters}`; types: "
+        + ", ".join(CONSTRAINT_TYPES)
+        + ". Refused (400 invalid_constraint) where one cannot apply. Replaces the list.",
+    )
 
 
 class PredicateListApi(APIView):

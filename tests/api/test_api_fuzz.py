@@ -198,6 +198,8 @@ UNSTATABLE_REFUSALS = {
     "thread_needs_turns": "search's thread filter applies to target turns only",
     "missing_query": "a context block needs a query or an entity (one of two fields)",
     "invalid_action": "drift resolve's inverse and force go with action alias only",
+    "invalid_cursor": "an `after` cursor is one the report gave (opaque to the schema)",
+    "invalid_constraint": "a constraint fits its predicate's kind and registry (stored rows)",
     "invalid_registry_file": "a registry import is an export file or a list of predicates",
     "unknown_predicate": "a fact edit's predicate is registered in this context (stored rows)",
     "predicate_kind_mismatch": "a fact edit keeps the fact's kind (the stored fact)",

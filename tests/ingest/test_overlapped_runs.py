@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from memory.domain.access import system_access
-from memory.infra.pg import overlap_window
+from memory.infra.pg_overlap import overlap_window
 from memory.models import Context
 from memory.services.ingest import pipeline as ingest
 from memory.services.ingest.pipeline import OVERLAP_FROM_FACTS, memory_ingest

@@ -22,7 +22,7 @@ from memory.domain.access import ContextAccess
 from memory.domain.item_paths import text_at_paths
 from memory.domain.namespaces import Namespace, namespace_scope
 from memory.infra.embeddings import embed_texts, embedding_model_id
-from memory.infra.pg import json_text
+from memory.infra.pg_rows import json_text
 from memory.infra.queueing import items_sweep_enqueue
 from memory.kernel.errors import ValidationFailed
 from memory.search.analyzer import analyze
