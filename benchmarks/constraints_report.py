@@ -207,7 +207,7 @@ def run(*, entities: int, facts: int, rounds: int, writes: int) -> dict[str, Any
     subjects = Entity.objects.filter(pk__in=rng.sample(people, min(len(people), writes * 2)))
     pool = list(subjects)
     for i in range(writes):
-        for label, predicate in (
+        for label, predicate_name in (
             ("constrained (birth_date)", "birth_date"),
             ("unconstrained", "nickname"),
         ):
@@ -217,7 +217,7 @@ def run(*, entities: int, facts: int, rounds: int, writes: int) -> dict[str, Any
                 fact_write(
                     access=access,
                     subject=subject,
-                    predicate=predicate,
+                    predicate=predicate_name,
                     value=f"{1960 + i % 50}-0{1 + i % 9}-1{i % 9}",
                 )
                 write_ms[label].append((time.perf_counter() - started) * 1000)

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -155,18 +156,16 @@ def measure(desk: Any, pg: Any, *, calls: int, rng: random.Random) -> dict[str, 
             order.reverse()
         for name, store in order:
             key = f"k{rng.randrange(100)}"
-            timings[name]["get"].append(_timed(lambda s=store, k=key: s.get(("bench", "get"), k)))
+            timings[name]["get"].append(_timed(partial(store.get, ("bench", "get"), key)))
             value = {"text": _text(rng), "n": i}
             timings[name]["put"].append(
-                _timed(
-                    lambda s=store, v=value, k=f"p{i}": s.put(("bench", "put"), k, v, index=False)
-                )
+                _timed(partial(store.put, ("bench", "put"), f"p{i}", value, index=False))
             )
             query = " ".join(rng.sample(WORDS, 2))
             if name == "memorydesk":
-                search = lambda s=store, q=query: s.search(("corpus",), query=q, limit=10)  # noqa: E731
+                search = partial(store.search, ("corpus",), query=query, limit=10)
             else:
-                search = lambda s=store: s.search(("bench", "get"), filter={"v": 5}, limit=10)  # noqa: E731
+                search = partial(store.search, ("bench", "get"), filter={"v": 5}, limit=10)
             timings[name]["search"].append(_timed(search))
     throughput: dict[str, float] = {}
     for name, store in stores.items():

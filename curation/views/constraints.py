@@ -32,7 +32,7 @@ from memory.models import Fact, Role
 from memory.selectors.constraints import Violation, constraint_violations
 from memory.selectors.entities import entity_get
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.fact_pages import fact_get
+from memory.selectors.facts import fact_get
 from memory.selectors.predicates import predicate_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.retraction import facts_retract

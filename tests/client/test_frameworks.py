@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
 from langmem import create_manage_memory_tool, create_search_memory_tool
@@ -16,6 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from memorydesk.langgraph import MemoryDeskStore
 from memorydesk.llama_index import MemoryDeskBlock
+from pydantic import SecretStr
 
 from memory.models import Item, Turn
 from tests.client.conftest import Desk
@@ -38,9 +40,9 @@ def test_langmem_tools_manage_and_search_memories_in_the_store(
             create_manage_memory_tool(namespace=namespace, store=store),
             create_search_memory_tool(namespace=namespace, store=store),
         ]
-        model = ChatOpenAI(base_url=scripted.base_url, api_key="test", model="scripted")
+        model = ChatOpenAI(base_url=scripted.base_url, api_key=SecretStr("test"), model="scripted")
         agent = create_react_agent(model, tools=tools, store=store)
-        config = {"configurable": {"langgraph_user_id": "alex"}}
+        config: RunnableConfig = {"configurable": {"langgraph_user_id": "alex"}}
 
         scripted.reply_tool_call(
             "manage_memory", {"content": "Alex prefers green tea", "action": "create"}
