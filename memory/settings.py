@@ -268,6 +268,8 @@ SPECTACULAR_SETTINGS = {
         # Two result lists name their rows' kind ``type``: one enum each, by name.
         "SearchResultTypeEnum": ["chunk", "turn", "fact", "entity"],
         "MemoryBlockItemTypeEnum": ["fact", "chunk", "turn"],
+        # A constraint's status (the violations report and its counts) beside a fact's.
+        "ConstraintStatusEnum": "memory.domain.constraints.CONSTRAINT_STATUSES",
     },
 }
 
