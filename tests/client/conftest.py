@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from memory.models import Context, ContextMembership, Role
 from memory.services.contexts import context_create
 from memory.services.tokens import token_issue
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,3 +62,25 @@ def make_desk(live_server: Any, transactional_db: None) -> Callable[..., Desk]:
 @pytest.fixture
 def desk(make_desk: Callable[..., Desk]) -> Desk:
     return make_desk()
+
+
+def off_the_main_loop(work: Callable[[], T]) -> T:
+    """``work`` in a thread of its own. The browser tests' Playwright keeps an event loop
+    running in the main thread for the whole session, and ``asyncio.run`` (ours, LangGraph's,
+    LlamaIndex's) refuses to start inside a running loop."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as error:  # re-raised in the test's own thread
+            outcome["error"] = error
+        finally:
+            connections.close_all()  # the thread's own database connection
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]

@@ -24,7 +24,7 @@ from memorydesk.errors import (
 )
 
 from memory.models import Role
-from tests.client.conftest import Desk
+from tests.client.conftest import Desk, off_the_main_loop
 
 
 def test_the_client_reads_its_settings_from_the_environment(
@@ -146,7 +146,7 @@ def test_the_async_client_is_the_twin(desk: Desk) -> None:
             with pytest.raises(InvalidNamespaceError):
                 await client.items.put([""], "k", {"v": 1})
 
-    asyncio.run(main())
+    off_the_main_loop(lambda: asyncio.run(main()))
 
 
 class _Flaky(BaseHTTPRequestHandler):

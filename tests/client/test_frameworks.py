@@ -20,7 +20,7 @@ from memorydesk.llama_index import MemoryDeskBlock
 from pydantic import SecretStr
 
 from memory.models import Item, Turn
-from tests.client.conftest import Desk
+from tests.client.conftest import Desk, off_the_main_loop
 from tests.fake_llm import FakeLLM
 
 
@@ -34,6 +34,10 @@ def scripted() -> Iterator[FakeLLM]:
 def test_langmem_tools_manage_and_search_memories_in_the_store(
     desk: Desk, scripted: FakeLLM
 ) -> None:
+    off_the_main_loop(lambda: _langmem_flow(desk, scripted))
+
+
+def _langmem_flow(desk: Desk, scripted: FakeLLM) -> None:
     namespace = ("memories", "{langgraph_user_id}")
     with MemoryDeskStore(**desk.kwargs(), index={"fields": ["content"]}) as store:
         tools = [
@@ -96,7 +100,7 @@ def test_memory_desk_block_writes_turns_and_reads_the_context_block(desk: Desk) 
         await block.aclose()
         return str(messages[0].content)
 
-    system = asyncio.run(main())
+    system = off_the_main_loop(lambda: asyncio.run(main()))
     turns = list(Turn.objects.order_by("id").values_list("speaker", "thread", "text"))
     assert turns[0] == ("user", "chat-1", "I always drink green tea in the morning.")
     assert "<memory_desk>" in system and "green tea" in system

@@ -17,7 +17,7 @@ from memorydesk.langgraph import AsyncMemoryDeskStore, MemoryDeskStore
 
 from memory.models import Item as StoredItem
 from memory.models import Role
-from tests.client.conftest import Desk
+from tests.client.conftest import Desk, off_the_main_loop
 
 
 class Counting:
@@ -167,4 +167,4 @@ def test_the_async_store_batches_what_is_awaited_together(desk: Desk) -> None:
             with pytest.raises(asyncio.InvalidStateError):
                 store.get(("bulk", "2"), "k2")
 
-    asyncio.run(main())
+    off_the_main_loop(lambda: asyncio.run(main()))
