@@ -397,7 +397,8 @@ def test_threads_list_and_a_thread_with_its_turns_and_facts(api: APIClient, base
 def test_a_thread_without_a_speaker_is_listed(api: APIClient, base: str) -> None:
     """``speaker`` is optional: a thread whose turns name none is listed with no speakers
     and does not break the list for the other threads."""
-    _remember(api, base, "Nobody said who.", "quiet", triples={"entities": [{"name": "Kim", "type": "person"}]})  # fmt: skip
+    _remember(api, base, "Nobody said who.", "quiet",
+              triples={"entities": [{"name": "Kim", "type": "person"}]})  # fmt: skip
     _remember(api, base, "Sam here.", "loud", speaker="Sam",
               triples={"entities": [{"name": "Sam", "type": "person"}]})  # fmt: skip
     threads = api.get(f"{base}/threads")
