@@ -22,6 +22,7 @@ from memory.models.fact import (
     fact_live_q,
 )
 from memory.models.import_job import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus
+from memory.models.item import Item
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
@@ -52,6 +53,7 @@ __all__ = [
     "FactTrust",
     "ImportJob",
     "ImportJobStatus",
+    "Item",
     "Keyword",
     "KeywordLink",
     "Merge",

@@ -35,6 +35,8 @@ B = 0.75
 _LIVE = {
     Target.CHUNK: "TRUE",
     Target.TURN: "TRUE",
+    # Expired items are dropped by the items selector, which asks for a margin.
+    Target.ITEM: "TRUE",
     Target.FACT: (
         "(SELECT f.status = 'current' AND (f.valid_until IS NULL OR f.valid_until > now())"
         " FROM memory_fact f WHERE f.id = search_searchdoc.fact_id)"
