@@ -158,6 +158,7 @@ def test_an_inverted_interval_is_a_validity_problem_and_history_is_not_an_orphan
     assert "  0 superseded single-valued facts without a successor" in out.splitlines()
     assert out.splitlines()[-1] == "no problems in acme-test"
     intern = Fact.objects.get(value_text="Sales Intern")
+    assert intern.valid_from is not None
     Fact.objects.filter(pk=intern.pk).update(valid_until=intern.valid_from.replace(year=2018))
     out, error = _fsck_failing("--context", access.context.slug, "--check", "validity")
     assert f"  1 fact whose validity ends before it begins: #{intern.pk}" in out.splitlines()
