@@ -186,7 +186,13 @@ class FactListApi(APIView):
         predicate = PredicateTextField(required=False, help_text="any form: worksAt finds works_at")
         kind = serializers.ChoiceField(choices=FactKind.choices, required=False)
         scope = serializers.CharField(required=False, max_length=300, help_text="exact scope")
-        as_of = serializers.DateTimeField(required=False, help_text="what was current then")
+        as_of = serializers.DateTimeField(
+            required=False, help_text="what was current then: recorded by then and valid then"
+        )
+        valid_at = serializers.DateTimeField(
+            required=False,
+            help_text="what held at that time, whenever it was recorded (its history included)",
+        )
         include_superseded = serializers.BooleanField(required=False, default=False)
         include_pending = serializers.BooleanField(
             required=False, default=False, help_text="also facts waiting for review"
@@ -244,6 +250,7 @@ class FactListApi(APIView):
             kind=p.get("kind"),
             scope=p.get("scope"),
             as_of=p.get("as_of"),
+            valid_at=p.get("valid_at"),
             include_superseded=p["include_superseded"],
             include_pending=p["include_pending"],
         )

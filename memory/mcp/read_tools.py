@@ -188,6 +188,10 @@ def find_facts(
         datetime | None,
         Field(description="ISO date-time: the facts that were current then"),
     ] = None,
+    valid_at: Annotated[
+        datetime | None,
+        Field(description="ISO date-time: the facts that held then, whenever recorded"),
+    ] = None,
     include_superseded: Annotated[
         bool, Field(description="also superseded, expired and retracted facts")
     ] = False,
@@ -198,7 +202,7 @@ def find_facts(
     ] = False,
 ) -> dict[str, Any]:
     """Facts by subject, predicate (any form: worksAt finds works_at) and object, newest
-    first; current ones unless `as_of` or `include_superseded` says otherwise."""
+    first; current ones unless `as_of`, `valid_at` or `include_superseded` says otherwise."""
     access = current_access()
     subject_entity = resolve_entity_name(access=access, ref=subject).entity if subject else None
     object_entity = resolve_entity_name(access=access, ref=object).entity if object else None
@@ -214,6 +218,7 @@ def find_facts(
             predicate=predicate,
             object=object_entity,
             as_of=as_of,
+            valid_at=valid_at,
             include_superseded=include_superseded,
             include_pending=include_pending,
         )[: limit + 1]

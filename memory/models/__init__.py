@@ -19,6 +19,7 @@ from memory.models.fact import (
     FactTrust,
     SourceKind,
     TrustReason,
+    fact_live_q,
 )
 from memory.models.import_job import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus
 from memory.models.item import Item
@@ -70,4 +71,5 @@ __all__ = [
     "TokenTrust",
     "TrustReason",
     "Turn",
+    "fact_live_q",
 ]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
 from django.db import models
-from django.db.models.functions import MD5
+from django.db.models.functions import MD5, Now
 
 
 class FactKind(models.TextChoices):
@@ -21,6 +21,16 @@ class FactStatus(models.TextChoices):
     # A single-valued write that could not supersede the current value (confidence
     # under 0.7 or under the prior's): kept, never current, waiting on its Conflict.
     CONTESTED = "contested"
+
+
+def fact_live_q(prefix: str = "") -> models.Q:
+    """Facts that hold now: current, and their validity not yet ended — whether or not the
+    periodic expiry has marked them (docs/decisions/0120). ``prefix`` reaches the fact
+    through a relation (``"fact__"``)."""
+    return models.Q(**{f"{prefix}status": FactStatus.CURRENT}) & (
+        models.Q(**{f"{prefix}valid_until__isnull": True})
+        | models.Q(**{f"{prefix}valid_until__gt": Now()})
+    )
 
 
 class FactTrust(models.TextChoices):

@@ -38,7 +38,8 @@ _LIVE = {
     # Expired items are dropped by the items selector, which asks for a margin.
     Target.ITEM: "TRUE",
     Target.FACT: (
-        "(SELECT f.status FROM memory_fact f WHERE f.id = search_searchdoc.fact_id) = 'current'"
+        "(SELECT f.status = 'current' AND (f.valid_until IS NULL OR f.valid_until > now())"
+        " FROM memory_fact f WHERE f.id = search_searchdoc.fact_id)"
     ),
     Target.ENTITY: (
         "(SELECT e.merged_into_id IS NULL FROM memory_entity e"

@@ -33,7 +33,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from pgvector.django import CosineDistance
 
 from memory.domain.entity_names import entity_normalize_key
-from memory.models import Chunk, Document, Entity, Fact, Keyword, KeywordLink, Turn
+from memory.models import Chunk, Document, Entity, Fact, Keyword, KeywordLink, Turn, fact_live_q
 from memory.search.keywords import keyphrase_words
 from memory.search.models import Target
 
@@ -140,7 +140,7 @@ _FACT_COLUMNS = ("pk", "subject_id", "object_id", "document_id")
 
 
 def _facts(visible: Q) -> QuerySet[Fact]:
-    return Fact.objects.filter(visible, status="current")
+    return Fact.objects.filter(visible, fact_live_q())
 
 
 def _fact_edges(

@@ -26,7 +26,7 @@ from django.db.models import F, Q, QuerySet, Value
 from pgvector.django import CosineDistance
 
 from memory.infra.replicas import read_connection
-from memory.models import Chunk, Entity, Item, Turn
+from memory.models import Chunk, Entity, Item, Turn, fact_live_q
 from memory.search.models import FactVector, SearchStats, Target
 
 # Defaults of the settings MEMORY_SEARCH_EXACT_SCAN_MAX and MEMORY_SEARCH_EF_SEARCH
@@ -60,7 +60,7 @@ def _visible_rows(*, context_id: int, target: Target, visible: Q) -> QuerySet[An
     elif target == Target.ENTITY:
         rows = Entity.objects.filter(visible, context_id=context_id, merged_into__isnull=True)
     else:
-        rows = FactVector.objects.filter(visible, context_id=context_id, fact__status="current")
+        rows = FactVector.objects.filter(visible, fact_live_q("fact__"), context_id=context_id)
     return rows.filter(embedding__isnull=False)
 
 

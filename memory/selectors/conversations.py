@@ -62,7 +62,7 @@ def thread_list(
     return [
         ThreadSummary(
             thread=r["thread"],
-            speakers=sorted(r["speakers"])[:SPEAKERS_SHOWN],
+            speakers=sorted(r["speakers"] or [])[:SPEAKERS_SHOWN],
             first_said_at=r["first"],
             last_said_at=r["last"],
             turns=r["turns"],

@@ -29,7 +29,7 @@ from django.db.models import Case, IntegerField, Q, QuerySet, Value, When
 from pgvector.django import CosineDistance
 
 from memory.domain.access import ContextAccess
-from memory.models import Entity, Fact, FactKind, FactStatus, Predicate, PredicateAlias
+from memory.models import Entity, Fact, FactKind, Predicate, PredicateAlias, fact_live_q
 from memory.search.analyzer import analyze
 from memory.search.models import FactVector
 from memory.selectors.entity_linking import EntityLink
@@ -167,7 +167,7 @@ def current_facts(*, access: ContextAccess, include_pending: bool = False) -> Qu
     (pending ones too when asked for; they go under their own heading)."""
     return facts_visible(access=access).filter(
         trust_q(include_pending=include_pending),
-        status=FactStatus.CURRENT,
+        fact_live_q(),
         confidence__gte=RANK_MIN_CONFIDENCE,
     )
 

@@ -110,6 +110,18 @@ def _current_at(at: datetime) -> Q:
     )
 
 
+def _valid_at(at: datetime) -> Q:
+    """Facts whose validity held at ``at``, whenever they were recorded: the current value
+    and the history of a slot alike (never a retracted or contested claim). A fact
+    without ``valid_from`` is known from when it was recorded."""
+    began = Q(valid_from__lte=at) | Q(valid_from__isnull=True, recorded_at__lte=at)
+    return (
+        Q(status__in=[FactStatus.CURRENT, FactStatus.SUPERSEDED, FactStatus.EXPIRED])
+        & began
+        & (Q(valid_until__isnull=True) | Q(valid_until__gt=at))
+    )
+
+
 def fact_list(
     *,
     access: ContextAccess,
@@ -119,10 +131,15 @@ def fact_list(
     kind: str | None = None,
     scope: str | None = None,
     as_of: datetime | None = None,
+    valid_at: datetime | None = None,
     include_superseded: bool = False,
     include_pending: bool = False,
 ) -> QuerySet[Fact]:
     """Facts matching the filters; ``predicate`` in any form (``worksAt`` → ``works_at``).
+
+    ``as_of``: what the store held as current then (recorded by then and valid then).
+    ``valid_at``: what held at that time, whenever it was recorded (with ``as_of`` too:
+    as recorded by ``as_of``).
 
     Trusted facts only, unless ``include_pending``; rejected ones only with
     ``include_superseded`` (history).
@@ -158,7 +175,11 @@ def fact_list(
         facts = facts.filter(kind=kind)
     if scope:
         facts = facts.filter(scope=scope)
-    if as_of is not None:
+    if valid_at is not None:
+        facts = facts.filter(_valid_at(valid_at))
+        if as_of is not None:
+            facts = facts.filter(recorded_at__lte=as_of)
+    elif as_of is not None:
         # Every fact answered was current at ``as_of``: that is the status it had then.
         facts = facts.filter(_current_at(as_of)).annotate(
             status_then=Value(FactStatus.CURRENT.value, output_field=CharField())

@@ -394,6 +394,20 @@ def test_threads_list_and_a_thread_with_its_turns_and_facts(api: APIClient, base
     assert_error(api.get(f"{base}/threads/conv-1", {"after": "x"}), 400)
 
 
+def test_a_thread_without_a_speaker_is_listed(api: APIClient, base: str) -> None:
+    """``speaker`` is optional: a thread whose turns name none is listed with no speakers
+    and does not break the list for the other threads."""
+    _remember(api, base, "Nobody said who.", "quiet",
+              triples={"entities": [{"name": "Kim", "type": "person"}]})  # fmt: skip
+    _remember(api, base, "Sam here.", "loud", speaker="Sam",
+              triples={"entities": [{"name": "Sam", "type": "person"}]})  # fmt: skip
+    threads = api.get(f"{base}/threads")
+    assert threads.status_code == 200, threads.content
+    by_thread = {t["thread"]: t["speakers"] for t in threads.json()["results"]}
+    assert by_thread == {"quiet": [], "loud": ["Sam"]}
+    assert api.get(f"{base}/threads/quiet").status_code == 200
+
+
 def test_the_new_endpoints_are_in_the_openapi_schema(openapi: dict[str, Any]) -> None:
     paths = openapi["paths"]
     prefix = "/api/v1/contexts/{ctx}"

@@ -80,11 +80,14 @@ def test_clean_context_has_no_problems_and_exits_zero(access: ContextAccess, cle
         "  1 entity without facts (not a problem)",
         "vocabulary: 0 observed predicates not registered; "
         "100.0% of 2 current facts use registered predicates",
+        "validity: 0 problems",
+        "  0 facts whose validity ends before it begins",
+        "  0 single-valued slots with more than one current value",
         "no problems in acme-test",
     ]
     # Progress: each check as it starts and ends.
     assert err.splitlines()[0] == "duplicates: checking…"
-    assert err.splitlines()[-1].startswith("vocabulary: done in ")
+    assert err.splitlines()[-1].startswith("validity: done in ")
 
 
 def test_problems_are_listed_and_exit_one(access: ContextAccess, broken: None) -> None:
@@ -105,6 +108,9 @@ def test_problems_are_listed_and_exit_one(access: ContextAccess, broken: None) -
         "vocabulary: 1 observed predicate not registered; "
         "66.7% of 3 current facts use registered predicates",
         "  works_for",
+        "validity: 0 problems",
+        "  0 facts whose validity ends before it begins",
+        "  0 single-valued slots with more than one current value",
     ]
     assert str(error) == "5 problems found in acme-test (duplicates 2, orphans 2, vocabulary 1)"
 
@@ -127,6 +133,36 @@ def test_the_summary_lists_the_first_few_findings(access: ContextAccess, clean: 
         "  partner_0, partner_1, partner_2, partner_3, partner_4",
         "  … and 2 more",
     ]
+
+
+def test_an_inverted_interval_is_a_validity_problem_and_history_is_not_an_orphan(
+    access: ContextAccess, clean: None, api_client_for: Callable[..., APIClient]
+) -> None:
+    """An older value written after the current one is history (superseded by no fact):
+    not an orphan. A stored interval that ends before it begins is a problem."""
+    api = api_client_for(access.context)
+    base = f"/api/v1/contexts/{access.context.slug}"
+    pat = {"name": "Pat Quinn", "type": "person"}
+    for value, valid in (("Director of Sales", {"valid_from": "2025-06-01T00:00:00Z"}),
+                         ("Sales Intern", {"valid_from": "2019-06-01T00:00:00Z",
+                                           "valid_until": "2020-08-31T00:00:00Z"})):  # fmt: skip
+        body = {
+            "subject": pat,
+            "predicate": "current_title",
+            "value": value,
+            "scope": "org/acme",
+            **valid,
+        }
+        assert api.post(f"{base}/facts", body, format="json").status_code == 201
+    out, _ = _fsck("--context", access.context.slug, "--check", "orphans", "--check", "validity")
+    assert "  0 superseded single-valued facts without a successor" in out.splitlines()
+    assert out.splitlines()[-1] == "no problems in acme-test"
+    intern = Fact.objects.get(value_text="Sales Intern")
+    assert intern.valid_from is not None
+    Fact.objects.filter(pk=intern.pk).update(valid_until=intern.valid_from.replace(year=2018))
+    out, error = _fsck_failing("--context", access.context.slug, "--check", "validity")
+    assert f"  1 fact whose validity ends before it begins: #{intern.pk}" in out.splitlines()
+    assert str(error) == "1 problem found in acme-test (validity 1)"
 
 
 def test_json_is_the_api_report(

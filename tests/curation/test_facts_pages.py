@@ -152,6 +152,17 @@ def test_a_conversation_lists_its_turns_with_their_facts_and_retracts_one_turn(
     assert curator.get(f"{base}/conversations/nope/").status_code == 404
 
 
+def test_the_conversations_list_shows_a_thread_without_a_speaker(
+    curator: Client, base: str, context: Context
+) -> None:
+    Turn.objects.create(context=context, scope="org/acme", text="anon", thread="quiet")
+    Turn.objects.create(context=context, scope="org/acme", text="hi", speaker="Kim", thread="loud")
+    response = curator.get(f"{base}/conversations/")
+    assert response.status_code == 200
+    listing = _text(response)
+    assert "quiet" in listing and "loud" in listing and "Kim" in listing
+
+
 def test_a_conversation_page_reads_the_same_few_queries_however_many_facts_it_shows(
     viewer: Client, base: str, access: ContextAccess, context: Context
 ) -> None:

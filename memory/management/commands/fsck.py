@@ -1,4 +1,4 @@
-"""``manage.py fsck --context SLUG [--check duplicates|orphans|vocabulary …] [--json]``:
+"""``manage.py fsck --context SLUG [--check duplicates|orphans|vocabulary|validity …] [--json]``:
 the API's consistency checks (``memory.services.fsck``) from cron or CI, with an exit
 status that says whether they found problems."""
 
@@ -125,8 +125,23 @@ def _vocabulary(result: dict[str, Any]) -> tuple[int, list[str]]:
     return observed, lines + _more(len(names), observed)
 
 
+def _validity(result: dict[str, Any]) -> tuple[int, list[str]]:
+    inverted = result["inverted_intervals"]
+    crowded = result["slots_with_several_current_values"]
+    sample = ", ".join(f"#{pk}" for pk in result["inverted_intervals_sample"][:SHOWN])
+    lines = [
+        f"validity: {_count(inverted + crowded, 'problem')}",
+        f"  {_count(inverted, 'fact')} whose validity ends before it begins"
+        + (f": {sample}" if sample else ""),
+        *_more(min(len(result["inverted_intervals_sample"]), SHOWN), inverted),
+        f"  {_count(crowded, 'single-valued slot')} with more than one current value",
+    ]
+    return inverted + crowded, lines
+
+
 _SUMMARIES: dict[str, Callable[[dict[str, Any]], tuple[int, list[str]]]] = {
     "duplicates": _duplicates,
     "orphans": _orphans,
     "vocabulary": _vocabulary,
+    "validity": _validity,
 }

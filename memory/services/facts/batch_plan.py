@@ -24,6 +24,7 @@ from memory.search.indexing import FactText, facts_index
 from memory.selectors.constraints import Violation
 from memory.services.facts.rules import (
     collision_decide,
+    collision_is_history,
     contested_fields,
     fact_check_shape,
     fact_check_validity,
@@ -31,6 +32,7 @@ from memory.services.facts.rules import (
     fact_kind_for,
     fact_unit_value,
     fact_value_text,
+    history_fields,
     reobserve,
     superseded_fields,
 )
@@ -245,6 +247,21 @@ class BatchWriter:
             if isinstance(pending, FactRow):
                 return  # proposed and confirmed in one batch: a curator chooses
             prior = held[0]
+            if collision_is_history(
+                newcomer_valid_from=pending.valid_from,
+                newcomer_valid_until=pending.valid_until,
+                prior_valid_from=prior.valid_from,
+                now=self.now,
+            ):
+                for name, value in history_fields(
+                    newcomer_valid_until=pending.valid_until,
+                    prior_valid_from=prior.valid_from,
+                    now=self.now,
+                ).items():
+                    setattr(pending, name, value)
+                self._touch(pending)
+                pending.trust, pending.trust_reason = FactTrust.TRUSTED, ""
+                return
             collision = collision_decide(
                 newcomer_confidence=pending.confidence,
                 prior_confidence=prior.confidence,
@@ -256,6 +273,7 @@ class BatchWriter:
                 prior_valid_until=prior.valid_until,
                 newcomer_valid_from=pending.valid_from,
                 now=self.now,
+                prior_valid_from=prior.valid_from,
             ).items():
                 setattr(prior, name, value)
             self._touch(prior)
@@ -296,7 +314,21 @@ class BatchWriter:
 
     def _collide(self, item: FactBatchItem, fact: FactRow, prior: AnyFact) -> None:
         """A new trusted value meets the trusted current one of a single-valued slot
-        (fact_rules decides)."""
+        (fact_rules decides): valid time first, then confidence and recording time."""
+        if collision_is_history(
+            newcomer_valid_from=fact.valid_from,
+            newcomer_valid_until=fact.valid_until,
+            prior_valid_from=prior.valid_from,
+            now=self.now,
+        ):
+            for name, value in history_fields(
+                newcomer_valid_until=fact.valid_until,
+                prior_valid_from=prior.valid_from,
+                now=self.now,
+            ).items():
+                setattr(fact, name, value)
+            item.outcome = "created"
+            return
         collision = collision_decide(
             newcomer_confidence=fact.confidence,
             prior_confidence=prior.confidence,
@@ -307,6 +339,7 @@ class BatchWriter:
                 prior_valid_until=prior.valid_until,
                 newcomer_valid_from=fact.valid_from,
                 now=self.now,
+                prior_valid_from=prior.valid_from,
             )
             for name, value in changes.items():
                 setattr(prior, name, value)

@@ -9,7 +9,10 @@ facts onto a survivor (merges.py) — asks these, so one rule holds everywhere
   higher confidence) instead of becoming a second row;
 - a single-valued predicate holds one current value per *slot* (subject, predicate,
   scope);
-- when a different value meets the current one in its slot, the newcomer supersedes it
+- valid time decides first (docs/decisions/0120): a newcomer whose validity began
+  before the current value's, or has already ended, is *history* — stored superseded
+  with its own interval, closing nothing current;
+- otherwise, when a different value meets the current one in its slot, the newcomer supersedes it
   only when the context allows automatic supersession and its confidence is ≥ 0.7 and
   ≥ the prior's; otherwise both are kept — the prior stays current, the newcomer is
   ``contested`` — and a Conflict records why.
@@ -87,14 +90,50 @@ def collision_decide(
     return Collision(True, "")
 
 
+def collision_is_history(
+    *,
+    newcomer_valid_from: datetime | None,
+    newcomer_valid_until: datetime | None,
+    prior_valid_from: datetime | None,
+    now: datetime,
+) -> bool:
+    """Whether a newcomer meeting the current value of its slot is an older value: its
+    validity has ended, or it began before the current value's did (a value without
+    ``valid_from`` begins when it is written). Such a value is history, never current."""
+    if newcomer_valid_until is not None and newcomer_valid_until <= now:
+        return True
+    if prior_valid_from is None:
+        return False
+    return (newcomer_valid_from or now) < prior_valid_from
+
+
+def history_fields(
+    *, newcomer_valid_until: datetime | None, prior_valid_from: datetime | None, now: datetime
+) -> dict[str, Any]:
+    """The fields an older value takes: it never was the current one here, and its
+    validity ends where it said, else where the current value's began."""
+    return {
+        "status": FactStatus.SUPERSEDED,
+        "status_changed_at": now,
+        "valid_until": newcomer_valid_until or prior_valid_from or now,
+    }
+
+
 def superseded_fields(
-    *, prior_valid_until: datetime | None, newcomer_valid_from: datetime | None, now: datetime
+    *,
+    prior_valid_until: datetime | None,
+    newcomer_valid_from: datetime | None,
+    now: datetime,
+    prior_valid_from: datetime | None = None,
 ) -> dict[str, Any]:
     """The fields a superseded prior takes: it leaves "current", and its validity ends
-    where the newcomer's begins (unless it had already ended)."""
+    where the newcomer's begins (unless it had already ended) — never before its own
+    began."""
     valid_until = prior_valid_until
     if valid_until is None or valid_until > now:
         valid_until = newcomer_valid_from or now
+    if prior_valid_from is not None and valid_until < prior_valid_from:
+        valid_until = prior_valid_from
     return {
         "status": FactStatus.SUPERSEDED,
         "status_changed_at": now,
