@@ -66,3 +66,17 @@ def test_an_untrusted_agent_s_facts_wait_and_only_a_trusted_curator_reviews_them
     assert "## Unconfirmed" in block["text"]
     assert not error and reviewed["results"][0]["fact"]["trust"] == "trusted"
     assert [f["trust"] for f in after["facts"] if f["value"] == "tea"] == ["trusted"]
+
+
+def test_an_untrusted_token_cannot_retract_another_writer_s_fact(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    untrusted = token_for(["read,write:org/acme/*"], role=Role.ADMIN, trust="untrusted")
+
+    async def retract(client: Client) -> Any:
+        return await client.call_tool("retract_fact", {"fact_id": world.works_fact})
+
+    refused = with_mcp(mcp_url, untrusted, retract)
+    assert refused.is_error
+    assert "untrusted_retract" in refused.content[0].text
+    assert Fact.objects.get(pk=world.works_fact).status != "retracted"
