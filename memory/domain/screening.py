@@ -16,8 +16,8 @@ Ordinary first-person statements ("I moved to Berlin") are not flagged.
 from __future__ import annotations
 
 import importlib
-import itertools
 import inspect
+import itertools
 import pkgutil
 import re
 from dataclasses import dataclass, field
