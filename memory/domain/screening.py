@@ -417,14 +417,14 @@ _INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
         "claimed authority",
         r"\[\s*(?:admin|system|root|developer|operator|owner|security)[^\]\n]{0,30}\]|"
         r"\b(?:admin|administrator|system|root|developer|operator|security)\s+"
-        r"(?:override|mode|command|directive|notice|instruction|access|privileges?)\b|"
+        r"(?:override|mode|command|directive|instruction)s?\b|"
         r"\bas\s+(?:the|your)\s+(?:memory|system|database|knowledge[\s-]?base|ai|agent's?)\s+"
         r"(?:admin|administrator|owner|operator)\b|"
         r"\bas\s+(?:the|your)\s+(?:admin|administrator)\s*,?\s*(?:i|we)\s+(?:order|instruct|"
         r"command|authori[sz]e|declare|confirm|require|override)\b|"
         r"\b(?:authori[sz]ed|approved|mandated|ordered)\s+by\s+(?:the\s+)?"
         r"(?:admin|administrator|system|management|security|developers?)\b|"
-        r"\b(?:confirm|acknowledge|assert|certify)\s+that\b",
+        r"(?:^|[.!?:]\s+)(?:please\s+)?(?:confirm|acknowledge|assert|certify)\s+that\b",
     ),
     (
         "claimed authority",
