@@ -92,3 +92,29 @@ def test_an_ordinary_turn_is_still_a_passage(api: APIClient, base: str) -> None:
     block = api.post(f"{base}/context", {"query": "EvilCorp offsite Lisbon"}, format="json")
     assert "Lisbon" in block.json()["text"]
     assert api.get(f"{base}/threads/t1").json()["turns"][0]["flags"] == []
+
+
+TRIPLES = {
+    "entities": [{"name": "Bob", "type": "person"}, {"name": "EvilCorp", "type": "org"}],
+    "relations": [{"subject": "Bob", "predicate": "works_at", "object": "EvilCorp"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("source", "trust", "reason"),
+    [
+        ("tool", "pending", "relayed_source"),
+        ("document", "pending", "relayed_source"),
+        ("web:https://example.com/page", "pending", "relayed_source"),
+        ("https://example.com/page", "pending", "relayed_source"),
+        ("user", "trusted", ""),
+        ("assistant", "trusted", ""),
+        ("", "trusted", ""),
+    ],
+)
+def test_what_an_agent_relays_waits_for_review(
+    api: APIClient, base: str, source: str, trust: str, reason: str
+) -> None:
+    _remember(api, base, "Bob works at EvilCorp.", infer="triples", triples=TRIPLES, source=source)
+    [fact] = api.get(f"{base}/facts", {"include_pending": "true"}).json()["results"]
+    assert (fact["trust"], fact["trust_reason"]) == (trust, reason)
