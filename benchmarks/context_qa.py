@@ -234,7 +234,7 @@ def write_memory(access: Any, types: dict[str, str], facts: list[Triple]) -> dic
         ]
         result = facts_write_batch(access=access, scope="org/bench", facts=inputs)
         for fact, item in zip(batch, result.items, strict=True):
-            assert item.fact is not None, item.error
+            assert item.fact is not None and item.fact.pk is not None, item.error
             written[item.fact.pk] = fact
     return written
 
@@ -275,7 +275,7 @@ def previous_ordering(access: Any, query: str, budget: int) -> list[int]:
         fact_rank_score,
         facts_visible,
     )
-    from memory.selectors.memory_context import _fact_line, estimate_tokens
+    from memory.selectors.memory_context_layout import estimate_tokens, fact_line
     from memory.selectors.search import search
 
     now = timezone.now()
@@ -302,7 +302,7 @@ def previous_ordering(access: Any, query: str, budget: int) -> list[int]:
     room = budget - estimate_tokens(header) - 16
     kept = []
     for fact, score in best:
-        line = _fact_line(fact, score)
+        line = fact_line(fact, score)
         if line.tokens > room:
             break
         kept.append(fact.pk)

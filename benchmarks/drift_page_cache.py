@@ -26,7 +26,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -79,7 +79,7 @@ def text_cache() -> Embed:
     return embed
 
 
-def page_ms(embed: Embed, page: list[LabelledDrift]) -> tuple[float, int]:
+def page_ms(embed: Embed, page: Sequence[LabelledDrift]) -> tuple[float, int]:
     """One drift page's suggestions, as ``drift_suggestions_attach`` computes them: the
     milliseconds and the texts embedded."""
     before = EMBEDDED["texts"]

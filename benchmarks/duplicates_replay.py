@@ -98,11 +98,11 @@ def run(total: int, *, attributes: bool = False) -> dict[str, Any]:
     # Each type's weights as a scan estimates them: its blocked pairs and random pairs of
     # it (10,000), whose random vectors are all "far".
     samples = {}
-    for type_, members in by_type.items():
-        randoms = {tuple(sorted(rng.sample(members, 2))) for _ in range(10_000)}
+    for type_, of_type in by_type.items():
+        randoms = {tuple(sorted(rng.sample(of_type, 2))) for _ in range(10_000)}
         samples[type_] = TypeSample(
-            population=[records[i] for i in members],
-            pairs=len(members) * (len(members) - 1) / 2,
+            population=[records[i] for i in of_type],
+            pairs=len(of_type) * (len(of_type) - 1) / 2,
             blocked=[c for p, c in blocked_comparisons.items() if records[p[0]].type == type_],
             randoms=[
                 compare(records[a], records[b], cosine=0.0, rare=rare.get(type_, set()))
@@ -110,7 +110,8 @@ def run(total: int, *, attributes: bool = False) -> dict[str, Any]:
             ],
         )
     model = fit(samples)
-    found, levels = set(), Counter()
+    found: set[tuple[int, int]] = set()
+    levels: Counter[str] = Counter()
     scores: list[tuple[float, bool]] = []
     for pair, comparisons in blocked_comparisons.items():
         probability = model.score(comparisons, records[pair[0]].type)[0]

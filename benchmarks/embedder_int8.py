@@ -82,7 +82,7 @@ def main() -> None:
         "int8 dynamic": _ndcg(int8_model, corpus, queries, qrels),
     }
     base = statistics.median(speeds["float32"])
-    rows = [
+    rows: list[list[Any]] = [
         [name, statistics.median(s), statistics.median(s) / base, ndcg[name]]
         for name, s in speeds.items()
     ]

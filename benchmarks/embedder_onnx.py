@@ -47,6 +47,9 @@ def _variants(folder: Path, *, torch_int8: bool) -> tuple[dict[str, Embed], dict
             )
         )
 
+    def onnx_embed(embedder: OnnxEmbedder) -> Embed:
+        return lambda texts: np.asarray(embedder.embed(texts), dtype=np.float32)
+
     variants: dict[str, Embed] = {"PyTorch float32": torch_embed(torch_model)}
     build: dict[str, float] = {}
     started = time.perf_counter()
@@ -64,8 +67,7 @@ def _variants(folder: Path, *, torch_int8: bool) -> tuple[dict[str, Embed], dict
         ("ONNX int8 dynamic per channel", channel_path),
     )
     for name, path in onnx_variants:
-        embedder = OnnxEmbedder(path)
-        variants[name] = lambda texts, e=embedder: np.asarray(e.embed(texts), dtype=np.float32)
+        variants[name] = onnx_embed(OnnxEmbedder(path))
     if torch_int8:
         import copy
 

@@ -65,8 +65,8 @@ def turn(rng: random.Random, *, facts: int, prefix: str, per_entity: int = 5) ->
     """A turn of ``facts`` facts over ``facts / per_entity`` new entities: 50% relations,
     30% attributes, 20% actions."""
     n_entities = max(2, facts // per_entity)
-    names = {f"{pseudo_name(rng)} {prefix}" for _ in range(n_entities)}
-    entities = [{"name": n, "type": TYPES[i % len(TYPES)]} for i, n in enumerate(sorted(names))]
+    drawn = {f"{pseudo_name(rng)} {prefix}" for _ in range(n_entities)}
+    entities = [{"name": n, "type": TYPES[i % len(TYPES)]} for i, n in enumerate(sorted(drawn))]
     n_entities = len(entities)
     names = [e["name"] for e in entities]
     relations, attributes, actions = [], [], []

@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Any
@@ -39,7 +39,7 @@ MIX = {
 @dataclass
 class Seed:
     token: str
-    entities: list[dict[str, Any]]  # {"id", "name", "type"} of seeded entities
+    entities: Sequence[Mapping[str, Any]]  # {"id", "name", "type"} of seeded entities
     queries: list[str]
     counts: dict[str, int]
 

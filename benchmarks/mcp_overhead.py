@@ -115,9 +115,9 @@ def seed(*, documents: int, rng: random.Random) -> str:
         fact_write(access=access, subject=person, predicate="current_title", value="Engineer")
         fact_write(access=access, subject=person, predicate="located_in", value="Berlin")
     for i in range(documents):
-        who, project = rng.choice(PEOPLE), rng.choice(PROJECTS)
+        who, what = rng.choice(PEOPLE), rng.choice(PROJECTS)
         text = " ".join(
-            f"{who} discussed the {' '.join(rng.sample(WORDS, 4))} of Project {project}."
+            f"{who} discussed the {' '.join(rng.sample(WORDS, 4))} of Project {what}."
             for _ in range(4)
         )
         document_create(access=access, title=f"Note {i}", text=text, scope=SCOPE, embed_later=True)
@@ -166,6 +166,7 @@ async def measure(
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import TextContent
 
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Token {token}"}
@@ -188,7 +189,10 @@ async def measure(
             async def go() -> Any:
                 result = await mcp.call_tool(tool, arguments)
                 if result.is_error:
-                    raise RuntimeError(result.content[0].text)
+                    content = result.content[0]
+                    raise RuntimeError(
+                        content.text if isinstance(content, TextContent) else content
+                    )
                 return result.structured_content
 
             return go

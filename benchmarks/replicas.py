@@ -93,7 +93,7 @@ def _var() -> Path:
 
 def _standbys(primary_url: str) -> list[str]:
     """Start the standbys and return their URLs for the benchmark's database."""
-    from memory.infra.embedded_db import replica_start, replica_stop
+    from memory.infra.embedded_replicas import replica_start, replica_stop
 
     urls = []
     for name in STANDBYS:
@@ -362,7 +362,7 @@ def main() -> int:
                 "p50_ms": percentile(latencies, 0.5),
             }
     finally:
-        from memory.infra.embedded_db import replica_stop
+        from memory.infra.embedded_replicas import replica_stop
 
         for name in STANDBYS:
             replica_stop(_var() / "bench-replicas" / name, remove=True)

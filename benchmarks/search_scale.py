@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,7 @@ def _one_client(fn: Callable[[str], Any], queries: list[str], passes: int) -> di
     """p50/p95 over the queries of each query's median time across ``passes`` passes, and
     the p95 of the first pass alone. The machine is shared: a slow moment during one pass
     changes which queries are its slowest tenth, and so its p95."""
-    runs = [[timed(lambda q=q: fn(q))[0] for q in queries] for _ in range(passes)]
+    runs = [[timed(partial(fn, q))[0] for q in queries] for _ in range(passes)]
     medians = [statistics.median(times) for times in zip(*runs, strict=True)]
     return {
         **latency_summary(medians),
@@ -83,7 +84,7 @@ def _latencies(fn: Callable[[str], Any], queries: list[str], clients: int) -> li
     def run(batch: list[str]) -> None:
         try:
             for q in batch:
-                ms, _ = timed(lambda q=q: fn(q))
+                ms, _ = timed(partial(fn, q))
                 with lock:
                     times.append(ms)
         finally:
@@ -125,8 +126,8 @@ def _speed(
 
 def _recall(gen: Generated, n: int, rng: np.random.Generator, access: Any) -> dict[str, Any]:
     """HNSW recall@10 against an exact scan, unfiltered and with a one-team filter."""
-    from django.conf import settings
     from django.db.models import Q
+    from django.test import override_settings
 
     from memory.search.models import Target
     from memory.search.vector import _exact, _visible_rows, vector_rank
@@ -140,13 +141,15 @@ def _recall(gen: Generated, n: int, rng: np.random.Generator, access: Any) -> di
         ("team filter (10%), HNSW forced", team, True),
     ):
         recalls, fast, exact = [], [], []
+        forced = override_settings(MEMORY_SEARCH_EXACT_SCAN_MAX=0)
         if force_graph:
-            settings.MEMORY_SEARCH_EXACT_SCAN_MAX = 0
+            forced.enable()
         rows = _visible_rows(context_id=gen.context_id, target=Target.CHUNK, visible=visible)
         for v in vectors:
             emb = v.tolist()
             ms_fast, got = timed(
-                lambda emb=emb, visible=visible: vector_rank(
+                partial(
+                    vector_rank,
                     context_id=gen.context_id,
                     target=Target.CHUNK,
                     embedding=emb,
@@ -154,12 +157,12 @@ def _recall(gen: Generated, n: int, rng: np.random.Generator, access: Any) -> di
                     limit=10,
                 )
             )
-            ms_exact, truth = timed(lambda emb=emb, rows=rows: _exact(rows, emb, 10))
+            ms_exact, truth = timed(partial(_exact, rows, emb, 10))
             recalls.append(len({h.ref_id for h in got} & {h.ref_id for h in truth}) / 10)
             fast.append(ms_fast)
             exact.append(ms_exact)
         if force_graph:
-            del settings.MEMORY_SEARCH_EXACT_SCAN_MAX
+            forced.disable()
         results[label] = {
             "recall@10": float(np.mean(recalls)),
             "p50_ms": float(np.median(fast)),

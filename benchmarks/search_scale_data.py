@@ -431,9 +431,10 @@ def _facts(
     scopes: list[str] = []
     for i in range(n):
         s = int(subjects[i])
+        o: int | None
         if i % 2:
             pred_id, pred = relations[i % len(relations)]
-            o: int | None = int(objects[i])
+            o = int(objects[i])
             value, kind, text = None, "relation", names[o]
         else:
             pred_id, pred = attributes[i % len(attributes)]

@@ -69,7 +69,7 @@ def run_once(rows: int, offset: int, *, embed_now: bool) -> dict[str, float]:
     started = time.perf_counter()
     # ``embed_now``: as the import job calls it (vectors per batch, in the worker); without
     # it, the embedding work is queued (one task per batch; one per row before batching).
-    options = {"embed_now": embed_now} if BATCHED else {}
+    options: dict[str, Any] = {"embed_now": embed_now} if BATCHED else {}
     report = entities_import(access=system_access(context), content=content, seeded=True, **options)
     import_s = time.perf_counter() - started
     tasks = queued_embedding_tasks()

@@ -13,6 +13,7 @@ from curation import views
 from curation.views import (
     audit,
     conflicts,
+    constraints,
     conversations,
     documents,
     drift,
@@ -47,6 +48,10 @@ context_patterns = [
     path("duplicates/scan", duplicates.duplicates_scan_view, name="duplicates-scan"),
     path("merges/<int:merge_id>/undo", duplicates.merge_undo_view, name="merge-undo"),
     path("conflicts/", conflicts.conflicts, name="conflicts"),
+    path("constraints/", constraints.constraints, name="constraints"),
+    path("constraints/retract", constraints.constraint_retract, name="constraint-retract"),
+    path("constraints/correct", constraints.constraint_correct, name="constraint-correct"),
+    path("constraints/except", constraints.constraint_except, name="constraint-except"),
     path(
         "conflicts/<int:conflict_id>/resolve",
         conflicts.conflict_resolve_view,
@@ -57,6 +62,11 @@ context_patterns = [
     path("registry/import", registry.registry_import_view, name="registry-import"),
     path("registry/<str:name>/", registry.predicate_detail, name="predicate"),
     path("registry/<str:name>/edit", registry.predicate_edit, name="predicate-edit"),
+    path(
+        "registry/<str:name>/constraints",
+        constraints.predicate_constraints_edit,
+        name="predicate-constraints",
+    ),
     path("registry/<str:name>/aliases", registry.predicate_alias_add_view, name="alias-add"),
     path(
         "registry/<str:name>/aliases/remove",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -182,7 +183,7 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # JSON error) instead of Django's own RequestDataTooBig 400 page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MEMORY_MAX_REQUEST_BYTES", 8 * 1024 * 1024)
 
-REST_FRAMEWORK = {
+REST_FRAMEWORK: dict[str, Any] = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "memory.web.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
@@ -207,7 +208,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),
         "user": env_str("MEMORY_API_RATE_USER", "6000/min"),
-        # Requests through one reconciliation key (memory.api.reconcile_api).
+        # The items API, which agents' stores call as they would a database (items_api).
+        "items": env_str("MEMORY_API_RATE_ITEMS", "60000/min"),
+        # Requests through one reconciliation key (memory.api.reconcile.views).
         "reconcile_key": env_str("MEMORY_API_RATE_RECONCILE_KEY", "6000/min"),
     },
     "UNAUTHENTICATED_USER": None,
@@ -229,6 +232,11 @@ SPECTACULAR_SETTINGS = {
         {"name": "search", "description": "Search, and the prompt-ready memory block."},
         {"name": "facts", "description": "Facts: read, write, edit, correct, retract, restore."},
         {"name": "threads", "description": "Conversations: turns in order, with their facts."},
+        {
+            "name": "items",
+            "description": "Items: exact JSON values under a namespace and a key "
+            "(LangGraph's store).",
+        },
         {"name": "entities", "description": "Entities: upsert, seed, edit, merge."},
         {"name": "documents", "description": "Documents and their chunks."},
         {"name": "keywords", "description": "Keyphrases of documents."},
@@ -236,6 +244,10 @@ SPECTACULAR_SETTINGS = {
         {"name": "drift", "description": "Observed predicates not yet in the registry."},
         {"name": "duplicates", "description": "Duplicate entity candidates."},
         {"name": "conflicts", "description": "Contested single values."},
+        {
+            "name": "constraints",
+            "description": "Property constraints: the violations report and exceptions.",
+        },
         {"name": "runs", "description": "Ingest runs: reports, retry, retract."},
         {"name": "vocabulary", "description": "What the extraction prompt shows."},
         {"name": "audit", "description": "Curation history and undo."},

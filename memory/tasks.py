@@ -22,6 +22,7 @@ from memory.infra.queueing import (
 from memory.selectors.contexts import context_by_id
 from memory.services.duplicates.finder import duplicates_refit, duplicates_scan
 from memory.services.ingest.run import run_execute, runs_recover_stale
+from memory.services.items.ttl import items_sweep
 from memory.services.transfer.jobs import import_job_execute, import_jobs_recover_stale
 from memory.services.vectors import embedding_backlog, embeddings_drain
 
@@ -102,3 +103,10 @@ def embeddings_drain_task() -> dict[str, Any]:
         "finished": report.finished,
         "skipped": report.skipped,
     }
+
+
+@task()
+def items_sweep_task() -> dict[str, object]:
+    """Delete expired items (``memory.services.items.ttl.items_sweep``); it queues the
+    next sweep for the earliest expiry left."""
+    return items_sweep()

@@ -9,18 +9,22 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from memory.api import (
+    constraints_api,
     contexts,
     curation_api,
     entities,
     fact_actions_api,
     facts,
     health,
+    items_api,
     memory_api,
     merges_api,
     predicates,
-    reconcile_api,
 )
 from memory.api.metrics import metrics_view
+from memory.api.reconcile import extend as reconcile_extend
+from memory.api.reconcile import match as reconcile_match
+from memory.api.reconcile import suggest as reconcile_suggest
 from memory.mcp.view import McpEndpoint
 from memory.web.errors import json_error_view
 
@@ -79,6 +83,15 @@ api_patterns = [
         memory_api.MemoryImportJobApi.as_view(),
         name="api-memory-import-job",
     ),
+    path(f"{ctx}/items", items_api.ItemListApi.as_view(), name="api-items"),
+    path(f"{ctx}/items/batch", items_api.ItemBatchApi.as_view(), name="api-items-batch"),
+    path(f"{ctx}/items/item", items_api.ItemDetailApi.as_view(), name="api-item"),
+    path(f"{ctx}/items/search", items_api.ItemSearchApi.as_view(), name="api-items-search"),
+    path(
+        f"{ctx}/items/namespaces",
+        items_api.ItemNamespacesApi.as_view(),
+        name="api-items-namespaces",
+    ),
     path(f"{ctx}/facts", facts.FactListApi.as_view(), name="api-facts"),
     path(
         f"{ctx}/facts/retract",
@@ -125,6 +138,21 @@ api_patterns = [
         name="api-predicates-import",
     ),
     path(
+        f"{ctx}/predicates/shapes",
+        constraints_api.PredicateShapesApi.as_view(),
+        name="api-predicates-shapes",
+    ),
+    path(
+        f"{ctx}/constraints/violations",
+        constraints_api.ConstraintViolationsApi.as_view(),
+        name="api-constraint-violations",
+    ),
+    path(
+        f"{ctx}/constraints/exceptions",
+        constraints_api.ConstraintExceptionApi.as_view(),
+        name="api-constraint-exceptions",
+    ),
+    path(
         f"{ctx}/predicates/<str:name>",
         predicates.PredicateDetailApi.as_view(),
         name="api-predicate",
@@ -141,22 +169,22 @@ def _reconcile_patterns(root: str, suffix: str) -> list[Any]:
     """The reconciliation service's routes below ``root`` (the header one, or the one
     with a key in its path)."""
     routes = [
-        ("", reconcile_api.ReconcileRootApi, "api-reconcile"),
-        ("/match", reconcile_api.ReconcileMatchApi, "api-reconcile-match"),
-        ("/extend", reconcile_api.ReconcileExtendApi, "api-reconcile-extend"),
-        ("/extend/propose", reconcile_api.ReconcileProposeApi, "api-reconcile-propose"),
+        ("", reconcile_match.ReconcileRootApi, "api-reconcile"),
+        ("/match", reconcile_match.ReconcileMatchApi, "api-reconcile-match"),
+        ("/extend", reconcile_extend.ReconcileExtendApi, "api-reconcile-extend"),
+        ("/extend/propose", reconcile_extend.ReconcileProposeApi, "api-reconcile-propose"),
         (
             "/suggest/entity",
-            reconcile_api.ReconcileSuggestEntityApi,
+            reconcile_suggest.ReconcileSuggestEntityApi,
             "api-reconcile-suggest-entity",
         ),
-        ("/suggest/type", reconcile_api.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
+        ("/suggest/type", reconcile_suggest.ReconcileSuggestTypeApi, "api-reconcile-suggest-type"),
         (
             "/suggest/property",
-            reconcile_api.ReconcileSuggestPropertyApi,
+            reconcile_suggest.ReconcileSuggestPropertyApi,
             "api-reconcile-suggest-property",
         ),
-        ("/preview", reconcile_api.ReconcilePreviewApi, "api-reconcile-preview"),
+        ("/preview", reconcile_suggest.ReconcilePreviewApi, "api-reconcile-preview"),
     ]
     return [path(f"{root}{sub}", view.as_view(), name=name + suffix) for sub, view, name in routes]
 

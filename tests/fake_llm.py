@@ -33,6 +33,8 @@ class Scripted:
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 120
     completion_tokens: int = 40
+    # An assistant message that calls tools: [{"name", "arguments"}] (agent tests).
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class FakeLLM:
@@ -76,6 +78,10 @@ class FakeLLM:
     def reply_text(self, content: str, *, times: int = 1, **kwargs: Any) -> None:
         for _ in range(times):
             self._push(Scripted(content=content, **kwargs))
+
+    def reply_tool_call(self, name: str, arguments: dict[str, Any]) -> None:
+        """Answer with an assistant message calling the tool ``name`` (an agent's step)."""
+        self._push(Scripted(tool_calls=[{"name": name, "arguments": arguments}]))
 
     def reply_status(self, status: int, *, times: int = 1, message: str = "scripted error") -> None:
         # Retry hints in milliseconds keep the SDK's backoff short in tests.
@@ -132,6 +138,20 @@ def fake_embedding(text: str) -> list[float]:
         vector[slot] += 1.0 if digest[4] % 2 == 0 else -1.0
     norm = math.sqrt(sum(v * v for v in vector)) or 1.0
     return [v / norm for v in vector]
+
+
+def _message(item: Scripted) -> dict[str, Any]:
+    if not item.tool_calls:
+        return {"role": "assistant", "content": item.content}
+    calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+        }
+        for i, call in enumerate(item.tool_calls)
+    ]
+    return {"role": "assistant", "content": item.content, "tool_calls": calls}
 
 
 def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
@@ -202,8 +222,8 @@ def _handler_for(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": item.content},
-                            "finish_reason": "stop",
+                            "message": _message(item),
+                            "finish_reason": "tool_calls" if item.tool_calls else "stop",
                         }
                     ],
                     "usage": {

@@ -10,14 +10,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.infra.pg import (
-    _element,
-    array_literal,
+from memory.infra.pg_arrays import _element, array_literal, int_array_literal
+from memory.infra.pg_rows import (
     instance_insert,
     instance_read,
     instance_update,
     instances_insert,
-    int_array_literal,
     json_text,
 )
 from memory.models import Context, Entity, FactStatus, Run
@@ -107,7 +105,9 @@ def test_instances_insert_writes_what_the_orm_reads_back(context: Context) -> No
             original.attributes,
         )
         assert row.created_at is not None and row.updated_at is not None
-    assert list(stored[entities[0].pk].embedding) == [0.5] * 384
+    embedded = stored[entities[0].pk].embedding
+    assert embedded is not None
+    assert list(embedded) == [0.5] * 384
     assert stored[entities[1].pk].embedding is None
 
 

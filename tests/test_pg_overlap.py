@@ -7,7 +7,11 @@ from collections.abc import Iterator
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from memory.infra.pg import execute_overlapped, foreign_keys_checked_per_statement, overlap_window
+from memory.infra.pg_overlap import (
+    execute_overlapped,
+    foreign_keys_checked_per_statement,
+    overlap_window,
+)
 from memory.models import Context, DuplicateKey
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import AuditFilterForm
+from curation.forms.audit import AuditFilterForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import ConflictResolveForm
+from curation.forms.conflicts import ConflictResolveForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import DocumentAddForm, DocumentFilterForm
+from curation.forms.documents import DocumentAddForm, DocumentFilterForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -14,7 +14,8 @@ from django.shortcuts import redirect
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import DriftBulkForm, DriftResolveForm, PredicateDefinitionForm
+from curation.forms.drift import DriftBulkForm, DriftResolveForm
+from curation.forms.registry import PredicateDefinitionForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

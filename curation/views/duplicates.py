@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import DuplicateClusterForm, cluster_key
+from curation.forms.duplicates import DuplicateClusterForm, cluster_key
 from curation.views.access import (
     STOP_POLLING,
     HtmxHttpRequest,

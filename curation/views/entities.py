@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import EntityEditForm, EntityFilterForm
+from curation.forms.entities import EntityEditForm, EntityFilterForm
 from curation.svg import neighbourhood_svg, neighbours_collect
 from curation.views.access import (
     HtmxHttpRequest,

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.fact_forms import FactCorrectForm, FactEditForm, FactFilterForm
+from curation.forms.facts import FactCorrectForm, FactEditForm, FactFilterForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,
@@ -25,7 +25,8 @@ from memory.domain.access import ContextAccess
 from memory.kernel.errors import ValidationFailed
 from memory.models import FactStatus, Role
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.fact_pages import FactsPage, fact_detail, fact_get, facts_page
+from memory.selectors.fact_pages import FactsPage, fact_detail, facts_page
+from memory.selectors.facts import fact_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.edit import fact_edit
 from memory.services.facts.restore import fact_restore

@@ -9,7 +9,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import MemoryImportForm
+from curation.forms.memory_transfer import MemoryImportForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import (
+from curation.forms.registry import (
     AliasForm,
     FlagForm,
     PredicateDefinitionForm,

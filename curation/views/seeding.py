@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import EntitySeedForm, SeedUploadForm
+from curation.forms.seeding import EntitySeedForm, SeedUploadForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

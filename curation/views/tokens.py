@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from curation.forms import ReconcileKeyForm, TokenCreateForm
+from curation.forms.tokens import ReconcileKeyForm, TokenCreateForm
 from curation.views.access import (
     HtmxHttpRequest,
     _get_context_for_user,

@@ -11,6 +11,7 @@ from memory.api.fields import JsonInput, PatternField
 from memory.api.pagination import StandardPagination
 from memory.kernel.errors import PermissionDenied
 from memory.models import ApiToken, Context, FactReview, PredicateMode, Role
+from memory.models.context import SETTING_FIELDS
 from memory.selectors.contexts import context_list
 from memory.services.contexts import context_create, context_update
 from memory.services.vectors import embedding_backlog
@@ -19,18 +20,7 @@ from memory.services.vectors import embedding_backlog
 class ContextOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Context
-        fields = [
-            "slug",
-            "name",
-            "description",
-            "predicate_mode",
-            "auto_supersede",
-            "auto_merge_threshold",
-            "review_threshold",
-            "llm_judge_enabled",
-            "fact_review",
-            "created_at",
-        ]
+        fields = ["slug", "name", *SETTING_FIELDS, "created_at"]
 
 
 class ContextDetailOutputSerializer(ContextOutputSerializer):

@@ -27,7 +27,7 @@ from memory.selectors.conversations import (
     thread_list,
 )
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.fact_pages import fact_get
+from memory.selectors.facts import fact_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.edit import FactEdit, FactEdited, fact_edit
 from memory.services.facts.restore import FactRestored, fact_restore

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -18,12 +19,12 @@ from memory.api.fields import (
 )
 from memory.api.pagination import StandardPagination
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import CONSTRAINT_STATUSES, CONSTRAINT_TYPES
 from memory.domain.entity_names import MAX_NAME_LENGTH
-from memory.kernel.errors import NotFound
 from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
-from memory.selectors.facts import fact_list, facts_visible
+from memory.selectors.facts import fact_get, fact_list
 from memory.services.facts.retraction import fact_retract
 from memory.services.facts.review import FactReviewed, fact_review, facts_review
 from memory.services.facts.write import fact_write_with_entities
@@ -162,6 +163,20 @@ class EntityParamField(serializers.CharField):
         return text
 
 
+class ConstraintViolationSerializer(serializers.Serializer):
+    """A row of the constraint report (and a write's warning)."""
+
+    predicate = serializers.CharField()
+    constraint = serializers.ChoiceField(choices=CONSTRAINT_TYPES)
+    status = serializers.ChoiceField(choices=CONSTRAINT_STATUSES)
+    entity = EntityRefSerializer()
+    other_entity = EntityRefSerializer(
+        allow_null=True, help_text="distinct_values: the other subject sharing the value"
+    )
+    fact_ids = serializers.ListField(child=serializers.IntegerField())
+    message = serializers.CharField()
+
+
 class FactListApi(APIView):
     pagination_class = StandardPagination
 
@@ -207,6 +222,11 @@ class FactListApi(APIView):
         rejected_before = serializers.BooleanField(
             help_text="the claim was rejected by a curator before; it stays rejected"
         )
+        warnings = ConstraintViolationSerializer(
+            many=True,
+            help_text="constraints of the registry this fact breaks: written all the same, "
+            "and listed in constraints/violations until fixed or excepted",
+        )
 
     @extend_schema(parameters=[Params], responses=FactOutputSerializer(many=True))
     def get(self, request: Request, ctx: str) -> Response:
@@ -249,6 +269,7 @@ class FactListApi(APIView):
             "conflict": result.conflict.pk if result.conflict else None,
             "proposes_to_replace": result.proposes_to_replace,
             "rejected_before": result.rejected_before,
+            "warnings": [asdict(w) for w in result.warnings],
         }
         code = (
             status.HTTP_201_CREATED
@@ -262,7 +283,7 @@ class FactDetailApi(APIView):
     @extend_schema(responses=FactOutputSerializer)
     def get(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)
-        return Response(FactOutputSerializer(_fact(access, fact_id)).data)
+        return Response(FactOutputSerializer(fact_get(access=access, fact_id=fact_id)).data)
 
     @extend_schema(
         responses={200: FactOutputSerializer},
@@ -271,8 +292,8 @@ class FactDetailApi(APIView):
     )
     def delete(self, request: Request, ctx: str, fact_id: int) -> Response:
         access = access_for(request, ctx)
-        fact = fact_retract(access=access, fact=_fact(access, fact_id))
-        return Response(FactOutputSerializer(_fact(access, fact.pk)).data)
+        fact = fact_retract(access=access, fact=fact_get(access=access, fact_id=fact_id))
+        return Response(FactOutputSerializer(fact_get(access=access, fact_id=fact.pk)).data)
 
 
 class FactReviewApi(APIView):
@@ -329,19 +350,7 @@ class FactsReviewApi(APIView):
 def _reviewed_body(access: ContextAccess, reviewed: FactReviewed) -> dict[str, Any]:
     return {
         "action": reviewed.action,
-        "fact": _fact(access, reviewed.fact.pk),
+        "fact": fact_get(access=access, fact_id=reviewed.fact.pk),
         "superseded": reviewed.superseded.pk if reviewed.superseded else None,
         "audit_event": reviewed.audit_event.pk,
     }
-
-
-def _fact(access: ContextAccess, fact_id: int) -> Fact:
-    fact = (
-        facts_visible(access=access)
-        .select_related("subject", "object", "predicate")
-        .filter(pk=fact_id)
-        .first()
-    )
-    if fact is None:
-        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
-    return fact

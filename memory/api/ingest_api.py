@@ -18,7 +18,7 @@ from memory.api.pagination import StandardPagination
 from memory.domain.screening import text_redact
 from memory.models import Role, Run, RunOutcome
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
-from memory.selectors.runs import run_get, run_list
+from memory.selectors.runs import RUN_FIELDS, run_get, run_list
 from memory.selectors.vocabulary_view import vocabulary_listing
 from memory.services.ingest.acceptance import INFER_MODES
 from memory.services.ingest.retract import run_retract, run_retract_preview
@@ -38,24 +38,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Run
-        fields = [
-            "id",
-            "scope",
-            "mode",
-            "source",
-            "outcome",
-            "error",
-            "summary",
-            "prompt_tokens",
-            "completion_tokens",
-            "attempts",
-            "retry_of",
-            "created_by",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "retracted_at",
-        ]
+        fields = list(RUN_FIELDS)
 
 
 class RunDetailSerializer(RunOutputSerializer):

@@ -15,11 +15,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory.api.common import access_for
+from memory.api.constraints_api import context_iri_base
 from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
+from memory.domain.access import ContextAccess
 from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, Role
 from memory.services.transfer.export import memory_export_lines
 from memory.services.transfer.jobs import memory_import_job_create
+from memory.services.transfer.rdf import RDF_FORMATS, RdfFormat, rdf_export_lines
 
 
 class RawJsonParser(PlainTextParser):
@@ -51,13 +54,33 @@ class MemoryImportJobSerializer(serializers.ModelSerializer):
 
 class MemoryExportApi(APIView):
     @extend_schema(
-        responses={(200, "application/x-ndjson"): OpenApiTypes.STR},
-        description="The whole context as JSON lines (admins): header, registry, entities, "
-        "identifiers, turns, documents with chunks and keywords, facts, conflicts, and the "
-        "counts. Streamed; ids are this server's (an import gives new ones).",
+        parameters=[
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["jsonl", *RDF_FORMATS]),
+        ],
+        responses={
+            (200, "application/x-ndjson"): OpenApiTypes.STR,
+            (200, "text/turtle"): OpenApiTypes.STR,
+            (200, "application/ld+json"): OpenApiTypes.OBJECT,
+        },
+        description="`format=jsonl` (the default): the whole context as JSON lines "
+        "(admins): header, registry, entities, identifiers, turns, documents with chunks "
+        "and keywords, facts, conflicts, and the counts; ids are this server's (an import "
+        "gives new ones). `format=turtle` or `jsonld`: the current graph as RDF under "
+        "your grants (any member): live entities typed and labelled, current trusted "
+        "facts as triples, IRIs the API's own addresses (`predicates/shapes` gives the "
+        "constraints over the same IRIs). Streamed.",
     )
     def get(self, request: Request, ctx: str) -> StreamingHttpResponse:
         access = access_for(request, ctx)
+        format = request.query_params.get("format", "jsonl")
+        if format == "turtle":
+            return _rdf_response(request, access, ctx, "turtle")
+        if format == "jsonld":
+            return _rdf_response(request, access, ctx, "jsonld")
+        if format != "jsonl":
+            raise ValidationFailed(
+                f"format must be jsonl, {' or '.join(RDF_FORMATS)}", code="invalid_format"
+            )
         access.require_role(Role.ADMIN)
         response = StreamingHttpResponse(
             memory_export_lines(access=access), content_type="application/x-ndjson"
@@ -119,6 +142,22 @@ class MemoryImportJobApi(APIView):
         if job is None:
             raise NotFound(f"import {job_id} not found", code="import_not_found")
         return Response(MemoryImportJobSerializer(job).data)
+
+
+def _rdf_response(
+    request: Request, access: ContextAccess, ctx: str, format: RdfFormat
+) -> StreamingHttpResponse:
+    base = context_iri_base(request, ctx)
+    content_type, suffix = (
+        ("text/turtle; charset=utf-8", "ttl")
+        if format == "turtle"
+        else ("application/ld+json", "jsonld")
+    )
+    response = StreamingHttpResponse(
+        rdf_export_lines(access=access, base=base, format=format), content_type=content_type
+    )
+    response["Content-Disposition"] = f'attachment; filename="{ctx}.{suffix}"'
+    return response
 
 
 def _content(request: Request) -> str:

@@ -20,6 +20,7 @@ from memory.api.fields import (
 )
 from memory.api.pagination import StandardPagination
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import CONSTRAINT_TYPES
 from memory.kernel.errors import ValidationFailed
 from memory.models import (
     EntityType,
@@ -28,7 +29,7 @@ from memory.models import (
     PredicateStatus,
     Role,
 )
-from memory.models.predicate import Lifecycle
+from memory.models.predicate import EDITABLE_FIELDS, Lifecycle
 from memory.selectors.predicates import predicate_canonicalize, predicate_get, predicate_list
 from memory.selectors.registry import predicates_usage_attach, registry_export_data
 from memory.services.registry.file import registry_file_parse, registry_import
@@ -52,20 +53,7 @@ class PredicateOutputSerializer(serializers.ModelSerializer):
         model = Predicate
         fields = [
             "name",
-            "description",
-            "example",
-            "category",
-            "kind",
-            "subject_types",
-            "object_types",
-            "inverse",
-            "default_importance",
-            "ranking_weight",
-            "single_valued",
-            "is_aggregate",
-            "lifecycle",
-            "default_validity_days",
-            "exclude_from_prompt",
+            *EDITABLE_FIELDS,
             "status",
             "aliases",
             "fact_count",
@@ -108,6 +96,15 @@ class PredicateFieldsSerializer(JsonInput):
         min_value=1, max_value=36500, required=False, allow_null=True
     )
     exclude_from_prompt = serializers.BooleanField(required=False)
+    constraints = serializers.ListField(
+        child=serializers.DictField(),
+        max_length=len(CONSTRAINT_TYPES),
+        required=False,
+        help_text="property constraints, each `{type, status: mandatory|suggestion, "
+        "exceptions: [entity ids], …parameters}`; types: "
+        + ", ".join(CONSTRAINT_TYPES)
+        + ". Refused (400 invalid_constraint) where one cannot apply. Replaces the list.",
+    )
 
 
 class PredicateListApi(APIView):

@@ -8,7 +8,7 @@ Pure data: importable without Django.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Kind = Literal["relation", "attribute", "action", "narrative"]
@@ -35,6 +35,9 @@ class StandardPredicate:
     lifecycle: LifecycleName = "stable"
     default_validity_days: int | None = None
     exclude_from_prompt: bool = False
+    # Property constraints (memory/domain/constraints.py); the defaults are in
+    # LIBRARY_CONSTRAINTS below, by name, so the table above stays a table.
+    constraints: tuple[dict[str, object], ...] = ()
 
 
 _P = StandardPredicate
@@ -362,17 +365,55 @@ _SOCIAL: tuple[StandardPredicate, ...] = (
 
 # fmt: on
 
-STANDARD_PREDICATES: tuple[StandardPredicate, ...] = (
-    *_IDENTITY,
-    *_ORGANIZATIONAL,
-    *_TASK,
-    *_DECISION,
-    *_COMMUNICATION,
-    *_OBSERVATION,
-    *_EVENT,
-    *_PRIORITY,
-    *_DOCUMENT,
-    *_SOCIAL,
+
+def _c(ctype: str, status: str = "suggestion", **parameters: object) -> dict[str, object]:
+    return {"type": ctype, "status": status, **parameters, "exceptions": []}
+
+
+# Rules the library's meaning implies. Only what the description states is mandatory (a
+# person works at an organisation); type hints that extraction bends on purpose (an agent
+# knows a person, a team works at a company) are suggestions.
+LIBRARY_CONSTRAINTS: dict[str, tuple[dict[str, object], ...]] = {
+    "works_at": (
+        _c("subject_type", types=["person", "agent"]),
+        _c("value_type", "mandatory", types=["organisation"]),
+    ),
+    "reports_to": (_c("value_type", "mandatory", types=["person"]),),
+    "manages": (_c("value_type", "mandatory", types=["person"]),),
+    "current_title": (_c("single_value"), _c("subject_type", types=["person"])),
+    "current_role": (_c("single_value"), _c("subject_type", types=["person"])),
+    "subsidiary_of": (
+        _c("subject_type", "mandatory", types=["organisation"]),
+        _c("value_type", "mandatory", types=["organisation"]),
+    ),
+    "acquired": (_c("value_type", types=["organisation"]),),
+    "merged_with": (_c("symmetric"), _c("value_type", types=["organisation"])),
+    "interaction_count": (_c("range", "mandatory", min=0),),
+    "works_with": (_c("symmetric"),),
+    "colleague_of": (_c("symmetric"), _c("value_type", types=["person"])),
+    "knows": (_c("value_type", types=["person", "agent"]),),
+}
+
+
+def _with_constraints(entry: StandardPredicate) -> StandardPredicate:
+    rules = LIBRARY_CONSTRAINTS.get(entry.name, ())
+    return replace(entry, constraints=rules) if rules else entry
+
+
+STANDARD_PREDICATES: tuple[StandardPredicate, ...] = tuple(
+    _with_constraints(p)
+    for p in (
+        *_IDENTITY,
+        *_ORGANIZATIONAL,
+        *_TASK,
+        *_DECISION,
+        *_COMMUNICATION,
+        *_OBSERVATION,
+        *_EVENT,
+        *_PRIORITY,
+        *_DOCUMENT,
+        *_SOCIAL,
+    )
 )
 
 CATEGORIES: tuple[str, ...] = tuple(dict.fromkeys(p.category for p in STANDARD_PREDICATES))

@@ -35,12 +35,14 @@ IMPORT_JOB_TASK = "memory.tasks.import_job_task"
 DUPLICATES_SCAN_TASK = "memory.tasks.duplicates_scan_task"
 EMBEDDINGS_DRAIN_TASK = "memory.tasks.embeddings_drain_task"
 DUPLICATES_REFIT_TASK = "memory.tasks.duplicates_refit_task"
+ITEMS_SWEEP_TASK = "memory.tasks.items_sweep_task"
 TASK_PATHS = (
     INGEST_RUN_TASK,
     IMPORT_JOB_TASK,
     DUPLICATES_SCAN_TASK,
     EMBEDDINGS_DRAIN_TASK,
     DUPLICATES_REFIT_TASK,
+    ITEMS_SWEEP_TASK,
 )
 
 WATCHDOG_SECONDS = 120
@@ -127,6 +129,27 @@ def duplicates_refit_enqueue(context_id: int) -> None:
     transaction commits, unless one is already queued: every check finds it due until it
     has run."""
     _enqueue_once_on_commit(DUPLICATES_REFIT_TASK, context_id)
+
+
+def _sweep_waiting() -> bool:
+    from django_tasks_db.models import DBTaskResult
+
+    return DBTaskResult.objects.filter(task_path=ITEMS_SWEEP_TASK, status="READY").exists()
+
+
+def items_sweep_enqueue(*, run_after: dt.datetime) -> None:
+    """Have the task worker delete expired items at ``run_after`` (after the current
+    transaction commits), unless a sweep is already waiting: each sweep queues the next
+    one for the earliest expiry left. Only on the database queue: a backend that runs
+    tasks at once cannot wait for an expiry."""
+    if not _db_queue():
+        return
+
+    def enqueue() -> None:
+        if not _sweep_waiting():
+            queued_task(ITEMS_SWEEP_TASK).using(run_after=run_after).enqueue()
+
+    transaction.on_commit(enqueue)
 
 
 # --- the embedding drain -------------------------------------------------------------------

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import jellyfish
 from django.db import connection
 
-from memory.infra.pg import array_literal, execute_overlapped, int_array_literal
+from memory.infra.pg_arrays import array_literal, int_array_literal
+from memory.infra.pg_overlap import execute_overlapped
 from memory.matching.scoring import (
     Record,
     consonant_key,

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from django.db import connection
 from rapidfuzz import fuzz
 
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.matching.blocking import Pair, pair_of
 from memory.matching.scoring import Record
 from memory.models import Entity

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import connection
 
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.matching.scoring import Record
 from memory.models import Entity, EntityIdentifier
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from memory.models import Entity, Fact, Run
 from memory.selectors.entity_card import EntityCard
-from memory.selectors.search import SearchResult
+from memory.selectors.search_results import SearchResult
 
 MAX_VALUE_CHARS = 2000
 

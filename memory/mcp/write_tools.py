@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from django.db import transaction
 from pydantic import Field
 
-from memory.kernel.errors import NotFound, ValidationFailed
+from memory.kernel.errors import ValidationFailed
 from memory.llm.schemas import (
     StrictActionItem,
     StrictAttributeItem,
@@ -22,10 +22,9 @@ from memory.llm.schemas import (
 from memory.mcp.arguments import NO_NUL, EntityRef, FactId, Scope, Wait
 from memory.mcp.calls import as_tool, current_access
 from memory.mcp.shapes import fact_shape, run_shape
-from memory.models import Fact
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.selectors.entity_lookup import resolve_entity_name
-from memory.selectors.facts import facts_visible
+from memory.selectors.facts import fact_get
 from memory.services.facts.corrections import fact_correct
 from memory.services.facts.retraction import fact_retract
 from memory.services.facts.review import MAX_BULK_REVIEW, facts_review
@@ -156,18 +155,6 @@ def add_facts(
     return _run_answer(run, wait=wait)
 
 
-def _visible_fact(fact_id: int) -> Fact:
-    fact = (
-        facts_visible(access=current_access())
-        .select_related("subject", "object", "predicate")
-        .filter(pk=fact_id)
-        .first()
-    )
-    if fact is None:
-        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
-    return fact
-
-
 @as_tool
 def correct_fact(
     fact_id: FactId,
@@ -187,7 +174,7 @@ def correct_fact(
     undoable. Needs a write grant on the fact's scope."""
     access = current_access()
     with transaction.atomic():
-        fact = _visible_fact(fact_id)
+        fact = fact_get(access=access, fact_id=fact_id)
         target = (
             resolve_entity_name(access=access, ref=object, prefer_scope=fact.scope).entity
             if object is not None
@@ -197,8 +184,8 @@ def correct_fact(
             access=access, fact=fact, value=value, object=target, reason=reason
         )
     return {
-        "corrected": fact_shape(_visible_fact(correction.old.pk)),
-        "fact": fact_shape(_visible_fact(correction.new.pk)),
+        "corrected": fact_shape(fact_get(access=access, fact_id=correction.old.pk)),
+        "fact": fact_shape(fact_get(access=access, fact_id=correction.new.pk)),
         "audit_event": correction.audit_event_id,
     }
 
@@ -207,8 +194,9 @@ def correct_fact(
 def retract_fact(fact_id: FactId) -> dict[str, Any]:
     """Withdraw a fact: it stops being current and stays in history (as DELETE facts/{id}).
     Needs a write grant on the fact's scope."""
-    fact = fact_retract(access=current_access(), fact=_visible_fact(fact_id))
-    return {"fact": fact_shape(_visible_fact(fact.pk))}
+    access = current_access()
+    fact = fact_retract(access=access, fact=fact_get(access=access, fact_id=fact_id))
+    return {"fact": fact_shape(fact_get(access=access, fact_id=fact.pk))}
 
 
 @as_tool
@@ -227,12 +215,13 @@ def review_facts(
 ) -> dict[str, Any]:
     """A curator's review of pending facts (as POST facts/review): all or nothing, each
     audited and undoable. Needs the curator role through a trusted token."""
-    reviewed = facts_review(access=current_access(), fact_ids=fact_ids, action=action, note=note)
+    access = current_access()
+    reviewed = facts_review(access=access, fact_ids=fact_ids, action=action, note=note)
     return {
         "results": [
             {
                 "action": r.action,
-                "fact": fact_shape(_visible_fact(r.fact.pk)),
+                "fact": fact_shape(fact_get(access=access, fact_id=r.fact.pk)),
                 "superseded": r.superseded.pk if r.superseded else None,
                 "audit_event": r.audit_event.pk,
             }

@@ -21,6 +21,7 @@ from memory.models.fact import (
     TrustReason,
 )
 from memory.models.import_job import MEMORY_IMPORT_FORMATS, ImportJob, ImportJobStatus
+from memory.models.item import Item
 from memory.models.merge import Merge
 from memory.models.predicate import Predicate, PredicateAlias, PredicateKind, PredicateStatus
 from memory.models.run import Run, RunOutcome
@@ -51,6 +52,7 @@ __all__ = [
     "FactTrust",
     "ImportJob",
     "ImportJobStatus",
+    "Item",
     "Keyword",
     "KeywordLink",
     "Merge",

@@ -4,6 +4,17 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 CONTEXT_SLUG_RE = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# A context's settings: what an admin changes (PATCH contexts/{ctx}) and the API shows
+# beside its slug and name.
+SETTING_FIELDS = (
+    "description",
+    "predicate_mode",
+    "auto_supersede",
+    "auto_merge_threshold",
+    "review_threshold",
+    "llm_judge_enabled",
+    "fact_review",
+)
 
 
 class PredicateMode(models.TextChoices):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
 from django.db import models
+from django.db.models.functions import MD5
 
 
 class FactKind(models.TextChoices):
@@ -200,6 +201,14 @@ class Fact(models.Model):
             # Fact lists newest first.
             models.Index(fields=["context", "-recorded_at"], name="fact_recent"),
             models.Index(OpClass("scope", name="varchar_pattern_ops"), name="fact_scope_prefix"),
+            # A value's other holders (the distinct_values constraint, checked on each
+            # write: selectors/constraints.py): by hash, since a value may be long.
+            models.Index(
+                "predicate",
+                MD5("value_text"),
+                condition=models.Q(status="current") & ~models.Q(value_text=""),
+                name="fact_value_hash",
+            ),
             # The review queue and the pending counts: the few facts waiting on a curator.
             models.Index(
                 fields=["context", "-recorded_at"],

@@ -20,6 +20,7 @@ EDITABLE_FIELDS = (
     "lifecycle",
     "default_validity_days",
     "exclude_from_prompt",
+    "constraints",
 )
 
 
@@ -66,6 +67,9 @@ class Predicate(models.Model):
     lifecycle = models.CharField(max_length=12, choices=Lifecycle.choices, default=Lifecycle.STABLE)
     default_validity_days = models.PositiveIntegerField(null=True, blank=True)
     exclude_from_prompt = models.BooleanField(default=False)
+    # Property constraints (memory/domain/constraints.py): rules its facts should keep,
+    # reported by selectors/constraints.py, never enforced on writes.
+    constraints = models.JSONField(default=list, blank=True, db_default=[])
     status = models.CharField(
         max_length=12, choices=PredicateStatus.choices, default=PredicateStatus.REGISTERED
     )

@@ -59,7 +59,7 @@ def _ranking_depth(*, target: Target, visible_sql: tuple[str, list[object]], lim
     one more costs a look-up of its chunk id)."""
     if visible_sql[0] != "TRUE":
         return max(limit * 50, 1000)
-    return limit if target in (Target.CHUNK, Target.TURN) else max(limit * 4, 100)
+    return limit if target in (Target.CHUNK, Target.TURN, Target.ITEM) else max(limit * 4, 100)
 
 
 def _ranked(

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from memory.infra.pg import array_literal, execute_overlapped, int_array_literal
+from memory.infra.pg_arrays import array_literal, int_array_literal
+from memory.infra.pg_overlap import execute_overlapped
 from memory.search.models import Target
 
 # The column of ``search_searchdoc`` that names what a document indexes.
@@ -22,6 +23,7 @@ REF_COLUMN = {
     Target.FACT: "fact_id",
     Target.ENTITY: "entity_id",
     Target.TURN: "turn_id",
+    Target.ITEM: "item_id",
 }
 
 

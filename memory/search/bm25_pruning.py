@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from memory.infra.pg import array_literal, int_array_literal
+from memory.infra.pg_arrays import array_literal, int_array_literal
 from memory.infra.replicas import read_connection
 from memory.search.bm25_scoring import (
     K1,

@@ -35,6 +35,8 @@ B = 0.75
 _LIVE = {
     Target.CHUNK: "TRUE",
     Target.TURN: "TRUE",
+    # Expired items are dropped by the items selector, which asks for a margin.
+    Target.ITEM: "TRUE",
     Target.FACT: (
         "(SELECT f.status FROM memory_fact f WHERE f.id = search_searchdoc.fact_id) = 'current'"
     ),

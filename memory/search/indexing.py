@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.infra.queueing import embeddings_drain_enqueue
 from memory.infra.stages import stage
 from memory.models import Context, Entity, Fact, Predicate

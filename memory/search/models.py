@@ -25,6 +25,7 @@ class Target(models.TextChoices):
     FACT = "fact"
     ENTITY = "entity"
     TURN = "turn"
+    ITEM = "item"
 
 
 class SearchTerm(models.Model):
@@ -56,7 +57,13 @@ class SearchTerm(models.Model):
         return f"{self.target}:{self.text}"
 
 
-_REF_FIELDS = {"chunk": "chunk", "fact": "fact", "entity": "entity", "turn": "turn"}
+_REF_FIELDS = {
+    "chunk": "chunk",
+    "fact": "fact",
+    "entity": "entity",
+    "turn": "turn",
+    "item": "item",
+}
 
 
 def _one_target_q() -> models.Q:
@@ -103,6 +110,9 @@ class SearchDoc(models.Model):
     turn = models.ForeignKey(
         "memory.Turn", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
     )
+    item = models.ForeignKey(
+        "memory.Item", on_delete=models.CASCADE, null=True, related_name="+", db_index=False
+    )
     scope = models.CharField(max_length=300)
     length = models.PositiveIntegerField()
     # The distinct terms: the delete trigger finds the postings by (term_id, doc_id)
@@ -126,7 +136,7 @@ class SearchDoc(models.Model):
         ]
 
     def __str__(self) -> str:
-        ref = self.chunk_id or self.fact_id or self.entity_id or self.turn_id
+        ref = self.chunk_id or self.fact_id or self.entity_id or self.turn_id or self.item_id
         return f"{self.target} {ref}"
 
 

@@ -26,7 +26,7 @@ from django.db.models import F, Q, QuerySet, Value
 from pgvector.django import CosineDistance
 
 from memory.infra.replicas import read_connection
-from memory.models import Chunk, Entity, Turn
+from memory.models import Chunk, Entity, Item, Turn
 from memory.search.models import FactVector, SearchStats, Target
 
 # Defaults of the settings MEMORY_SEARCH_EXACT_SCAN_MAX and MEMORY_SEARCH_EF_SEARCH
@@ -55,6 +55,8 @@ def _visible_rows(*, context_id: int, target: Target, visible: Q) -> QuerySet[An
         rows: QuerySet[Any] = Chunk.objects.filter(visible, context_id=context_id)
     elif target == Target.TURN:
         rows = Turn.objects.filter(visible, context_id=context_id)
+    elif target == Target.ITEM:
+        rows = Item.objects.filter(visible, context_id=context_id)
     elif target == Target.ENTITY:
         rows = Entity.objects.filter(visible, context_id=context_id, merged_into__isnull=True)
     else:

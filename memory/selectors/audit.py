@@ -26,6 +26,8 @@ ACTION_LABELS: dict[str, str] = {
     "predicate_restore": "Predicate restored",
     "predicate_alias_add": "Alias added",
     "predicate_alias_remove": "Alias removed",
+    "constraint_exception_add": "Constraint exception added",
+    "constraint_exception_remove": "Constraint exception removed",
     "conflict_resolve": "Conflict resolved",
     "fact_correct": "Fact corrected",
     "fact_retract": "Facts retracted",

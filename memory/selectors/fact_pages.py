@@ -19,12 +19,12 @@ from django.utils.dateparse import parse_datetime
 
 from memory.domain.access import ContextAccess
 from memory.domain.predicate_names import predicate_normalize
-from memory.kernel.errors import NotFound, ValidationFailed
+from memory.kernel.errors import ValidationFailed
 from memory.models import AuditEvent, Conflict, Document, Fact, Run, Turn
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import Target
 from memory.selectors.entities import entity_list
-from memory.selectors.facts import facts_visible
+from memory.selectors.facts import fact_get, facts_visible
 from memory.selectors.predicates import predicate_canonicalize
 
 # Only orders an index walks (``fact_recent``): a confidence order over a million facts
@@ -197,18 +197,6 @@ class FactDetail:
     superseded_by: list[Fact]
     conflicts: list[Conflict]
     events: list[AuditEvent]
-
-
-def fact_get(*, access: ContextAccess, fact_id: int) -> Fact:
-    fact = (
-        facts_visible(access=access)
-        .select_related("subject", "object", "predicate", "created_by")
-        .filter(pk=fact_id)
-        .first()
-    )
-    if fact is None:
-        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
-    return fact
 
 
 def fact_detail(*, access: ContextAccess, fact_id: int) -> FactDetail:

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from memory.domain.access import ContextAccess
 from memory.domain.predicate_names import predicate_normalize
+from memory.kernel.errors import NotFound
 from memory.models import Conflict as ConflictRecord
 from memory.models import Entity, Fact, FactStatus, FactTrust, Predicate, PredicateStatus
 from memory.selectors.predicates import predicate_canonicalize
@@ -37,6 +38,21 @@ CONTESTED_AT_WRITE = timedelta(seconds=1)
 
 def facts_visible(*, access: ContextAccess) -> QuerySet[Fact]:
     return Fact.objects.filter(access.grants.read_q(), context=access.context)
+
+
+def fact_get(*, access: ContextAccess, fact_id: int) -> Fact:
+    """The fact ``fact_id`` if the caller may read it, with its subject, object, predicate
+    and creator joined; NotFound otherwise (a fact out of the caller's grants is not
+    told apart from one that does not exist)."""
+    fact = (
+        facts_visible(access=access)
+        .select_related("subject", "object", "predicate", "created_by")
+        .filter(pk=fact_id)
+        .first()
+    )
+    if fact is None:
+        raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
+    return fact
 
 
 def trust_q(*, include_pending: bool = False, include_rejected: bool = False) -> Q:

@@ -16,22 +16,20 @@ within a token budget. One reader for ``POST context`` and the MCP ``get_context
 - Every line names its record (id), its scope and its source, so an agent can cite it or
   come back to it; the same lines come back as data.
 
-Tokens are estimated as characters / 4 (no tokenizer ships offline): an estimate, rounded
-up per line, so the block stays under the budget for English text.
+The lines and their fit into the budget are ``memory_context_layout``; the block's
+searches, ``memory_context_search``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
-from memory.kernel.errors import ServiceUnavailable, ValidationFailed
-from memory.models import Entity, Fact, FactTrust, Turn
-from memory.search.fusion import rrf_fuse
+from memory.kernel.errors import ValidationFailed
+from memory.models import Entity, FactTrust
 from memory.selectors.entity_linking import EntityLink, entities_linked
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_relevance import (
@@ -42,74 +40,29 @@ from memory.selectors.fact_relevance import (
     shares_with_question,
 )
 from memory.selectors.facts import entity_facts_ranked
-from memory.selectors.question import Span, question_read
-from memory.selectors.search import (
-    MAX_QUERY_CHARS,
-    QueryVector,
-    SearchResponse,
-    SearchResult,
-    query_vector_start,
-    search,
+from memory.selectors.memory_context_layout import (
+    ContextLine,
+    MemoryContext,
+    block_render,
+    estimate_tokens,
+    fact_line,
+    lines_fit,
 )
+from memory.selectors.memory_context_search import BlockFinder
+from memory.selectors.question import Span, question_read
+from memory.selectors.search import MAX_QUERY_CHARS
 
 DEFAULT_BUDGET_TOKENS = 1500
 MIN_BUDGET_TOKENS = 100
 MAX_BUDGET_TOKENS = 16_000
-CHARS_PER_TOKEN = 4
-FACT_SHARE = 0.6  # of the budget, before passages; what passages leave goes back to facts
 FACTS_PER_ENTITY = 40
-QUERY_FACTS = 20
-PASSAGES = 20  # candidates of each kind (chunks, turns); the budget decides how many fit
-MAX_VALUE_CHARS_IN_LINE = 300
-MIN_PASSAGE_TOKENS = 30  # a passage cut shorter than this is left out instead
-# The floors: below these cosines, a fact or passage that shares no word with the
-# question is unrelated text (all-MiniLM-L6-v2 puts unrelated sentences under ~0.3).
+# Below this cosine, a fact that shares no word with the question is unrelated text
+# (all-MiniLM-L6-v2 puts unrelated sentences under ~0.3).
 FACT_MIN_COSINE = 0.45
-PASSAGE_MIN_COSINE = 0.3
 # A fact at least this relevant answers the question even without a predicate match
 # (a named entity and the answer type asked for, or close in meaning).
 ANSWERING_RELEVANCE = 2.0
 ANSWERING_PREDICATE = 0.5  # a predicate match this good answers (half its words asked)
-
-
-@dataclass
-class ContextLine:
-    kind: str  # "fact" | "chunk" | "turn"
-    id: int
-    scope: str
-    line: str
-    tokens: int
-    score: float
-    data: dict[str, Any]
-    shares: bool = True  # shares something with the question (else: padding)
-    answers: bool = False  # a fact that answers the question: placed before passages
-
-
-@dataclass
-class MemoryContext:
-    context: str
-    query: str
-    focus: list[Entity]
-    facts: list[ContextLine]
-    passages: list[ContextLine]
-    budget_tokens: int
-    # Pending facts (asked for with include_pending): under their own heading, never
-    # among the facts.
-    unconfirmed: list[ContextLine] = field(default_factory=list)
-    used_tokens: int = 0
-    left_out: int = 0  # candidates left out: unrelated to the question or over budget
-    left_out_unrelated: int = 0
-    left_out_budget: int = 0
-    notes: list[str] = field(default_factory=list)
-    text: str = ""
-
-
-def estimate_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
-
-
-def _line_tokens(line: str) -> int:
-    return estimate_tokens(line + "\n")  # the newline that joins it to the block
 
 
 def memory_context(
@@ -155,7 +108,9 @@ def memory_context(
         passages=[],
         budget_tokens=budget_tokens,
     )
-    finder = _Finder(access=access, mode=mode, notes=block.notes, include_pending=include_pending)
+    finder = BlockFinder(
+        access=access, mode=mode, notes=block.notes, include_pending=include_pending
+    )
     if query:
         finder.embed_early(query)  # while the named entities are looked up
     asked = resolve_entity_name(access=access, ref=entity).entity if entity is not None else None
@@ -172,106 +127,16 @@ def memory_context(
     passage_query = query or block.focus[0].name
     passage_lines = finder.passages(passage_query)
     fact_lines, passage_lines = _floor(block, fact_lines, passage_lines, finder=finder)
-    _fit(block, fact_lines, passage_lines)
+    lines_fit(block, fact_lines, passage_lines)
     block.unconfirmed = [f for f in block.facts if f.data["trust"] != FactTrust.TRUSTED]
     block.facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
     _note_left_out(block)
     if not explain:
         for line in block.facts + block.passages:
             line.data.pop("explain", None)
-    block.text = _render(block)
+    block.text = block_render(block)
     block.used_tokens = estimate_tokens(block.text)
     return block
-
-
-@dataclass
-class _Finder:
-    """Searches for the block, falling back to BM25 once if the embedder is down. The
-    facts, chunks and turns searches of one query share one embedding of it."""
-
-    access: ContextAccess
-    mode: str
-    notes: list[str]
-    include_pending: bool = False
-    vectors: dict[str, QueryVector] = field(default_factory=dict)
-    hidden_passages: int = 0  # found by vector similarity alone, below the floor
-
-    def embed_early(self, query: str) -> None:
-        if self.mode != "bm25":
-            self._vector(query)
-
-    def _vector(self, query: str) -> QueryVector:
-        if query not in self.vectors:
-            self.vectors[query] = query_vector_start(query)
-        return self.vectors[query]
-
-    def embedding(self, query: str) -> list[float] | None:
-        """The query's embedding, or None in bm25 mode or with the embedder down."""
-        if self.mode == "bm25":
-            return None
-        try:
-            return self._vector(query).pending.result()[0]
-        except Exception:  # the searches report the embedder's failure in the notes
-            return None
-
-    def _search(
-        self,
-        query: str,
-        target: str,
-        k: int,
-        mode: str | None = None,
-        floor: float | None = None,
-        ranked_only: bool = False,
-    ) -> SearchResponse:
-        mode = mode or self.mode
-        try:
-            return search(
-                access=self.access,
-                query=query,
-                mode=mode,
-                k=k,
-                target=target,
-                query_vector=self._vector(query) if mode != "bm25" else None,
-                vector_floor=floor,
-                include_pending=self.include_pending,
-                ranked_only=ranked_only,
-            )
-        except ServiceUnavailable as exc:
-            if self.mode == "bm25" or exc.code != "embedder_unavailable":
-                raise
-            self.mode = "bm25"
-            self.notes.append(f"{exc.message.split(';')[0]}: found by BM25 only")
-            return self._search(query, target, k, floor=floor, ranked_only=ranked_only)
-
-    def facts_found(self, query: str) -> dict[int, float]:
-        """The facts the query finds, each with its BM25 score over the best one's (0
-        when only the vector found it)."""
-        # Ids and scores only: fact_candidates reads the facts it keeps.
-        results = self._search(query, "facts", QUERY_FACTS, ranked_only=True).results
-        bm25 = {r.id: r.explain.bm25.score for r in results if r.explain.bm25 is not None}
-        if self.mode == "bm25":
-            bm25 = {r.id: r.score for r in results}
-        top = max(bm25.values(), default=0.0) or 1.0
-        return {r.id: bm25.get(r.id, 0.0) / top for r in results}
-
-    def passages(self, query: str) -> list[ContextLine]:
-        chunks = self._search(query, "chunks", PASSAGES, floor=PASSAGE_MIN_COSINE)
-        turns = self._search(query, "turns", PASSAGES, floor=PASSAGE_MIN_COSINE)
-        self.hidden_passages += chunks.hidden + turns.hidden
-        # A turn screening flagged (an instruction, a secret) is never pasted into what an
-        # agent is told: its claims wait for review, and its words stay out too.
-        flagged = set(
-            Turn.objects.filter(pk__in=[r.id for r in turns.results])
-            .exclude(flags=[])
-            .values_list("pk", flat=True)
-        )
-        turns.results[:] = [r for r in turns.results if r.id not in flagged]
-        # Chunks and turns score on scales of their own (turns add their windows): they
-        # take turns by rank, the closer in meaning first at the same rank.
-        keyed = {(r.type, r.id): r for r in chunks.results + turns.results}
-        fused = rrf_fuse([[(r.type, r.id) for r in found.results] for found in (chunks, turns)])
-        order = sorted(fused, key=lambda key: (-fused[key], -_cosine(keyed[key]), key))
-        return [_passage_line(keyed[key]) for key in order]
 
 
 def _own_scope(scopes: list[str] | None) -> str | None:
@@ -281,16 +146,12 @@ def _own_scope(scopes: list[str] | None) -> str | None:
     return None
 
 
-def _cosine(result: SearchResult) -> float:
-    return result.explain.vector.score if result.explain.vector is not None else -1.0
-
-
 def _answering_fact_lines(
     access: ContextAccess,
     *,
     query: str,
     asked: Entity | None,
-    finder: _Finder,
+    finder: BlockFinder,
     prefer_scope: str | None,
 ) -> tuple[list[ContextLine], list[EntityLink]]:
     """The candidate facts for a question, best answer first (fact_relevance)."""
@@ -312,7 +173,7 @@ def _answering_fact_lines(
     ranked = fact_relevance(candidates, question=question, links=links, matches=matches)
     lines = []
     for candidate in ranked:
-        line = _fact_line(candidate.fact, candidate.relevance)
+        line = fact_line(candidate.fact, candidate.relevance)
         line.data["explain"] = candidate.explain
         line.shares = shares_with_question(candidate, min_cosine=FACT_MIN_COSINE)
         predicate = candidate.explain.get("predicate") or {}
@@ -331,7 +192,7 @@ def _entity_fact_lines(
     for ranked in entity_facts_ranked(
         access=access, entity=entity, limit=FACTS_PER_ENTITY, include_pending=include_pending
     ):
-        line = _fact_line(ranked.fact, ranked.score)
+        line = fact_line(ranked.fact, ranked.score)
         line.data["explain"] = {"prior": round(ranked.score, 4), "why": "a fact of the entity"}
         lines.append(line)
     return lines
@@ -342,7 +203,7 @@ def _floor(
     facts: list[ContextLine],
     passages: list[ContextLine],
     *,
-    finder: _Finder,
+    finder: BlockFinder,
 ) -> tuple[list[ContextLine], list[ContextLine]]:
     """Leave out the facts that share nothing with the question (the search already
     left out passages found by vector similarity alone, below the floor)."""
@@ -368,166 +229,6 @@ def _note_left_out(block: MemoryContext) -> None:
         )
     if block.left_out_budget:
         block.notes.append(f"{block.left_out_budget} left out: over the token budget")
-
-
-def _source(fact: Fact) -> str:
-    if fact.turn_id:
-        return f"turn {fact.turn_id} (run {fact.run_id})" if fact.run_id else f"turn {fact.turn_id}"
-    if fact.run_id:
-        return f"run {fact.run_id}"
-    if fact.document_id:
-        return f"document {fact.document_id}"
-    return f"{fact.source_kind} {fact.source_ref!r}" if fact.source_ref else fact.source_kind
-
-
-def _fact_line(fact: Fact, score: float) -> ContextLine:
-    if fact.object is not None:
-        statement = f"{fact.subject.name} {fact.predicate.name} {fact.object.name}"
-    else:
-        value = fact.value_text
-        if len(value) > MAX_VALUE_CHARS_IN_LINE:
-            value = value[:MAX_VALUE_CHARS_IN_LINE] + "…"
-        statement = f"{fact.subject.name} {fact.predicate.name}: {value}"
-    since = f"; since {fact.valid_from.date().isoformat()}" if fact.valid_from else ""
-    line = f"- {statement} [fact {fact.pk}; scope {fact.scope}; source {_source(fact)}{since}]"
-    data = {
-        "id": fact.pk,
-        "subject": {"id": fact.subject.pk, "name": fact.subject.name, "type": fact.subject.type},
-        "predicate": fact.predicate.name,
-        "object": (
-            {"id": fact.object.pk, "name": fact.object.name, "type": fact.object.type}
-            if fact.object is not None
-            else None
-        ),
-        "value": fact.value if fact.object is None else None,
-        "kind": fact.kind,
-        "trust": fact.trust,
-        "confidence": fact.confidence,
-        "valid_from": fact.valid_from.isoformat() if fact.valid_from else None,
-        "source": {
-            "kind": fact.source_kind,
-            "ref": fact.source_ref,
-            "run": fact.run_id,
-            "document": fact.document_id,
-            "turn": fact.turn_id,
-        },
-    }
-    return ContextLine("fact", fact.pk, fact.scope, line, _line_tokens(line), score, data)
-
-
-def _passage_line(result: SearchResult) -> ContextLine:
-    text = " ".join(result.text.split())
-    if result.type == "chunk":
-        where = f"chunk {result.id} of document {result.meta.get('document_id')}"
-        title = result.meta.get("document_title")
-        where += f" {title!r}" if title else ""
-    elif result.type == "turn":
-        meta = result.meta
-        where = f"turn {result.id}"
-        where += f" by {meta['speaker']}" if meta.get("speaker") else ""
-        where += f" in thread {meta['thread']!r}" if meta.get("thread") else ""
-        where += f" at {meta['said_at']}" if meta.get("said_at") else ""
-    else:
-        where = f"{result.type} {result.id}"
-    prefix = f"- [{where}; scope {result.scope}] "
-    line = prefix + text
-    return ContextLine(
-        result.type,
-        result.id,
-        result.scope,
-        line,
-        _line_tokens(line),
-        result.score,
-        {"meta": result.meta, "text": text, "prefix": prefix, "explain": _passage_explain(result)},
-    )
-
-
-def _passage_explain(result: SearchResult) -> dict[str, Any]:
-    explain = result.explain
-    why = []
-    if explain.bm25 is not None:
-        why.append(f"shares words with the query (BM25 rank {explain.bm25.rank})")
-    if explain.vector is not None:
-        why.append(f"close in meaning (cosine {explain.vector.score:.2f})")
-    if explain.window_boost:
-        why.append("next to turns that match")
-    return {
-        "score": result.score,
-        "bm25": round(explain.bm25.score, 4) if explain.bm25 else None,
-        "cosine": round(explain.vector.score, 4) if explain.vector else None,
-        "why": "; ".join(why) or "found by the search",
-    }
-
-
-def _fit(block: MemoryContext, facts: list[ContextLine], passages: list[ContextLine]) -> None:
-    """The facts that answer first (several distinct answers before one long passage),
-    then the other facts up to their share of the budget, then passages, then facts again
-    with whatever the passages left; a passage too long for the room left is cut."""
-    room = block.budget_tokens - estimate_tokens(_render(block)) - 2 * 8  # section headings
-    if any(f.data["trust"] != FactTrust.TRUSTED for f in facts):
-        room -= 24  # the heading of the unconfirmed section
-    fact_room = int(room * FACT_SHARE)
-    pending: list[ContextLine] = []
-    for line in facts:  # in order: an answer that does not fit leaves room for the next
-        if line.answers and line.tokens <= room:
-            block.facts.append(line)
-            room -= line.tokens
-            fact_room -= line.tokens
-        else:
-            pending.append(line)
-    while pending and pending[0].tokens <= fact_room:
-        line = pending.pop(0)
-        block.facts.append(line)
-        fact_room -= line.tokens
-        room -= line.tokens
-    for passage in passages:
-        if passage.tokens <= room:
-            block.passages.append(passage)
-            room -= passage.tokens
-        elif room >= MIN_PASSAGE_TOKENS:
-            block.passages.append(_cut(passage, room))
-            room = 0
-        else:
-            block.left_out_budget += 1
-    while pending and pending[0].tokens <= room:
-        line = pending.pop(0)
-        block.facts.append(line)
-        room -= line.tokens
-    block.left_out_budget += len(pending)
-    block.left_out += block.left_out_budget
-    # Answers placed first, the rest after: the block lists them by relevance.
-    order = {line.id: i for i, line in enumerate(facts)}
-    block.facts.sort(key=lambda line: order[line.id])
-
-
-def _cut(passage: ContextLine, tokens: int) -> ContextLine:
-    prefix: str = passage.data["prefix"]
-    keep = max(0, tokens * CHARS_PER_TOKEN - len(prefix) - 1)
-    line = prefix + passage.data["text"][:keep].rstrip() + "…"
-    return replace(passage, line=line, tokens=_line_tokens(line))
-
-
-def _render(block: MemoryContext) -> str:
-    about = []
-    if block.focus:
-        about.append(", ".join(f"{e.name} (entity {e.pk})" for e in block.focus))
-    if block.query:
-        about.append(f"query {block.query!r}")
-    lines = [f"# Memory context ({block.context}): {'; '.join(about)}"]
-    facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
-    unconfirmed = [f for f in block.facts + block.unconfirmed if f not in facts]
-    if facts:
-        lines += ["## Facts (best first)", *(f.line for f in facts)]
-    if unconfirmed:
-        lines += [
-            "## Unconfirmed (pending review: claims nobody has confirmed; do not rely on them)",
-            *(f.line for f in unconfirmed),
-        ]
-    if block.passages:
-        lines += ["## Passages", *(p.line for p in block.passages)]
-    if not block.facts and not block.unconfirmed and not block.passages:
-        lines.append("Nothing in memory matches.")
-    return "\n".join(lines)
 
 
 def memory_context_data(block: MemoryContext) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from memory.domain.access import ContextAccess
 from memory.kernel.errors import NotFound
 from memory.models import Run
 
-# What a list shows; the heavy columns (input, prompt, outputs) stay in the database.
-RUN_LIST_FIELDS = (
+# What a run's listing shows (the API's run and the runs page); the heavy columns (input,
+# prompt, outputs) stay in the database.
+RUN_FIELDS = (
     "id",
-    "context_id",
     "scope",
     "mode",
     "source",
@@ -21,8 +21,8 @@ RUN_LIST_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "attempts",
-    "retry_of_id",
-    "created_by__username",
+    "retry_of",
+    "created_by",
     "created_at",
     "started_at",
     "finished_at",
@@ -38,7 +38,12 @@ def run_list(
     *, access: ContextAccess, outcome: str | None = None, mode: str | None = None
 ) -> QuerySet[Run]:
     """Newest first, without the heavy columns, the creator joined in (one query)."""
-    runs = runs_visible(access=access).select_related("created_by").only(*RUN_LIST_FIELDS)
+    runs = (
+        runs_visible(access=access)
+        .select_related("created_by")
+        # Of the creator, the name alone.
+        .only("context_id", *RUN_FIELDS, "created_by__username")
+    )
     if outcome:
         runs = runs.filter(outcome=outcome)
     if mode:

@@ -6,31 +6,47 @@ and every result explains itself: its BM25 rank and score, its vector rank and c
 similarity, the fused RRF score and the graph boost (each null when the mode does not
 use it or the result did not appear in that list). Turns can be narrowed to one
 conversation (``thread``). docs/SEARCH.md has the details.
+
+The results and the reading of their records are in ``search_results``; how the ranked
+lists become one score, in ``search_scoring``.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from django.db.models import Q
 
 from memory.domain.access import ContextAccess
 from memory.infra.embeddings import embed_texts, embedder_unavailable
 from memory.infra.metrics import SEARCH_SECONDS
-from memory.infra.replicas import read_connection
 from memory.kernel.errors import ValidationFailed
-from memory.models import Chunk, Document, Entity, Fact, FactTrust, Turn
+from memory.models import Turn
 from memory.models.turn import MAX_THREAD_CHARS
-from memory.search.bm25 import bm25_rank, corpus_visible_sql, ranking_key
+from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.fusion import rrf_fuse
-from memory.search.graph import graph_boosts
 from memory.search.models import Target
-from memory.search.texts import fact_text
-from memory.search.turn_fusion import TURN_FUSION_DEPTH, normalized_sum, window_boosts
+from memory.search.turn_fusion import TURN_FUSION_DEPTH
 from memory.search.vector import vector_rank
+from memory.selectors.search_results import (
+    Explain,
+    RankScore,
+    SearchResult,
+    result_cosine,
+    results_hydrate,
+)
+from memory.selectors.search_scoring import (
+    below_floor,
+    best_refs,
+    graph_scores,
+    mode_scores,
+    trusted_only,
+    turn_scores,
+    turns_only,
+)
 
 Mode = Literal["bm25", "vector", "hybrid", "hybrid_graph"]
 SearchTarget = Literal["all", "chunks", "turns", "facts", "entities"]
@@ -53,32 +69,6 @@ _EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-embed")
 # How deep each list is read before fusion: enough that a result ranked k-th by one
 # method and unseen by the other still gets its fair share of the fused score.
 FUSION_DEPTH_MIN = 50
-
-
-@dataclass(frozen=True)
-class RankScore:
-    rank: int
-    score: float
-
-
-@dataclass
-class Explain:
-    bm25: RankScore | None = None
-    vector: RankScore | None = None
-    fused: float | None = None
-    graph_boost: float | None = None
-    window_boost: float | None = None  # turns: what the neighbouring turns added
-
-
-@dataclass
-class SearchResult:
-    type: str
-    id: int
-    text: str
-    score: float
-    scope: str
-    explain: Explain
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,12 +234,12 @@ def search(
         ):
             explains.setdefault(vhit.ref_id, Explain()).vector = RankScore(rank, vhit.similarity)
     if kind == Target.TURN and mode in ("hybrid", "hybrid_graph"):
-        scores = _turn_scores(explains, context_id=context_id, visible=visible_rows)
+        scores = turn_scores(explains, context_id=context_id, visible=visible_rows)
     else:
-        scores = _scores(explains, mode=mode)
+        scores = mode_scores(explains, mode=mode)
     if mode == "hybrid_graph":
         assert embedding is not None
-        scores = _graph_scores(
+        scores = graph_scores(
             access=access,
             explains=explains,
             fused=scores,
@@ -260,18 +250,18 @@ def search(
             alpha=graph_alpha,
         )
         if kind == Target.TURN:  # the graph may reach turns the filters exclude
-            scores = _turns_only(scores, visible=visible_rows)
+            scores = turns_only(scores, visible=visible_rows)
     if kind == Target.FACT:
-        scores = _trusted_only(scores, include_pending=include_pending)
+        scores = trusted_only(scores, include_pending=include_pending)
     best = best_refs(scores, k)
-    kept = [ref for ref in best if not _below_floor(explains.get(ref), vector_floor)]
+    kept = [ref for ref in best if not below_floor(explains.get(ref), vector_floor)]
     if ranked_only:
         results = [
             SearchResult(kind.value, ref, "", scores[ref], "", explains.get(ref, Explain()))
             for ref in kept
         ]
     else:
-        results = _hydrate(kind, kept, scores=scores, explains=explains)
+        results = results_hydrate(kind, kept, scores=scores, explains=explains)
     took = time.perf_counter() - started
     SEARCH_SECONDS.labels(mode=mode, target=target).observe(took)
     return SearchResponse(results=results, took_ms=took * 1000, hidden=len(best) - len(kept))
@@ -324,30 +314,11 @@ def _search_all(
     fused = rrf_fuse([[(r.type, r.id) for r in results] for results in by_target])
     # Ties (the same rank in two targets) go to the closer in meaning (cosines share one
     # scale across targets), then by type and id.
-    best = sorted(fused, key=lambda key: (-fused[key], -_cosine(keyed[key]), key))[:k]
+    best = sorted(fused, key=lambda key: (-fused[key], -result_cosine(keyed[key]), key))[:k]
     results = [replace(keyed[key], score=fused[key]) for key in best]
     return SearchResponse(
         results=results, took_ms=(time.perf_counter() - started) * 1000, hidden=hidden
     )
-
-
-def _cosine(result: SearchResult) -> float:
-    return result.explain.vector.score if result.explain.vector is not None else -1.0
-
-
-_TOLD_SQL = f"SELECT id FROM {Fact._meta.db_table} WHERE id = ANY(%s) AND trust = ANY(%s)"  # noqa: S608 - the table name from the model
-
-
-def _trusted_only(scores: dict[int, float], *, include_pending: bool) -> dict[int, float]:
-    """The facts agents may be told (one fixed statement over the candidates: every facts
-    search runs it, and building it with the ORM cost more than running it)."""
-    if not scores:
-        return scores
-    trusts = [FactTrust.TRUSTED, FactTrust.PENDING] if include_pending else [FactTrust.TRUSTED]
-    with read_connection().cursor() as cursor:
-        cursor.execute(_TOLD_SQL, [list(scores), [str(t) for t in trusts]])
-        told = {row[0] for row in cursor.fetchall()}
-    return {ref: score for ref, score in scores.items() if ref in told}
 
 
 def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:
@@ -359,176 +330,8 @@ def _fusion_depth(*, mode: str, k: int, kind: Target) -> int:
     return min(max(2 * k, FUSION_DEPTH_MIN), MAX_K)
 
 
-def _turn_scores(explains: dict[int, Explain], *, context_id: int, visible: Q) -> dict[int, float]:
-    """Turns: normalized score sum plus turn windows (memory.search.turn_fusion)."""
-    bm25 = [(ref, e.bm25.score) for ref, e in _by_rank(explains, "bm25") if e.bm25]
-    vector = [(ref, e.vector.score) for ref, e in _by_rank(explains, "vector") if e.vector]
-    fused = normalized_sum(bm25, vector)
-    for ref, value in fused.items():
-        explains[ref].fused = value
-    scores = dict(fused)
-    for ref, boost in window_boosts(fused, context_id=context_id, visible=visible).items():
-        explains.setdefault(ref, Explain()).window_boost = boost
-        scores[ref] = scores.get(ref, 0.0) + boost
-    return scores
-
-
-def _below_floor(explain: Explain | None, floor: float | None) -> bool:
-    if floor is None or explain is None or explain.bm25 is not None or explain.vector is None:
-        return False
-    return explain.vector.score < floor
-
-
-def best_refs(scores: dict[int, float], k: int) -> list[int]:
-    """The ``k`` best ids, ranked as BM25 ranks them: sums of the same contributions
-    added in another order may differ in the last bit, and must still tie by id."""
-    return sorted(scores, key=lambda ref: ranking_key(scores[ref], ref))[:k]
-
-
 def _query_vector(pending: Future[list[list[float]]]) -> list[float]:
     try:
         return pending.result()[0]
     except Exception as exc:  # an API embedder down or misconfigured: a 503, not a 500
         raise embedder_unavailable(exc, hint="bm25 mode still works") from exc
-
-
-def _scores(explains: dict[int, Explain], *, mode: str) -> dict[int, float]:
-    if mode == "bm25":
-        return {ref: e.bm25.score for ref, e in explains.items() if e.bm25 is not None}
-    if mode == "vector":
-        return {ref: e.vector.score for ref, e in explains.items() if e.vector is not None}
-    fused = rrf_fuse(
-        [
-            [ref for ref, e in _by_rank(explains, "bm25")],
-            [ref for ref, e in _by_rank(explains, "vector")],
-        ]
-    )
-    for ref, value in fused.items():
-        explains[ref].fused = value
-    return fused
-
-
-def _by_rank(explains: dict[int, Explain], which: str) -> list[tuple[int, Explain]]:
-    ranked = [(ref, e) for ref, e in explains.items() if getattr(e, which) is not None]
-    return sorted(ranked, key=lambda item: getattr(item[1], which).rank)
-
-
-def _graph_scores(
-    *,
-    access: ContextAccess,
-    explains: dict[int, Explain],
-    fused: dict[int, float],
-    query: str,
-    embedding: list[float],
-    target: Target,
-    visible: Q,
-    alpha: float,
-) -> dict[int, float]:
-    """(1 − α) · fused / max fused + α · graph density (see memory.search.graph)."""
-    density = graph_boosts(
-        context_id=access.context.pk,
-        target=target,
-        candidates=fused,
-        query=query,
-        embedding=embedding,
-        visible=visible,
-    )
-    top = max(fused.values(), default=0.0) or 1.0
-    scores: dict[int, float] = {}
-    for ref in set(fused) | set(density):
-        explain = explains.setdefault(ref, Explain())
-        explain.graph_boost = alpha * density.get(ref, 0.0)
-        scores[ref] = (1 - alpha) * fused.get(ref, 0.0) / top + explain.graph_boost
-    return scores
-
-
-def _turns_only(scores: dict[int, float], *, visible: Q) -> dict[int, float]:
-    kept = set(Turn.objects.filter(visible, pk__in=list(scores)).values_list("pk", flat=True))
-    return {ref: score for ref, score in scores.items() if ref in kept}
-
-
-def _chunk_rows(ids: list[int]) -> list[tuple[int, str, str, int, str, int]]:
-    """(id, text, scope, document id, document title, ordinal) of the chunks in ``ids``."""
-    with read_connection().cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT c.id, c.text, c.scope, c.document_id, d.title, c.ordinal
-            FROM {Chunk._meta.db_table} c
-            JOIN {Document._meta.db_table} d ON d.id = c.document_id
-            WHERE c.id = ANY(%s)
-            """,  # noqa: S608 - table names from the models, ids a parameter
-            [ids],
-        )
-        return cursor.fetchall()
-
-
-def _hydrate(
-    kind: Target, ids: list[int], *, scores: dict[int, float], explains: dict[int, Explain]
-) -> list[SearchResult]:
-    """The result records in ``ids`` order, with their text (one query)."""
-    rows: dict[int, tuple[str, str, dict[str, Any]]] = {}
-    # Plain values for chunks and entities: instantiating models (with a related
-    # document) cost more than the query itself on every search. Chunks, the common
-    # target, are read with one fixed statement: building the ORM query took longer
-    # than running it (1.4 against 0.55 ms on the 100k-chunk benchmark).
-    if kind == Target.CHUNK:
-        for pk, text, scope, document_id, title, ordinal in _chunk_rows(ids):
-            rows[pk] = (
-                text,
-                scope,
-                {"document_id": document_id, "document_title": title, "ordinal": ordinal},
-            )
-    elif kind == Target.TURN:
-        turn_rows = Turn.objects.filter(pk__in=ids).values_list(
-            "pk", "text", "scope", "ref", "thread", "speaker", "said_at", "run_id"
-        )
-        for pk, text, scope, turn_ref, thread, speaker, said_at, run_id in turn_rows:
-            rows[pk] = (
-                text,
-                scope,
-                {
-                    "ref": turn_ref or None,
-                    "thread": thread or None,
-                    "speaker": speaker or None,
-                    "said_at": said_at.isoformat() if said_at else None,
-                    "run": run_id,
-                },
-            )
-    elif kind == Target.FACT:
-        for fact in Fact.objects.filter(pk__in=ids).select_related(
-            "subject", "predicate", "object"
-        ):
-            rows[fact.pk] = (
-                fact_text(fact),
-                fact.scope,
-                {
-                    "subject_id": fact.subject_id,
-                    "subject_name": fact.subject.name,
-                    "predicate": fact.predicate.name,
-                    "object_id": fact.object_id,
-                    "object_name": fact.object.name if fact.object is not None else None,
-                    "status": fact.status,
-                    "trust": fact.trust,
-                },
-            )
-    else:
-        entity_rows = Entity.objects.filter(pk__in=ids).values_list("pk", "name", "scope", "type")
-        for pk, name, scope, entity_type in entity_rows:
-            rows[pk] = (name, scope, {"entity_type": entity_type})
-    results: list[SearchResult] = []
-    for ref in ids:
-        if ref not in rows:  # deleted between ranking and reading: skip it
-            continue
-        text, scope, meta = rows[ref]
-        results.append(
-            SearchResult(
-                type=kind.value,
-                id=ref,
-                text=text,
-                score=scores[ref],
-                scope=scope,
-                explain=explains.get(ref, Explain()),
-                meta=meta,
-            )
-        )
-    return results

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus
 
 from memory.infra.locks import executor_lock
-from memory.infra.pg import instance_select
+from memory.infra.pg_rows import instance_select
 from memory.infra.queueing import WorkerLost
 from memory.kernel.errors import Conflict
 

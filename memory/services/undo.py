@@ -27,7 +27,7 @@ from memory.services.facts import retraction as fact_retraction
 from memory.services.facts import review as fact_review
 from memory.services.ingest import retract as run_retract
 from memory.services.merges import merge as merges
-from memory.services.registry import predicates
+from memory.services.registry import constraint_exceptions, predicates
 
 UndoHandler = Callable[[ContextAccess, dict[str, Any]], None]
 
@@ -44,6 +44,22 @@ def _predicate_restore(access: ContextAccess, undo: dict[str, Any]) -> None:
 def _predicate_update(access: ContextAccess, undo: dict[str, Any]) -> None:
     predicate = predicate_get(context=access.context, name=undo["name"])
     predicates.predicate_update(access=access, predicate=predicate, **undo["fields"])
+
+
+def _constraint_exception(access: ContextAccess, undo: dict[str, Any]) -> None:
+    predicate = predicate_get(context=access.context, name=undo["name"])
+    if undo["op"] == "constraint_exception_add":
+        entity = entity_get(access=access, entity_id=int(undo["entity_id"]))
+        constraint_exceptions.constraint_exception_add(
+            access=access, predicate=predicate, constraint=undo["constraint"], entity=entity
+        )
+        return
+    constraint_exceptions.constraint_exception_remove(
+        access=access,
+        predicate=predicate,
+        constraint=undo["constraint"],
+        entity_id=int(undo["entity_id"]),
+    )
 
 
 def _predicate_alias_remove(access: ContextAccess, undo: dict[str, Any]) -> None:
@@ -75,6 +91,8 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "predicate_unregister": _predicate_unregister,
     "predicate_restore": _predicate_restore,
     "predicate_update": _predicate_update,
+    "constraint_exception_add": _constraint_exception,
+    "constraint_exception_remove": _constraint_exception,
     "predicate_alias_remove": _predicate_alias_remove,
     "predicate_alias_add": _predicate_alias_add,
     "entity_restore": _entity_restore,

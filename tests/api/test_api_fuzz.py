@@ -198,6 +198,8 @@ UNSTATABLE_REFUSALS = {
     "thread_needs_turns": "search's thread filter applies to target turns only",
     "missing_query": "a context block needs a query or an entity (one of two fields)",
     "invalid_action": "drift resolve's inverse and force go with action alias only",
+    "invalid_cursor": "an `after` cursor is one the report gave (opaque to the schema)",
+    "invalid_constraint": "a constraint fits its predicate's kind and registry (stored rows)",
     "invalid_registry_file": "a registry import is an export file or a list of predicates",
     "unknown_predicate": "a fact edit's predicate is registered in this context (stored rows)",
     "predicate_kind_mismatch": "a fact edit keeps the fact's kind (the stored fact)",
@@ -223,6 +225,11 @@ UNSTATABLE_REFUSALS = {
     "missing_prefix": "suggest needs a prefix (0.2 clients send it in the query string)",
     "invalid_body": "a reconciliation POST names queries= or extend= (an empty multipart "
     "field arrives as no field at all)",
+    "invalid_namespace": "an item namespace spelled as a scope takes at most 300 characters",
+    "invalid_value": "an item's value holds no NUL character, nested at most 64 deep",
+    "invalid_filter": "an item filter is JSON (in a query string) whose operators are $eq $ne "
+    "$gt $gte $lt $lte",
+    "invalid_index": "an item index path is a JSON path: fields, [*] or [N]",
     "missing_file": "a memory import needs a body or a multipart file: one of two request "
     "forms, which the document cannot make required together",
 }

@@ -56,7 +56,7 @@ def test_list_filters_and_paginates(api: APIClient, base: str) -> None:
     api.post(
         f"{base}/entities", {"name": "Acme", "type": "organisation", "scope": "s"}, format="json"
     )
-    page = api.get(f"{base}/entities", {"type": "person", "limit": 2}).json()
+    page = api.get(f"{base}/entities", {"type": "person", "limit": "2"}).json()
     assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
     assert api.get(f"{base}/entities", {"q": "acme"}).json()["count"] == 1
 

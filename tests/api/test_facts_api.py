@@ -238,7 +238,7 @@ def test_a_registered_inverse_pair_reads_through_each_other(api: APIClient, base
     _fact(api, base, subject=maria, predicate="manages", object=sam, scope="s")
 
     managed = api.get(f"{base}/facts", {"predicate": "manages", "subject": "Maria"}).json()
-    read = {
+    read: set[tuple[Any, ...]] = {
         (f["subject"]["name"], f["predicate"], f["object"]["name"], f["read_through_inverse"])
         for f in managed["results"]
     }

@@ -113,9 +113,11 @@ def test_graphiti_nodes_edges_and_episodes(
     fact = Fact.objects.get(context=context)
     assert (fact.subject_id, fact.object_id, fact.predicate.name) == (alice.pk, acme.pk, "works_at")
     assert fact.status == FactStatus.EXPIRED
+    assert fact.valid_from is not None and fact.valid_until is not None
     assert fact.valid_from.isoformat() == "2020-03-01T00:00:00+00:00"
     assert fact.valid_until.isoformat() == "2024-05-01T00:00:00+00:00"
     assert fact.turn is not None and fact.turn.ref == "e-1"
+    assert fact.turn.said_at is not None
     assert fact.turn.said_at.isoformat() == "2024-06-01T00:00:00+00:00"
 
 

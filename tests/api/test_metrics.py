@@ -28,7 +28,7 @@ def test_refused_without_the_secret_or_a_staff_session(
     settings: Any, authorization: str | None
 ) -> None:
     settings.MEMORY_METRICS_TOKEN = "s3cret-metrics"
-    headers = {"HTTP_AUTHORIZATION": authorization} if authorization else {}
+    headers: dict[str, Any] = {"HTTP_AUTHORIZATION": authorization} if authorization else {}
     response = Client().get("/metrics", **headers)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "not_authenticated"

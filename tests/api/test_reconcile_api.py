@@ -1,6 +1,7 @@
-"""The reconciliation service: every route's answer validated against the W3C schemas
-(0.2 and 1.0-draft, read from the shared reference), an OpenRefine-shaped 0.2 batch, a
-1.0-draft batch, auth by header and by key, CORS, and bad input."""
+"""The reconciliation service: every route's answer validated against the project's JSON
+Schemas of the W3C specification (0.2 and 1.0-draft; tests/api/reconcile_schemas.py), an
+OpenRefine-shaped 0.2 batch, a 1.0-draft batch, auth by header and by key, CORS, and bad
+input."""
 
 from __future__ import annotations
 
@@ -67,12 +68,12 @@ def ok(response: Any) -> Any:
 
 def test_manifest_0_2_and_1_0(api: APIClient, service: str, people: dict[str, Entity]) -> None:
     v02 = ok(api.get(service))
-    validate("0.2", "manifest.json", v02)
+    validate("0.2", "manifest", v02)
     assert v02["versions"] == ["0.2", "1.0-draft"]
     assert {t["id"] for t in v02["defaultTypes"]} >= {"person", "organisation"}
     assert v02["view"]["url"].endswith("/c/acme-test/entities/{{id}}/")
     v1 = ok(api.get(service, {"version": "1.0-draft"}))
-    validate("1.0-draft", "manifest.json", v1)
+    validate("1.0-draft", "manifest", v1)
     assert v1["suggest"] == {"entity": True, "type": True, "property": True}
     # The services the 0.2 manifest names answer where it says.
     entity = v02["suggest"]["entity"]
@@ -110,14 +111,16 @@ OPENREFINE_BATCH = {
 def test_openrefine_batch_by_get_and_form_post(
     api: APIClient, service: str, people: dict[str, Entity]
 ) -> None:
-    validate("0.2", "reconciliation-query-batch.json", OPENREFINE_BATCH)
+    validate("0.2", "query-batch", OPENREFINE_BATCH)
     text = json.dumps(OPENREFINE_BATCH)
     by_get = ok(api.get(service, {"queries": text}))
     by_post = ok(api.post(service, {"queries": text}, format="multipart"))
     assert by_get == by_post
-    validate("0.2", "reconciliation-result-batch.json", by_get)
+    validate("0.2", "result-batch", by_get)
     assert set(by_get) == set(OPENREFINE_BATCH)
-    top = {name: r["result"][0] if r["result"] else None for name, r in by_get.items()}
+    top: dict[str, Any] = {
+        name: r["result"][0] if r["result"] else None for name, r in by_get.items()
+    }
     assert top["q0"]["id"] == str(people["ada"].pk)
     assert top["q0"]["match"] is True and top["q0"]["score"] > 99
     assert top["q0"]["type"] == [{"id": "person", "name": "person"}]
@@ -164,9 +167,9 @@ def test_1_0_match(api: APIClient, service: str, people: dict[str, Entity]) -> N
             {"limit": 1, "conditions": [{"matchType": "name", "propertyValue": "Ada"}]},
         ]
     }  # fmt: skip
-    validate("1.0-draft", "reconciliation-query-batch.json", batch)
+    validate("1.0-draft", "query-batch", batch)
     body = ok(api.post(f"{service}/match", batch, format="json"))
-    validate("1.0-draft", "reconciliation-result-batch.json", body)
+    validate("1.0-draft", "result-batch", body)
     results = [r["candidates"] for r in body["results"]]
     assert results[0][0]["id"] == str(people["grace"].pk) and results[0][0]["match"]
     assert {"id", "name", "value"} <= set(results[0][0]["features"][0])
@@ -231,7 +234,7 @@ def test_suggest_services(
     api: APIClient, service: str, people: dict[str, Entity], version: str
 ) -> None:
     entities = ok(api.get(f"{service}/suggest/entity", {"prefix": "ada lov"}))
-    validate(version, "suggest-entities-response.json", entities)
+    validate(version, "suggest-entities", entities)
     assert {s["id"] for s in entities["result"][:2]} == {
         str(people["ada"].pk),
         str(people["ada2"].pk),
@@ -239,10 +242,10 @@ def test_suggest_services(
     fuzzy = ok(api.get(f"{service}/suggest/entity", {"prefix": "Grace Hoppr", "type": "person"}))
     assert fuzzy["result"][0]["id"] == str(people["grace"].pk)
     types = ok(api.get(f"{service}/suggest/type", {"prefix": "pers"}))
-    validate(version, "suggest-types-response.json", types)
+    validate(version, "suggest-types", types)
     assert types["result"][0] == {"id": "person", "name": "person"}
     properties = ok(api.get(f"{service}/suggest/property", {"prefix": "dat"}))
-    validate(version, "suggest-properties-response.json", properties)
+    validate(version, "suggest-properties", properties)
     assert properties["result"][0]["id"] == "attr:date_of_birth"
     emails = ok(api.get(f"{service}/suggest/property", {"prefix": "email", "type": "person"}))
     assert emails["result"][0]["id"] == "id:email"
@@ -303,9 +306,9 @@ def test_extend_0_2_and_1_0(api: APIClient, service: str, people: dict[str, Enti
             {"id": "email"},
         ],
     }
-    validate("0.2", "data-extension-query.json", request)
+    validate("0.2", "extend-query", request)
     v02 = ok(api.get(service, {"extend": json.dumps(request)}))
-    validate("0.2", "data-extension-response.json", v02)
+    validate("0.2", "extend-response", v02)
     row = v02["rows"][grace]
     assert row["fact:works_at"] == [{"id": str(people["navy"].pk), "name": "US Navy"}]
     assert row["fact:rank"] == [{"str": "Rear Admiral"}]
@@ -315,8 +318,9 @@ def test_extend_0_2_and_1_0(api: APIClient, service: str, people: dict[str, Enti
     assert v02["rows"][ada]["fact:works_at"] == []
     assert all(v == [] for v in v02["rows"]["999999999"].values())
     assert [m["id"] for m in v02["meta"]][:2] == ["fact:works_at", "fact:rank"]
+    validate("1.0-draft", "extend-query", request)
     v1 = ok(api.post(f"{service}/extend", request, format="json"))
-    validate("1.0-draft", "data-extension-response.json", v1)
+    validate("1.0-draft", "extend-response", v1)
     assert [r["id"] for r in v1["rows"]] == request["ids"]
     first = {p["id"]: p["values"] for p in v1["rows"][0]["properties"]}
     assert first == row
@@ -324,8 +328,8 @@ def test_extend_0_2_and_1_0(api: APIClient, service: str, people: dict[str, Enti
 
 @pytest.mark.parametrize("version", ["0.2", "1.0-draft"])
 def test_extend_propose(api: APIClient, service: str, people: Any, version: str) -> None:
-    body = ok(api.get(f"{service}/extend/propose", {"type": "person", "limit": 50}))
-    validate(version, "data-extension-property-proposal.json", body)
+    body = ok(api.get(f"{service}/extend/propose", {"type": "person", "limit": "50"}))
+    validate(version, "extend-proposal", body)
     ids = {p["id"] for p in body["properties"]}
     assert {"id:email", "attr:date_of_birth", "attr:city", "fact:works_at"} <= ids
     assert body["type"] == "person"
@@ -372,7 +376,7 @@ def test_key_url_reads_within_its_scope_and_stops_when_revoked(
     keyed = f"{service}/k/{issued.raw}"
     anonymous = APIClient()
     manifest = ok(anonymous.get(keyed))
-    validate("0.2", "manifest.json", manifest)
+    validate("0.2", "manifest", manifest)
     assert manifest["suggest"]["entity"]["service_url"].endswith(keyed)
     queries = json.dumps({"a": {"query": "Ada Lovelace"}, "b": {"query": "Ada Secretworth"}})
     body = ok(anonymous.post(keyed, {"queries": queries}))  # OpenRefine's form POST

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pytest_django import DjangoAssertNumQueries, DjangoCaptureOnCommitCallbacks
 from rest_framework.test import APIClient
 
 from memory.models import Context, Document, Keyword, Role
@@ -171,7 +172,7 @@ def test_bad_documents_are_refused_and_nothing_is_written(
 def test_keyword_endpoints(api: APIClient, base: str) -> None:
     _post(api, base)
     _post(api, base, scope="org/acme/hr")
-    listed = api.get(f"{base}/keywords", {"sort": "text", "min_document_count": 2}).json()
+    listed = api.get(f"{base}/keywords", {"sort": "text", "min_document_count": "2"}).json()
     assert [k["text"] for k in listed["results"]] == [
         "30 days receive",
         "customers returning purchases",
@@ -184,16 +185,16 @@ def test_keyword_endpoints(api: APIClient, base: str) -> None:
     assert_error(api.get(f"{base}/keywords", {"sort": "score"}), 400, "invalid_sort")
     assert_error(api.get(f"{base}/keywords", {"min_document_count": "x"}), 400)
     assert_error(api.get(f"{base}/keywords/search", {"q": ""}), 400, "invalid_query")
-    assert_error(api.get(f"{base}/keywords/search", {"q": "x", "k": 500}), 400, "invalid_k")
+    assert_error(api.get(f"{base}/keywords/search", {"q": "x", "k": "500"}), 400, "invalid_k")
 
 
 def test_keyword_search_uses_keyword_vectors(
-    api: APIClient, base: str, django_capture_on_commit_callbacks: Callable[..., object]
+    api: APIClient, base: str, django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks
 ) -> None:
     # wait: the vectors are computed when the write commits, before the response
-    with django_capture_on_commit_callbacks(execute=True):  # type: ignore[attr-defined]
+    with django_capture_on_commit_callbacks(execute=True):
         _post(api, base, wait=True)
-    found = api.get(f"{base}/keywords/search", {"q": "money back", "k": 2}).json()["results"]
+    found = api.get(f"{base}/keywords/search", {"q": "money back", "k": "2"}).json()["results"]
     # No word in common: only the vectors put the two refund phrases ahead of "customers
     # returning purchases" and "30 days receive" (their order between them is the model's
     # to choose: int8 and float32 weights pick differently).
@@ -202,7 +203,7 @@ def test_keyword_search_uses_keyword_vectors(
 
 
 def test_document_list_query_count(
-    api: APIClient, base: str, django_assert_num_queries: Callable[..., object]
+    api: APIClient, base: str, django_assert_num_queries: DjangoAssertNumQueries
 ) -> None:
     for scope in ("org/acme", "org/acme/a", "org/acme/b"):
         _post(api, base, scope=scope)
@@ -214,7 +215,7 @@ def test_document_list_query_count(
 
 
 def test_keyword_list_query_count(
-    api: APIClient, base: str, django_assert_num_queries: Callable[..., object]
+    api: APIClient, base: str, django_assert_num_queries: DjangoAssertNumQueries
 ) -> None:
     for scope in ("org/acme", "org/acme/a"):
         _post(api, base, scope=scope)

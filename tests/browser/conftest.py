@@ -1,9 +1,10 @@
-"""Browser tests: Chromium (Debian's, else Playwright's own; tests/browser/chromium.py)
-driven by Playwright against pytest-django's live server (a real HTTP server on a
-transactional test database)."""
+"""Browser tests: Chromium (the machine's, else Debian's fetched once into var/chromium/;
+tests/browser/chromium.py) driven by Playwright against pytest-django's live server (a real
+HTTP server on a transactional test database)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from django.db import connection
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from memory.models import Context, ContextMembership, Role
-from tests.browser.chromium import ChromiumNotFound, find_chromium
+from tests.browser.chromium import ChromiumNotFound, chromium_for_tests
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls made here
 # (fixtures creating data) are still plain synchronous calls.
@@ -38,10 +39,19 @@ SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
+def browser(request: pytest.FixtureRequest) -> Iterator[Browser]:
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        # Shown as it happens, not kept for a failure report: a first fetch takes a while.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            print(f"\n{line}", flush=True)
+
     with sync_playwright() as playwright:
         try:
-            executable = find_chromium(playwright.chromium.executable_path)
+            executable = chromium_for_tests(
+                playwright.chromium.executable_path, Path(settings.VAR_DIR) / "chromium", say
+            )
         except ChromiumNotFound as missing:
             # One plain message (repeated per test by pytest), not a launch traceback.
             pytest.fail(str(missing), pytrace=False)

@@ -1,4 +1,6 @@
-"""The browser tests find a Chromium, or fail once, plainly, saying how to install one."""
+"""The browser tests find a Chromium, fetch Debian's when there is none, or fail once,
+plainly, saying why and how to install one. (The fetch itself runs for real in any browser
+test on a machine without Chromium.)"""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.browser.chromium import INSTALL_HINT, ChromiumNotFound, find_chromium
+from tests.browser.chromium import (
+    INSTALL_HINT,
+    LAUNCHER,
+    ChromiumNotFound,
+    chromium_for_tests,
+    fetch_debian_chromium,
+    find_chromium,
+)
 
 
 def _executable(path: Path) -> str:
@@ -26,6 +35,38 @@ def test_playwrights_own_chromium_is_used_when_no_system_one_is_installed(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     bundled = _executable(tmp_path / "chrome")
     assert find_chromium(bundled, system_candidates=()) == bundled
+
+
+def test_one_fetched_earlier_is_used_before_playwrights_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORY_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    fetched = tmp_path / "var-chromium"
+    fetched.mkdir()
+    launcher = _executable(fetched / LAUNCHER)
+    bundled = _executable(tmp_path / "chrome")
+    assert find_chromium(bundled, system_candidates=(), fetched=fetched) == launcher
+
+
+def test_without_apt_the_fetch_says_so_and_how_to_install_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ChromiumNotFound) as missing:
+        fetch_debian_chromium(tmp_path / "chromium", say=lambda line: None)
+    assert "apt-get and dpkg-deb" in str(missing.value)
+    assert "playwright install chromium" in str(missing.value)
+    assert not (tmp_path / "chromium").exists()
+
+
+def test_a_named_chromium_that_is_missing_is_not_replaced_by_a_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_CHROMIUM", str(tmp_path / "nowhere"))
+    with pytest.raises(ChromiumNotFound, match="MEMORY_CHROMIUM="):
+        chromium_for_tests(None, tmp_path / "chromium", say=lambda line: None)
+    assert not (tmp_path / "chromium").exists()
 
 
 def test_no_chromium_anywhere_raises_the_install_hint(

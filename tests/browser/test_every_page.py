@@ -149,7 +149,8 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         "documents/",
         f"documents/{document}/", "search/?q=expense+reports&mode=bm25",
         "search/?q=works+with&mode=bm25&target=facts", "runs/", f"runs/{run}/", "audit/",
-        "tokens/", "review/", "facts/", "facts/?predicate=knows&sort=oldest", f"facts/{fact}/",
+        "tokens/", "review/", "constraints/", "facts/", "facts/?predicate=knows&sort=oldest",
+        f"facts/{fact}/",
         "conversations/", "conversations/weekly%20sync/2024-05/",
         "memory/", f"memory/jobs/{desk['memory_job'].pk}/",
     ]  # fmt: skip

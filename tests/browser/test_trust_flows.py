@@ -105,6 +105,7 @@ def test_an_inverse_alias_swaps_the_ends_and_its_undo_swaps_them_back(
     expect(flash).to_contain_text("subject and object swapped")
     dana = Entity.objects.get(context=drifted, name="Dana Cruz")
     moved = Fact.objects.get(subject=dana, predicate__name="works_at")
+    assert moved.object is not None
     assert moved.object.name == "Acme" and moved.raw_predicate == "has_employee"
     screenshot(page, "trust-inverse-done")
 

@@ -33,6 +33,7 @@ PAGES = [
     "facts/{fact}/",
     "conversations/",
     "review/",
+    "constraints/",
 ]
 ADMIN_PAGES = ["registry/export.json", "tokens/", "memory/", "memory/export.jsonl"]
 
@@ -71,6 +72,14 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("turns/999999/retract", {"preview": "1"}, Role.CURATOR),
     ("review/decide", {"action": "reject", "fact": ["1"]}, Role.CURATOR),
     ("review/policy", {"fact_review": "all"}, Role.ADMIN),
+    ("constraints/retract", {"fact": "1"}, Role.CURATOR),
+    ("constraints/correct", {"fact": "1", "value": "CEO"}, Role.CURATOR),
+    (
+        "constraints/except",
+        {"predicate": "knows", "constraint": "value_type", "entity": "1"},
+        Role.CURATOR,
+    ),
+    ("registry/works_at/constraints", {"constraints": "[]"}, Role.ADMIN),
 ]
 
 

@@ -56,7 +56,9 @@ def pair(access: ContextAccess) -> Pair:
 
 def _writes() -> tuple[int, int, int, list[tuple[int, int | None]]]:
     """Enough of the database to see that a refused action changed nothing."""
-    merged = sorted(Entity.objects.values_list("pk", "merged_into_id"))
+    merged: list[tuple[int, int | None]] = sorted(
+        Entity.objects.values_list("pk", "merged_into_id")
+    )
     return (
         AuditEvent.objects.count(),
         Merge.objects.count(),

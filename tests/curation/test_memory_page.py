@@ -156,7 +156,7 @@ def test_a_file_that_cannot_be_imported_is_refused_with_its_reason(
 def test_an_upload_past_the_limit_is_refused(
     target: Context, target_admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("curation.forms.MAX_MEMORY_IMPORT_BYTES", 100)
+    monkeypatch.setattr("curation.forms.memory_transfer.MAX_MEMORY_IMPORT_BYTES", 100)
     response = target_admin.post(
         f"/c/{target.slug}/memory/import",
         {"file": _upload("x" * 101), "format": "memory"},

@@ -173,7 +173,7 @@ def test_turning_single_valued_on_warns_with_the_subjects_holding_several_values
 def test_every_definition_field_explains_itself_and_offers_the_categories(
     admin: Client, base: str, memory: Memory
 ) -> None:
-    from curation.forms import PredicateDefinitionForm
+    from curation.forms.registry import PredicateDefinitionForm
 
     html = page(admin.get(f"{base}/registry/works_at/"))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -197,9 +198,7 @@ def test_took_and_ago_read_as_a_person_says_them(
     viewer: Client, base: str, context: Context
 ) -> None:
     started = timezone.now()
-    make_run(
-        context, started_at=started, finished_at=started + timezone.timedelta(milliseconds=112)
-    )
+    make_run(context, started_at=started, finished_at=started + timedelta(milliseconds=112))
 
     runs = page(viewer.get(f"{base}/runs/"))
     overview = page(viewer.get(f"{base}/"))

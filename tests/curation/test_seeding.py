@@ -430,5 +430,6 @@ def test_import_job_batches_are_audited_with_their_rows(
 
     event = AuditEvent.objects.get(action="entities_seed")
     assert event.summary == "seeded 2 entities (rows 1–3): 2 created, 0 marked canonical"
+    assert event.after is not None
     assert [row["row"] for row in event.after["rows"]] == [1, 2]
     assert not Entity.objects.filter(embedding__isnull=True).exists()  # embedded per batch

@@ -63,6 +63,7 @@ def test_triples_write_entities_and_facts_through_the_run(access: ContextAccess)
     run = _ingest(access, ALEX_AT_ACME)
     assert run.outcome == RunOutcome.SUCCEEDED, run.error
     result = run.result
+    assert result is not None
     assert {e["name"] for e in result["entities_created"]} == {
         "Alex Rivera",
         "Acme Corp",
@@ -92,6 +93,7 @@ def test_the_same_triples_again_match_entities_and_reobserve_facts(access: Conte
     first = _ingest(access, ALEX_AT_ACME)
     again = _ingest(access, ALEX_AT_ACME)
     assert again.outcome == RunOutcome.SUCCEEDED, again.error
+    assert again.result is not None
     assert again.result["entities_created"] == []
     matched = {e["name"]: e["matched_by"] for e in again.result["entities_matched"]}
     assert matched == {"Alex Rivera": "identifier", "Acme Corp": "key", "Q3 Offsite": "key"}
@@ -99,6 +101,7 @@ def test_the_same_triples_again_match_entities_and_reobserve_facts(access: Conte
     assert len(again.result["facts_reobserved"]) == 3
     assert Fact.objects.count() == 3
     assert Fact.objects.get(predicate__name="works_at").observed_count == 2
+    assert first.result is not None
     assert first.result["entities_created"][0]["id"] is not None
 
 
@@ -113,6 +116,7 @@ def test_preview_returns_the_diff_and_writes_nothing(access: ContextAccess) -> N
     assert run.outcome == RunOutcome.SUCCEEDED, run.error
     assert _counts() == before
     result = run.result
+    assert result is not None
     assert result["preview"] is True
     assert {e["name"] for e in result["entities_created"]} >= {"Alex Rivera", "Dana"}
     assert all(e["id"] is None for e in result["entities_created"])
@@ -150,6 +154,7 @@ def test_infer_none_keeps_the_text_as_a_turn_only(access: ContextAccess) -> None
         "org/acme",
         run.pk,
     )
+    assert run.result is not None
     assert run.result["turn"] == {"id": turn.pk, "thread": None, "ref": None}
     assert Document.objects.count() == 0 and Fact.objects.count() == 0
 
@@ -170,6 +175,7 @@ def test_new_predicates_are_deduplicated_by_canonical_form_and_kept_as_drift(
         ],
     }
     run = _ingest(access, triples)
+    assert run.result is not None
     assert run.result["new_predicates"] == [
         {
             "name": "mentor_of",
@@ -211,6 +217,7 @@ def test_drift_examples_are_read_only_while_one_may_be_missing(access: ContextAc
 
     with CaptureQueriesContext(connection) as known:
         run = _ingest(access, mentors("Sam"))
+    assert run.result is not None
     assert run.result["new_predicates"][0]["examples"] == ["Sam mentorOf Dana"]
     assert example_reads(known) == []
 
@@ -237,6 +244,7 @@ def test_strict_mode_lists_unknown_predicates_as_unresolved_and_writes_the_rest(
     }
     run = _ingest(access, triples)
     assert run.outcome == RunOutcome.SUCCEEDED_WITH_WARNINGS, run.error
+    assert run.result is not None
     assert [f["predicate"] for f in run.result["facts_created"]] == ["works_at"]
     [unresolved] = run.result["unresolved"]
     assert unresolved["code"] == "unknown_predicate"
@@ -265,6 +273,7 @@ def test_hostile_predicates_are_refused_item_by_item(access: ContextAccess) -> N
     }
     run = _ingest(access, triples)
     assert run.outcome == RunOutcome.SUCCEEDED_WITH_WARNINGS, run.error
+    assert run.result is not None
     assert [u["code"] for u in run.result["unresolved"]] == [
         "invalid_predicate",
         "invalid_predicate",
@@ -299,10 +308,12 @@ def test_a_single_value_supersedes_the_previous_one(access: ContextAccess) -> No
         FactStatus.CURRENT,
         old.pk,
     )
+    assert run.result is not None
     assert run.result["facts_superseded"] == [
         {"id": old.pk, "predicate": "current_title", "superseded_by": new.pk}
     ]
     rumour = _ingest(access, title("CTO", 0.4))
+    assert rumour.result is not None
     [conflict] = rumour.result["conflicts"]
     assert conflict["current_fact"] == new.pk
     assert "under the 0.7" in conflict["reason"]
@@ -406,6 +417,7 @@ def test_mentions_resolve_in_the_write_scope_and_its_ancestors_only(
         "relations": [{"subject": "Dana Lee", "predicate": "works_at", "object": "ACME Inc."}],
     }
     run = _ingest(access, triples, scope="org/acme/user/alex")
+    assert run.result is not None
     matched = {e["name"]: (e["id"], e["matched_by"]) for e in run.result["entities_matched"]}
     assert matched == {"Acme Corp": (org_acme.pk, "key")}
     [created] = run.result["entities_created"]

@@ -68,6 +68,7 @@ def test_llm_run_asks_for_a_json_schema_at_temperature_zero_and_keeps_everything
     }
     leads = Fact.objects.get(raw_predicate="leads")
     assert leads.confidence == 0.8  # the model gave none: the LLM default
+    assert run.result is not None
     assert run.result["new_predicates"][0]["name"] == "leads"
     assert {"vocabulary_ms", "llm_ms", "resolve_ms", "write_ms", "total_ms"} <= set(run.timings)
 
@@ -117,6 +118,7 @@ def test_the_prompt_offers_the_closed_types_without_agent_or_service(
     ) in system
     assert "agent" not in system and "service" not in system
     # A model that mints a reserved type anyway gets "other".
+    assert run.result is not None
     assert {e["type"] for e in run.result["entities_created"]} == {"other"}
 
 
@@ -195,6 +197,7 @@ def test_preview_with_the_model_extracts_but_writes_nothing(
     run = _llm_run(access, infer="preview")
     assert run.outcome == RunOutcome.SUCCEEDED, run.error
     assert len(fake_llm.chat_requests) == 1
+    assert run.result is not None
     assert run.result["preview"] is True and len(run.result["facts_created"]) == 2
     assert Entity.objects.count() == 0 and Fact.objects.count() == 0
     assert run.prompt and run.raw_output

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from memory.domain.access import system_access
+from memory.infra.pg_overlap import overlap_window
 from memory.models import Context
 from memory.services.ingest import pipeline as ingest
 from memory.services.ingest.pipeline import OVERLAP_FROM_FACTS, memory_ingest
@@ -73,7 +74,7 @@ def test_a_large_run_stores_what_it_stores_written_statement_by_statement(
     triples = _triples(2 * OVERLAP_FROM_FACTS)
     overlapped, plain = make_context("overlapped"), make_context("plain")
     sent: list[str] = []
-    real = ingest.overlap_window
+    real = overlap_window
 
     def watched() -> Any:
         sent.append("window")

@@ -63,7 +63,11 @@ def test_indexing_again_replaces_the_postings_and_keeps_counts_exact(
             FactInput(subject=alex, predicate="hobby", value="sailing and sailing boats"),
         ],
     )
-    ids = [item.fact.pk for item in batch.items if item.fact is not None]
+    ids = []
+    for item in batch.items:
+        if item.fact is not None:
+            assert item.fact.pk is not None  # set once the batch is inserted
+            ids.append(item.fact.pk)
     before = {pk: _postings_of(Fact.objects.get(pk=pk)) for pk in ids}
     facts_index(ids)
     facts_index(ids)
@@ -88,7 +92,7 @@ def test_new_facts_are_indexed_without_deleting_first_and_rewritten_ones_are_rep
         access=access, scope="s", facts=[FactInput(alex, "lives_in_city", value="Lisbon")]
     )
     lives = first.items[0].fact
-    assert lives is not None
+    assert lives is not None and lives.pk is not None
 
     with CaptureQueriesContext(connection) as new_only, search_index_batch():
         facts_write_batch(

@@ -23,6 +23,7 @@ def _ingest(access: ContextAccess, entities: list[dict[str, Any]], **lists: Any)
         ).pk
     )
     assert run.outcome in (RunOutcome.SUCCEEDED, RunOutcome.SUCCEEDED_WITH_WARNINGS), run.error
+    assert run.result is not None
     return run.result
 
 
@@ -267,8 +268,13 @@ def test_the_nearest_entity_is_the_same_by_exact_scan_and_by_the_index(
     names = ["Acme Corp", "Globex Logistics", "Initech Software", "Umbrella Health"]
     made = [make_entity(name, "organisation", embed=True) for name in names]
     person = make_entity("Dana Lee", "person", embed=True)
-    queries = [("organisation", list(e.embedding)) for e in reversed(made)]
-    queries.append(("person", list(made[0].embedding)))  # nearest of another type
+
+    def vector(entity: Entity) -> list[float]:
+        assert entity.embedding is not None
+        return list(entity.embedding)
+
+    queries = [("organisation", vector(e)) for e in reversed(made)]
+    queries.append(("person", vector(made[0])))  # nearest of another type
 
     answers = [
         _nearest_each(

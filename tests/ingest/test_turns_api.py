@@ -47,6 +47,7 @@ def test_a_turn_is_kept_with_its_speaker_time_thread_and_ref(api: APIClient, bas
     turn = Turn.objects.get()
     assert result["turn"] == {"id": turn.pk, "thread": "conv-26", "ref": "D1:3"}
     assert (turn.speaker, turn.thread, turn.ref) == ("Caroline", "conv-26", "D1:3")
+    assert turn.said_at is not None
     assert turn.said_at.isoformat() == "2023-05-08T13:56:00+00:00"
 
     found = _search(api, base, "support group", thread="conv-26")
@@ -193,7 +194,9 @@ def test_turn_vectors_come_from_the_drain_and_the_backlog_reaches_zero(
 ) -> None:
     for n in range(5):
         assert _remember(api, base, f"turn number {n}", thread="v").status_code == 200
-    context = Turn.objects.first().context
+    turn = Turn.objects.first()
+    assert turn is not None
+    context = turn.context
     assert embedding_backlog(context=context)["turns"] == 5
     detail = api.get(base).json()
     assert detail["embedding_backlog"]["turns"] == 5

@@ -38,7 +38,12 @@ def acme(make_entity: Callable[..., Entity]) -> Entity:
 def _write(access: ContextAccess, facts: list[FactInput], scope: str = SCOPE) -> list[Fact]:
     result = facts_write_batch(access=access, scope=scope, facts=facts)
     assert all(item.error is None for item in result.items), [i.error for i in result.items]
-    return [Fact.objects.get(pk=item.fact.pk) for item in result.items if item.fact is not None]
+    written = []
+    for item in result.items:
+        if item.fact is not None:
+            assert item.fact.pk is not None  # set once the batch is inserted
+            written.append(Fact.objects.get(pk=item.fact.pk))
+    return written
 
 
 def _gather(access: ContextAccess, scope: str = SCOPE, **kw: Any) -> Any:

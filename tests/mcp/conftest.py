@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, TextContent
 
 from memory.domain.access import system_access
 from memory.models import Context, ContextMembership, Entity, Role
@@ -136,3 +137,10 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[bo
     """(is_error, structured content) of one tool call."""
     result = await client.call_tool(tool, arguments)
     return bool(result.is_error), result.structured_content
+
+
+def text_of(result: CallToolResult) -> str:
+    """The text a tool call answered with (its first content, always text)."""
+    content = result.content[0]
+    assert isinstance(content, TextContent), content
+    return content.text

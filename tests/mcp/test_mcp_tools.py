@@ -15,7 +15,7 @@ from memory.models import AuditEvent, Fact, FactStatus, Run
 from memory.services.entities.writes import entity_update, entity_upsert
 from memory.services.ingest.run import run_create, run_execute
 from memory.services.ingest.turns import turn_fields_clean
-from tests.mcp.conftest import World, call, with_mcp
+from tests.mcp.conftest import World, call, text_of, with_mcp
 
 TOOLS = {
     "remember",
@@ -97,7 +97,7 @@ def test_get_context_gives_ranked_facts_and_passages_with_sources(
 ) -> None:
     async def work(client: Client) -> Any:
         result = await client.call_tool("get_context", {"query": "Where does Alex Rivera work?"})
-        return result.content[0].text, result.structured_content
+        return text_of(result), result.structured_content
 
     text, data = with_mcp(mcp_url, token_for(["read:*"]), work)
     assert data["entities"][0]["id"] == world.alex.pk
@@ -286,6 +286,7 @@ def test_correct_fact_supersedes_with_an_audited_correction(
     assert corrected["fact"]["supersedes"] == world.title_fact
     event = AuditEvent.objects.get(pk=corrected["audit_event"])
     assert event.action == "fact_correct"
+    assert event.undo is not None
     assert event.undo["op"] == "fact_correct_revert"
     assert [f["status"] for f in history["facts"]] == ["current", "superseded"]
 
@@ -439,7 +440,7 @@ def test_an_argument_a_tool_does_not_take_is_refused_by_name(
             await client.call_tool("search", {"query": "Alex", "limit": 3}),
             await client.call_tool("get_context", {"query": "Alex", "budget": 200}),
         ]
-        return tools, [(r.is_error, r.content[0].text) for r in calls]
+        return tools, [(r.is_error, text_of(r)) for r in calls]
 
     tools, answers = with_mcp(mcp_url, token_for(["read:*"]), work)
     assert all(t.input_schema["additionalProperties"] is False for t in tools)
@@ -486,7 +487,7 @@ def test_bad_arguments_are_tool_errors_with_a_clear_message(
 
     async def work(client: Client) -> Any:
         result = await client.call_tool(tool, arguments)
-        return result.is_error, result.content[0].text
+        return result.is_error, text_of(result)
 
     is_error, text = with_mcp(mcp_url, token_for(["read,write:*"]), work)
     assert is_error
@@ -534,6 +535,7 @@ def test_retract_fact_is_audited_and_correct_fact_needs_the_curator_role(
     assert not retract_error
     event = AuditEvent.objects.get(action="fact_retract")
     assert event.target_id == str(world.works_fact)
+    assert event.undo is not None
     assert event.undo["op"] == "facts_retract_revert"
     assert correct_error and refused["error"]["code"] == "role_required"
     assert Fact.objects.get(pk=world.title_fact).status == FactStatus.CURRENT

@@ -64,10 +64,12 @@ class SideSession:
 
     def wait_for_lock_wait(self, statement: str = "", *, sessions: int = 1) -> int:
         """Block until ``sessions`` sessions wait on a lock in ``statement``; one's pid."""
-        pids = wait_until(
-            lambda: (found := self.waiting_on_lock(statement)) and len(found) >= sessions and found,
-            f"{sessions} session(s) blocked in {statement!r}",
-        )
+
+        def blocked() -> list[int]:  # empty until enough sessions wait
+            found = self.waiting_on_lock(statement)
+            return found if len(found) >= sessions else []
+
+        pids = wait_until(blocked, f"{sessions} session(s) blocked in {statement!r}")
         return pids[0]
 
     def alive(self, pid: int) -> bool:
@@ -104,7 +106,7 @@ class Worker(Generic[T]):
     """A thread running ``fn`` on its own database connection; ``join`` re-raises."""
 
     fn: Callable[[], T]
-    result: T | None = None
+    returned: tuple[T] | None = None  # (fn's result,) once it returned: fn may return None
     error: BaseException | None = None
     thread: threading.Thread = field(init=False)
 
@@ -114,18 +116,19 @@ class Worker(Generic[T]):
 
     def _run(self) -> None:
         try:
-            self.result = self.fn()
+            self.returned = (self.fn(),)
         except BaseException as exc:  # surfaced by join
             self.error = exc
         finally:
             connections.close_all()
 
-    def join(self, timeout: float = 30.0) -> T | None:
+    def join(self, timeout: float = 30.0) -> T:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the thread did not finish"
         if self.error is not None:
             raise self.error
-        return self.result
+        assert self.returned is not None
+        return self.returned[0]
 
 
 def in_thread(fn: Callable[[], T]) -> Worker[T]:

@@ -10,6 +10,7 @@ resolutions queue on, the test lets curator 1 queue, then curator 2, then releas
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -86,9 +87,9 @@ def test_two_curators_resolving_one_drift_item_in_either_order(
         context = _drift(f"drift-{first}-{second}")
         side.execute("BEGIN")
         side.execute("SELECT 1 FROM memory_context WHERE id = %s FOR UPDATE", [context.pk])
-        curator_1 = in_thread(lambda c=context, a=first: _resolve(c, a))
+        curator_1 = in_thread(partial(_resolve, context, first))
         side.wait_for_lock_wait(sessions=1)
-        curator_2 = in_thread(lambda c=context, a=second: _resolve(c, a))
+        curator_2 = in_thread(partial(_resolve, context, second))
         side.wait_for_lock_wait(sessions=2)
         side.execute("ROLLBACK")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -260,7 +261,7 @@ def _race(jobs: list[Any]) -> list[Any]:
         barrier.wait()
         return job()
 
-    workers = [in_thread(lambda job=job: start(job)) for job in jobs]
+    workers = [in_thread(partial(start, job)) for job in jobs]
     return [worker.join(60) for worker in workers]
 
 

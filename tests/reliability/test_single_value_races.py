@@ -45,6 +45,9 @@ def test_concurrent_single_valued_writes_by_api_and_ingest_keep_one_value_per_sc
         .json()["id"]
     )
 
+    def post(path: str, body: dict[str, Any]) -> Callable[[APIClient], Any]:
+        return lambda client: client.post(f"{base}/{path}", body, format="json")
+
     for round_ in range(ROUNDS):
         jobs: list[Callable[[APIClient], Any]] = []
         for scope in SCOPES:
@@ -52,13 +55,13 @@ def test_concurrent_single_valued_writes_by_api_and_ingest_keep_one_value_per_sc
                 value = f"api {n} r{round_} {scope}"
                 body = {"subject": alex_id, "predicate": "currentTitle", "scope": scope,
                         "value": value, "confidence": confidence}  # fmt: skip
-                jobs.append(lambda c, b=body: c.post(f"{base}/facts", b, format="json"))
+                jobs.append(post("facts", body))
             triples = {"attributes": [
                 {"subject": "Alex", "subject_type": "person", "key": "current_title",
                  "value": f"run r{round_} {scope}", "confidence": RUN_CONFIDENCE},
             ]}  # fmt: skip
             memory = {"scope": scope, "infer": "triples", "triples": triples, "wait": True}
-            jobs.append(lambda c, b=memory: c.post(f"{base}/memories", b, format="json"))
+            jobs.append(post("memories", memory))
         responses = _race(jobs, clients)
 
         for response in responses:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from memory.infra.embedded_db import replica_start, replica_stop
+from memory.infra.embedded_replicas import replica_start, replica_stop
 from memory.infra.replicas import forget_replica_health
 from memory.settings import replica_database
 
@@ -67,7 +68,7 @@ def standbys(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[st
             register_alias(alias, replica_start(primary_folder(), standby_folder(name)))
         with django_db_blocker.unblock():
             for alias in ALIASES:
-                wait_for(lambda a=alias: caught_up(a), f"{alias} to replay the primary")
+                wait_for(partial(caught_up, alias), f"{alias} to replay the primary")
         yield ALIASES
     finally:
         for alias in ALIASES:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from django.db import connections, router, transaction
 from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
-from memory.infra.embedded_db import replica_start, replica_stop
+from memory.infra.embedded_replicas import replica_start, replica_stop
 from memory.infra.replicas import ReplicaRouter, forget_replica_health, read_scope, reads_only
 from memory.models import Context, Fact, Role
 from tests.replicas.conftest import (
@@ -57,7 +58,7 @@ def _write_fact(api: APIClient, base: str, name: str) -> None:
     assert response.status_code in (200, 201), response.content
 
 
-def _subjects(api: APIClient, base: str, **headers: str) -> set[str]:
+def _subjects(api: APIClient, base: str, **headers: Any) -> set[str]:
     response = api.get(f"{base}/facts", **headers)
     assert response.status_code == 200, response.content
     return {row["subject"]["name"] for row in response.json()["results"]}
@@ -76,7 +77,7 @@ def two_clients(
     writer = api_client_for(context, role=Role.ADMIN)
     reader = api_client_for(context, role=Role.ADMIN)
     for alias in replicated:
-        wait_for(lambda a=alias: caught_up(a), f"{alias} to replay the test's setup")
+        wait_for(partial(caught_up, alias), f"{alias} to replay the test's setup")
     return writer, reader
 
 
@@ -98,7 +99,7 @@ def test_reads_go_to_a_replica_and_writes_to_the_primary(
 
     for alias in replicated:
         set_replay(alias, paused=False)
-        wait_for(lambda a=alias: caught_up(a), f"{alias} to resume")
+        wait_for(partial(caught_up, alias), f"{alias} to resume")
     assert _subjects(reader, base) == {"Ada"}
 
 
@@ -128,7 +129,7 @@ def test_the_search_post_reads_on_a_replica(
     writer, reader = two_clients
     _write_fact(writer, base, "Acme's Ada")
     for alias in replicated:
-        wait_for(lambda a=alias: caught_up(a), f"{alias} to replay the fact")
+        wait_for(partial(caught_up, alias), f"{alias} to replay the fact")
     with fact_reads() as seen:
         response = reader.post(
             f"{base}/search",
@@ -182,7 +183,9 @@ def test_a_stopped_replica_is_skipped_and_a_dying_one_costs_no_error(
         settings.MEMORY_REPLICA_RETRY_SECONDS = 3600.0
         replica_stop(standby_folder("standby-1"))
         client = APIClient(raise_request_exception=False)
-        client.credentials(HTTP_AUTHORIZATION=reader._credentials["HTTP_AUTHORIZATION"])
+        # APIClient keeps what credentials() set in _credentials, which its stubs leave out.
+        token = reader._credentials["HTTP_AUTHORIZATION"]  # type: ignore[attr-defined]
+        client.credentials(HTTP_AUTHORIZATION=token)
         with fact_reads() as seen:
             assert _subjects(client, base) == set()
         assert seen[-1] == "default"
@@ -193,7 +196,7 @@ def test_a_stopped_replica_is_skipped_and_a_dying_one_costs_no_error(
         for name, alias in (("standby-1", first), ("standby-2", second)):
             connections[alias].close()
             replica_start(primary_folder(), standby_folder(name))
-            wait_for(lambda a=alias: caught_up(a), f"{alias} to come back")
+            wait_for(partial(caught_up, alias), f"{alias} to come back")
         forget_replica_health()
 
 

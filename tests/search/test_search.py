@@ -7,7 +7,8 @@ import pytest
 from memory.domain.access import ContextAccess
 from memory.models import Chunk, Document, Keyword
 from memory.search.graph import keyword_seeds
-from memory.selectors.search import SearchResponse, best_refs, search
+from memory.selectors.search import SearchResponse, search
+from memory.selectors.search_scoring import best_refs
 
 ALL = ["Other company", "Refund policy", "Alex's notes", "Shipping times", "Laptop warranty"]
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]

@@ -370,10 +370,15 @@ def _fact(
         fact_write(predicate=relation, object=entities[spec.object], **common)
 
 
+def _before(event: AuditEvent) -> dict[str, Any]:
+    assert event.before is not None, event
+    return event.before
+
+
 def world_read(context: Context) -> World:
     """Every record of ``context``, unfiltered: the ground truth the oracle judges by."""
     deleted = {
-        int(e.target_id): e.before["scope"]
+        int(e.target_id): _before(e)["scope"]
         for e in AuditEvent.objects.filter(context=context, action="document_delete")
     }
     world = World(
@@ -407,7 +412,7 @@ def world_read(context: Context) -> World:
     for document in world.documents.values():
         world.markers[document.title] = document.scope
     for event in AuditEvent.objects.filter(context=context, action="document_delete"):
-        world.markers[event.before["title"]] = event.before["scope"]
+        world.markers[_before(event)["title"]] = _before(event)["scope"]
     for run in world.runs.values():
         world.markers[run.input_text.split()[0]] = run.scope
     return world
@@ -491,7 +496,7 @@ class Caller:
         if event.target_type == "conflict":
             return int(event.target_id) in self.conflicts
         if event.target_type == "document":
-            return self.sees(event.before["scope"])
+            return self.sees(_before(event)["scope"])
         raise AssertionError(f"no visibility rule for audit target {event.target_type!r}")
 
     def observations(self, facts: set[int]) -> int:

@@ -11,7 +11,7 @@ from memory.kernel.errors import PermissionDenied, ValidationFailed
 from memory.kernel.scopes import Grants
 from memory.models import AuditEvent, Context, Entity, EntityIdentifier, Role
 from memory.services.transfer import seeding as entity_import
-from memory.services.transfer.seeding import entities_import
+from memory.services.transfer.seeding import ImportRow, entities_import
 
 pytestmark = pytest.mark.django_db
 
@@ -26,13 +26,18 @@ def _jsonl(*rows: dict[str, Any]) -> str:
     return "\n".join(json.dumps(row) for row in rows) + "\n"
 
 
+def _imported(row: ImportRow) -> Entity:
+    assert row.entity_id is not None, row
+    return Entity.objects.get(pk=row.entity_id)
+
+
 def test_csv_rows_are_created_with_aliases_identifiers_and_attributes(
     access: ContextAccess,
 ) -> None:
     report = entities_import(access=access, content=CSV.encode())
 
     assert (report.format, report.total, report.created, report.failed) == ("csv", 2, 2, 0)
-    acme = Entity.objects.get(pk=report.rows[0].entity_id)
+    acme = _imported(report.rows[0])
     assert (acme.name, acme.type, acme.scope, acme.seeded) == (
         "Acme Corp",
         "organisation",
@@ -42,7 +47,7 @@ def test_csv_rows_are_created_with_aliases_identifiers_and_attributes(
     assert acme.aliases == ["Acme", "ACME"]
     assert acme.attributes == {"tier": "gold"}
     assert [(i.kind, i.value) for i in acme.identifiers.all()] == [("domain", "acme.example")]
-    alex = Entity.objects.get(pk=report.rows[1].entity_id)
+    alex = _imported(report.rows[1])
     assert [(i.kind, i.value) for i in alex.identifiers.all()] == [("email", "alex@acme.example")]
 
 
@@ -62,11 +67,11 @@ def test_jsonl_rows_are_created_and_format_is_sniffed(access: ContextAccess) -> 
     report = entities_import(access=access, content=content)
 
     assert (report.format, report.created) == ("jsonl", 2)
-    maria = Entity.objects.get(pk=report.rows[0].entity_id)
+    maria = _imported(report.rows[0])
     assert maria.aliases == ["M. Chen"]
     assert maria.attributes == {"team": "platform"}
     assert maria.identifiers.get().value == "maria@acme.example"
-    assert Entity.objects.get(pk=report.rows[1].entity_id).type == "location"
+    assert _imported(report.rows[1]).type == "location"
 
 
 def test_reimport_matches_instead_of_duplicating(access: ContextAccess) -> None:
@@ -151,7 +156,7 @@ def test_scope_default_fills_rows_without_scope(access: ContextAccess) -> None:
 
     report = entities_import(access=access, content=content, scope_default="org/acme")
 
-    scopes = [Entity.objects.get(pk=r.entity_id).scope for r in report.rows]
+    scopes = [_imported(r).scope for r in report.rows]
     assert scopes == ["org/acme", "org/globex"]
 
 
@@ -165,7 +170,7 @@ def test_row_without_scope_and_no_default_fails(access: ContextAccess) -> None:
 def test_extra_csv_columns_become_attributes_with_a_note(access: ContextAccess) -> None:
     report = entities_import(access=access, content="name,scope,title\nAlex,org/acme,CTO\n")
 
-    assert Entity.objects.get(pk=report.rows[0].entity_id).attributes == {"title": "CTO"}
+    assert _imported(report.rows[0]).attributes == {"title": "CTO"}
     assert report.notes == ["fields kept as attributes: title"]
 
 
@@ -174,7 +179,7 @@ def test_tab_separated_csv_with_a_bom(access: ContextAccess) -> None:
 
     report = entities_import(access=access, content=content, format="csv")
 
-    assert Entity.objects.get(pk=report.rows[0].entity_id).aliases == ["A1", "A2"]
+    assert _imported(report.rows[0]).aliases == ["A1", "A2"]
 
 
 def test_rows_outside_write_grants_fail_per_row(make_context: Callable[..., Context]) -> None:
@@ -204,7 +209,7 @@ def test_seeding_needs_the_admin_role(context: Context) -> None:
     report = entities_import(access=curator, content="name,scope\nA,org/acme\n", seeded=False)
 
     assert report.created == 1
-    assert Entity.objects.get(pk=report.rows[0].entity_id).seeded is False
+    assert _imported(report.rows[0]).seeded is False
 
 
 def test_seeding_is_audited_once_per_batch_with_every_row(
@@ -223,6 +228,7 @@ def test_seeding_is_audited_once_per_batch_with_every_row(
         "seeded 2 entities (rows 1–2): 1 created, 0 marked canonical",
         "seeded 1 entities (rows 3–4): 1 created, 0 marked canonical",
     ]
+    assert events[1].after is not None
     assert events[1].after["rows"] == [
         {"row": 1, "entity_id": report.rows[0].entity_id, "status": "matched",
          "marked_canonical": False},
@@ -237,7 +243,7 @@ def test_matching_an_unseeded_entity_marks_it_canonical(access: ContextAccess) -
 
     report = entities_import(access=access, content="name,scope\nAcme,org/acme\n")
 
-    assert Entity.objects.get(pk=report.rows[0].entity_id).seeded is True
+    assert _imported(report.rows[0]).seeded is True
     event = AuditEvent.objects.get(context=access.context, action="entities_seed")
     assert event.summary == "seeded 1 entities (rows 1–1): 0 created, 1 marked canonical"
 

@@ -458,6 +458,7 @@ def test_register_canonicalizes_the_name_and_audits(access: ContextAccess) -> No
     event = AuditEvent.objects.get(context=access.context, action="predicate_register")
     assert event.target_id == "mentors_of"
     assert event.before is None
+    assert event.after is not None
     assert event.after["aliases"] == ["coaches"]
     assert event.undo == {"op": "predicate_unregister", "name": "mentors_of"}
     assert event.actor_label == "system"
@@ -534,6 +535,7 @@ def test_register_promotes_an_observed_predicate_and_keeps_its_facts(
     fact.refresh_from_db()
     assert fact.predicate_id == promoted.pk
     event = AuditEvent.objects.get(context=access.context, action="predicate_register")
+    assert event.before is not None and event.undo is not None
     assert event.before["status"] == "observed"
     assert event.undo["op"] == "predicate_restore"
 
@@ -571,6 +573,7 @@ def test_update_changes_fields_and_audits_before_and_after(access: ContextAccess
         "description": works_at.description,
     }
     assert event.after == {"default_importance": 0.9, "description": "employed by"}
+    assert event.undo is not None
     assert event.undo["fields"] == event.before
 
 
@@ -596,6 +599,7 @@ def test_unregister_deletes_an_unused_predicate(access: ContextAccess) -> None:
     assert not Predicate.objects.filter(context=access.context, name="works_at").exists()
     assert not PredicateAlias.objects.filter(context=access.context, alias="employed_by").exists()
     event = AuditEvent.objects.get(context=access.context, action="predicate_unregister")
+    assert event.before is not None
     assert event.before["aliases"] == ["employed_by", "employee_of"]
     assert event.after is None
 

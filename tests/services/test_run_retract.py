@@ -271,6 +271,7 @@ def test_a_run_with_a_refused_item_ends_with_warnings(access: ContextAccess) -> 
     assert run.outcome == RunOutcome.SUCCEEDED_WITH_WARNINGS
     assert run.summary["unresolved"] == 1
     assert run.summary["warnings"] == 2  # the unknown type and the refused predicate
+    assert run.result is not None
     assert any("'wizard'" in w and "other" in w for w in run.result["warnings"])
     clean = _ingest(access, FIRST)
     assert clean.outcome == RunOutcome.SUCCEEDED

@@ -15,12 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.infra.embedded_db import (
-    EmbeddedDatabaseError,
-    replica_start,
-    replica_status,
-    replica_stop,
-)
+from memory.infra.embedded_replicas import replica_start, replica_status, replica_stop
+from memory.infra.embedded_server import EmbeddedDatabaseError
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,30}$")
 

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count
 
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.matching.blocking import Pair, Rare, keys_holders, pair_of, rare_keys
 from memory.matching.model import Model, TypeSample, fit, fits_own_weights
 from memory.matching.neighbours import cosines, vector_pairs

@@ -18,7 +18,7 @@ from memory.domain.entity_names import (
     entity_type_normalize,
     identifier_normalize,
 )
-from memory.infra.pg import int_array_literal
+from memory.infra.pg_arrays import int_array_literal
 from memory.infra.queueing import entity_embeddings_enqueue
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.kernel.scopes import scope_validate

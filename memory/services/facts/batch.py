@@ -33,7 +33,8 @@ from memory.kernel.errors import DomainError, NotFound, ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Fact, FactStatus, FactTrust, SourceKind
 from memory.models import Run as RunModel
-from memory.selectors.predicates import RegistryIndex
+from memory.selectors.constraints import constraint_violations_for_write
+from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.services.entities.writes import entities_lock_live
 from memory.services.facts.batch_plan import (
     AnyFact,
@@ -131,6 +132,7 @@ def _write_checked(
     """``facts_write_batch`` once its grants and entities are checked: resolve, lock,
     read the current state, decide each item, write."""
     facts = [item.input for item in items]
+    registry = registry or registry_index_for_write(context=access.context)
     resolved, refused = predicates_resolve_for_write(
         context=access.context, raws={f.predicate for f in facts}, index=registry
     )
@@ -181,7 +183,28 @@ def _write_checked(
         except ValidationFailed as exc:
             item.error = exc
     writer.flush()
+    _warn(access, items, registry)
     return FactBatchResult(items=items, refused_predicates=refused)
+
+
+def _warn(access: ContextAccess, items: list[FactBatchItem], registry: RegistryIndex) -> None:
+    """Attach to each written fact the constraint violations it is part of: one
+    statement for the batch, none when no constraint concerns what it wrote."""
+    written = [
+        (item.fact.pk, item.fact.subject_id, item.resolved.predicate)
+        for item in items
+        if item.fact is not None and item.fact.pk is not None and item.resolved is not None
+    ]
+    if not written:
+        return
+    found = constraint_violations_for_write(
+        access=access, written=written, registry=registry.by_name.values()
+    )
+    if not found:
+        return
+    for item in items:
+        if item.fact is not None and item.fact.pk in found:
+            item.warnings = found[item.fact.pk]
 
 
 def _read_inverse_forwards(

@@ -10,16 +10,18 @@ handful of bulk statements, priors out of "current" before newcomers enter it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from memory.domain.access import ContextAccess
 from memory.domain.screening import REDACTED, secret_name, secret_refuse
-from memory.infra.pg import next_ids, overlap_open, rows_insert
+from memory.infra.pg_overlap import overlap_open
+from memory.infra.pg_rows import next_ids, rows_insert
 from memory.kernel.errors import DomainError
 from memory.models import Conflict, Entity, Fact, FactStatus, FactTrust, Predicate
 from memory.search.indexing import FactText, facts_index
+from memory.selectors.constraints import Violation
 from memory.services.facts.rules import (
     collision_decide,
     contested_fields,
@@ -114,6 +116,9 @@ class FactBatchItem:
     proposes_to_replace: AnyFact | None = None
     # The claim was rejected by a curator before: re-observed, still rejected.
     rejected_before: bool = False
+    # The constraint report's rows that hold this fact once written: a write is never
+    # refused for breaking a constraint, it is warned (selectors/constraints.py).
+    warnings: list[Violation] = field(default_factory=list)
 
 
 class BatchWriter:

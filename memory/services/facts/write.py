@@ -5,7 +5,7 @@ same subject locks and the partial unique constraint ``fact_one_current_single_v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
+from memory.selectors.constraints import Violation
 from memory.selectors.entities import entity_get
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
@@ -37,6 +38,8 @@ class FactWriteResult:
     # A pending value of a single-valued slot: the trusted value it would replace.
     proposes_to_replace: int | None = None
     rejected_before: bool = False  # the claim was rejected before and stays rejected
+    # Constraints of the registry the fact breaks (kept, not refused: reported).
+    warnings: list[Violation] = field(default_factory=list)
 
 
 def fact_write(
@@ -188,6 +191,7 @@ def _write_one(
         conflict=item.conflict,
         proposes_to_replace=item.proposes_to_replace.pk if item.proposes_to_replace else None,
         rejected_before=item.rejected_before,
+        warnings=item.warnings,
     )
 
 

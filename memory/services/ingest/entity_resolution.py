@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_normalize_key
 from memory.infra.embeddings import embed_texts, embedding_model_id
-from memory.infra.pg import array_literal
+from memory.infra.pg_arrays import array_literal
 from memory.kernel.errors import ValidationFailed
 from memory.llm.client import ChatCall, LLMError, chat_model_configured, chat_structured
 from memory.llm.prompt import judge_prompt_render

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memory.domain.access import ContextAccess
-from memory.infra.pg import instances_insert
+from memory.infra.pg_rows import instances_insert
 from memory.infra.queueing import entity_embeddings_enqueue
 from memory.models import DuplicateCandidate, Entity, EntityIdentifier, EntityType
 from memory.search.indexing import EntityText, entities_index, search_index_batch

@@ -27,7 +27,8 @@ from psycopg.errors import DeadlockDetected
 
 from memory.domain.access import ContextAccess
 from memory.domain.screening import text_screen
-from memory.infra.pg import foreign_keys_checked_per_statement, instance_update, overlap_window
+from memory.infra.pg_overlap import foreign_keys_checked_per_statement, overlap_window
+from memory.infra.pg_rows import instance_update
 from memory.infra.stages import StageClock
 from memory.kernel.scopes import scope_validate
 from memory.llm.schemas import ExtractionOutput, TriplesInput
@@ -210,7 +211,7 @@ def _overlapped_if_large(normalized: NormalizedExtraction) -> Iterator[None]:
     """Inside a large run's transaction: the facts', postings' and keys' inserts run on
     the server while Python prepares what follows them, and the facts' and keys'
     references are checked inside those statements rather than in the commit, which
-    nothing overlaps (memory/infra/pg.py, overlap_window)."""
+    nothing overlaps (memory/infra/pg_overlap.py, overlap_window)."""
     if len(normalized.facts) < OVERLAP_FROM_FACTS:
         yield
         return

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from memory.domain.access import ContextAccess
 from memory.infra.locks import RUN_LOCK
-from memory.infra.pg import instance_insert, instance_read
+from memory.infra.pg_rows import instance_insert, instance_read
 from memory.infra.process import process_settle
 from memory.infra.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.infra.stages import StageClock

@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any, NoReturn
 
+from memory.domain.constraints import constraints_check_kind, constraints_clean
 from memory.domain.predicate_names import predicate_check_text, predicate_normalize
 from memory.kernel.errors import ValidationFailed
 from memory.models import ENTITY_TYPES, Predicate, PredicateKind
@@ -38,6 +39,7 @@ def predicate_flags_check(predicate: Predicate) -> None:
             "supersedes the old) and is_aggregate (one value updated in place)",
             code="invalid_flags",
         )
+    constraints_check_kind(predicate.constraints, name=predicate.name, kind=predicate.kind)
 
 
 def predicate_aliases_clean(aliases: list[str], *, name: str) -> list[str]:
@@ -53,6 +55,8 @@ def predicate_aliases_clean(aliases: list[str], *, name: str) -> list[str]:
 
 
 def _clean_field(field: str, value: Any) -> Any:
+    if field == "constraints":
+        return constraints_clean(value)
     if field in ("description", "example"):
         return _text(field, value, _MAX_TEXT)
     if field == "category":

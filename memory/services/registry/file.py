@@ -11,6 +11,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import constraints_clean
 from memory.domain.predicate_names import predicate_check_text, predicate_normalize
 from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import Predicate, PredicateStatus, Role
@@ -44,6 +45,8 @@ class PredicateEntry(BaseModel):
     lifecycle: str | None = None
     default_validity_days: int | None = None
     exclude_from_prompt: bool | None = None
+    # Checked by the registry's own validation (memory/domain/constraints.py).
+    constraints: list[dict[str, Any]] | None = None
     aliases: list[str] = Field(default_factory=list, max_length=100)
 
     def fields(self) -> dict[str, Any]:
@@ -144,6 +147,16 @@ def registry_import(
                 outcomes.append(_import_predicate(access, entry))
         except DomainError as exc:
             outcomes.append(RegistryImportOutcome(entry.name, "error", exc.message))
+    # Constraints go in once every predicate of the file exists: they may name each other.
+    for index, entry in enumerate(entries):
+        if entry.constraints is None or outcomes[index].outcome == "error":
+            continue
+        try:
+            with transaction.atomic():
+                if _import_constraints(access, entry) and outcomes[index].outcome == "unchanged":
+                    outcomes[index] = RegistryImportOutcome(outcomes[index].name, "updated")
+        except DomainError as exc:
+            outcomes[index] = RegistryImportOutcome(entry.name, "error", exc.message)
     result = RegistryImportResult(outcomes)
     if not result.applied:
         transaction.set_rollback(True)
@@ -154,6 +167,7 @@ def _import_predicate(access: ContextAccess, entry: PredicateEntry) -> RegistryI
     form = predicate_normalize(entry.name)
     existing = Predicate.objects.filter(context=access.context, name=form).first()
     fields = entry.fields()
+    fields.pop("constraints", None)  # _import_constraints, once every predicate exists
     if existing is None or existing.status != PredicateStatus.REGISTERED:
         predicate_register(access=access, name=form, aliases=entry.aliases, **fields)
         outcome: ImportOutcomeKind = "created" if existing is None else "promoted"
@@ -170,3 +184,12 @@ def _import_predicate(access: ContextAccess, entry: PredicateEntry) -> RegistryI
         return RegistryImportOutcome(form, "unchanged")
     detail = ", ".join([*sorted(changed), *(f"alias {a}" for a in added)])
     return RegistryImportOutcome(form, "updated", detail)
+
+
+def _import_constraints(access: ContextAccess, entry: PredicateEntry) -> bool:
+    """Set the entry's constraints; whether they changed."""
+    predicate = Predicate.objects.get(context=access.context, name=predicate_normalize(entry.name))
+    if constraints_clean(entry.constraints) == predicate.constraints:
+        return False
+    predicate_update(access=access, predicate=predicate, constraints=entry.constraints)
+    return True

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from memory.domain.access import ContextAccess
+from memory.domain.constraints import constraints_clean
 from memory.domain.predicate_library import STANDARD_PREDICATES, StandardPredicate
 from memory.domain.predicate_names import predicate_check_text, predicate_normalize
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
@@ -30,6 +31,7 @@ from memory.models import (
 from memory.models.predicate import EDITABLE_FIELDS
 from memory.selectors.predicates import predicate_alias_owner, registry_index_load
 from memory.services.audit import audit_record
+from memory.services.registry.constraint_checks import constraints_check_stored
 from memory.services.registry.fields import (
     predicate_aliases_clean,
     predicate_fields_clean,
@@ -81,6 +83,7 @@ def _from_library(context: Context, entry: StandardPredicate) -> Predicate:
     values = {field: getattr(entry, field) for field in EDITABLE_FIELDS}
     values["subject_types"] = list(entry.subject_types)
     values["object_types"] = list(entry.object_types)
+    values["constraints"] = constraints_clean(list(entry.constraints))
     return Predicate(context=context, name=entry.name, status=PredicateStatus.REGISTERED, **values)
 
 
@@ -118,6 +121,8 @@ def predicate_register(
     for field, value in cleaned.items():
         setattr(predicate, field, value)
     predicate_flags_check(predicate)
+    if predicate.constraints:
+        constraints_check_stored(predicate=predicate)
     predicate.status = PredicateStatus.REGISTERED
     try:
         # Drift recording does not take the context lock, so a fact write may insert the
@@ -166,6 +171,8 @@ def predicate_update(*, access: ContextAccess, predicate: Predicate, **fields: A
     for field, value in cleaned.items():
         setattr(current, field, value)
     predicate_flags_check(current)
+    if "constraints" in cleaned or "kind" in cleaned:
+        constraints_check_stored(predicate=current)
     current.save()
     after = _snapshot(current)
     changed = sorted(f for f in cleaned if before[f] != after[f])

@@ -15,7 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.predicate_names import predicate_check_text, predicate_normalize
-from memory.infra.pg import execute_overlapped, int_array_literal
+from memory.infra.pg_arrays import int_array_literal
+from memory.infra.pg_overlap import execute_overlapped
 from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import Context, Predicate, PredicateMode, PredicateStatus
 from memory.selectors.predicates import (

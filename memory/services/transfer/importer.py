@@ -30,7 +30,9 @@ from memory.kernel.errors import Conflict, ValidationFailed
 from memory.matching.model import Model
 from memory.matching.weights import model_save
 from memory.models import Context, Document, Entity, Fact, Role, Turn
+from memory.search.models import Target
 from memory.services.transfer.format import CONTEXT_SETTINGS, KINDS
+from memory.services.transfer.import_constraints import import_constraints_remap
 from memory.services.transfer.import_index import ImportKeys, memory_import_index
 from memory.services.transfer.import_lines import Progress, Staging
 from memory.services.transfer.import_restore import (
@@ -109,6 +111,10 @@ def memory_import(
             if per_row is not None:
                 report.notes.append(per_row)
             rows.insert(context.pk, report.counts)
+            import_constraints_remap(
+                context_id=context.pk,
+                entity_ids=rows.refs()[Target.ENTITY] if report.counts.get("entity") else None,
+            )
             if report.set_based_checks:
                 restore_rows_checked(context.pk, rows.new_ids())
             report.seconds["write"] = round(time.perf_counter() - started, 3)

@@ -1,82 +1,22 @@
-"""PostgreSQL array literals for bulk statements (``INSERT … SELECT FROM unnest(%s::T[])``).
-
-psycopg adapts a Python list element by element in Python: for the tens of thousands of
-values of a bulk ingest (fact columns, posting lists) that cost more than PostgreSQL's
-own work (benchmarks/ingest_throughput.py). Sending each array as one text literal,
-which the server parses with the ``::T[]`` cast, does the same in a string join.
+"""Plain statements for the write path's rows: bulk inserts of column arrays
+(``INSERT … SELECT FROM unnest(%s::T[])``, each array one text literal, ``pg_arrays``),
+ids taken from a model's sequence, and one row's insert, update and read without the
+ORM's statement compilation.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
 from functools import cache
 from typing import Any
 
 import orjson
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
-
-def _element(value: object) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, int):
-        return str(int(value))  # int(), so an IntegerChoices member prints as its number
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, datetime | date):
-        return f'"{value.isoformat()}"'
-    return '"' + _escape(str(value)) + '"'
-
-
-def array_literal(values: Iterable[object]) -> str:
-    """``{1,NULL,"a \\"b\\""}``: the text form of a one-dimensional array of scalars.
-
-    Elements are quoted (so commas, braces, spaces and the word NULL stay data) and
-    ``None`` is SQL NULL. Cast it on the server: ``%s::bigint[]``, ``%s::text[]``.
-    """
-    items = values if isinstance(values, list | tuple) else list(values)
-    # Columns are nearly always of one plain type: one string join then, rather than a
-    # type check per element (``type() is``, so bools, enum members and str subclasses
-    # still take the general path and print as they do there).
-    kinds = set(map(type, items))
-    if kinds == {str}:
-        body = '","'.join(items)  # type: ignore[arg-type]
-        if "\\" in body or '"' in body:
-            body = '","'.join(_escape(v) for v in items)  # type: ignore[arg-type]
-        return '{"' + body + '"}'
-    if kinds == {int}:
-        return "{" + ",".join(map(str, items)) + "}"
-    if kinds == {float}:
-        return "{" + ",".join(map(repr, items)) + "}"
-    # One type besides NULLs (an optional column, a column of choices): one formatter
-    # for every element, chosen once, writing what ``_element`` writes.
-    plain = kinds - {type(None)}
-    kind = next(iter(plain)) if len(plain) == 1 else None
-    if kind is int or kind is float:
-        number = str if kind is int else repr
-        return "{" + ",".join("NULL" if v is None else number(v) for v in items) + "}"
-    if kind is not None and issubclass(kind, str):
-        return "{" + ",".join("NULL" if v is None else f'"{_escape(str(v))}"' for v in items) + "}"
-    if kind is datetime or kind is date:
-        return "{" + ",".join("NULL" if v is None else f'"{v.isoformat()}"' for v in items) + "}"  # type: ignore[union-attr]
-    return "{" + ",".join(_element(v) for v in items) + "}"
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def int_array_literal(values: Iterable[int]) -> str:
-    """The fast path for integer arrays (posting lists): no per-element type checks."""
-    return "{" + ",".join(map(str, values)) + "}"
-
+from memory.infra.pg_arrays import array_literal, is_constant, scalar_text
+from memory.infra.pg_overlap import execute_overlapped
 
 _SEQUENCES: dict[str, str] = {}  # table → its id sequence, looked up once per process
 
@@ -150,9 +90,9 @@ def rows_insert(
     arrays, unnested, selected, params, scalars = [], [], [], [], []
     for position, (column, db_type) in enumerate(fields):
         values = [row[column] for row in rows]
-        if position > 0 and not db_type.endswith("[]") and _constant(values):
+        if position > 0 and not db_type.endswith("[]") and is_constant(values):
             selected.append(f"%s::{db_type}")
-            scalars.append(_scalar_text(values[0]))
+            scalars.append(scalar_text(values[0]))
             continue
         array_type, row_cast = _cast(db_type)
         arrays.append(f"%s::{array_type}")
@@ -176,153 +116,6 @@ def rows_insert(
         return {int(row[0]) for row in cursor.fetchall()} if skip_conflicts else None
 
 
-# --- statements the server runs while Python goes on -------------------------------------
-
-
-@dataclass
-class _Overlap:
-    """An open ``overlap_window``: the pipeline its overlapped statements were sent on,
-    while some are outstanding."""
-
-    pipeline: Any = None  # psycopg's Pipeline, entered
-    sending: bool = False  # an overlapped statement is being executed
-
-
-_overlap: ContextVar[_Overlap | None] = ContextVar("overlap", default=None)
-
-
-@contextmanager
-def overlap_window() -> Iterator[None]:
-    """A stretch of a transaction in which ``execute_overlapped`` statements are sent
-    without waiting for their results: the server runs each while Python prepares what
-    comes next. Any other statement first waits for those sent before it (raising the
-    first error among them, as Django raises it), then runs as it always does, so what
-    the ORM reads of a statement (its rows, its row count) is unchanged. The window ends
-    when every statement sent in it has run; open it inside the transaction's atomic
-    block, never around a commit."""
-    if _overlap.get() is not None:
-        yield  # nested: the outer window goes on
-        return
-    state = _Overlap()
-    token = _overlap.set(state)
-    try:
-        with connection.execute_wrapper(_wait_before_others):
-            yield
-        _overlap_end(state)
-    except BaseException:
-        _overlap_end(state, failing=True)
-        raise
-    finally:
-        _overlap.reset(token)
-
-
-def overlap_open() -> bool:
-    """Whether an ``overlap_window`` is open: a writer splits its statements only then."""
-    return _overlap.get() is not None
-
-
-def execute_overlapped(sql: str, params: Sequence[Any]) -> None:
-    """Execute a statement whose result no one reads (an insert, an update): inside an
-    ``overlap_window`` it is sent, and runs while the caller goes on; elsewhere it runs
-    as any statement does."""
-    state = _overlap.get()
-    if state is None:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-        return
-    connection.ensure_connection()
-    if state.pipeline is None:
-        pipeline = connection.connection.pipeline()
-        with connection.wrap_database_errors:
-            pipeline.__enter__()
-        state.pipeline = pipeline
-    state.sending = True
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-    finally:
-        state.sending = False
-
-
-def foreign_keys_checked_per_statement(*tables: type[models.Model]) -> None:
-    """For the rest of the transaction, check the foreign keys of these models' rows when
-    each statement ends rather than at commit (``SET CONSTRAINTS … IMMEDIATE``; Django
-    declares them deferred). For rows written by overlapped statements: their checks then
-    run on the server while Python goes on, instead of in the commit, which nothing
-    overlaps. Only for rows whose references exist when they are written."""
-    names = [name for model in tables for name in _foreign_key_names(model._meta.db_table)]
-    if names:
-        execute_overlapped(
-            "SET CONSTRAINTS " + ", ".join(_quoted(n) for n in names) + " IMMEDIATE", []
-        )
-
-
-@cache
-def _foreign_key_names(table: str) -> tuple[str, ...]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'"
-            " AND condeferrable ORDER BY conname",
-            [table],
-        )
-        return tuple(str(row[0]) for row in cursor.fetchall())
-
-
-def _quoted(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def _wait_before_others(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-    state = _overlap.get()
-    if state is not None and not state.sending:
-        _overlap_end(state)
-    return execute(sql, params, many, context)
-
-
-def _overlap_end(state: _Overlap, *, failing: bool = False) -> None:
-    """Wait for the statements sent so far and leave pipeline mode; their first error is
-    raised (as Django's error) unless the caller is already failing."""
-    pipeline, state.pipeline = state.pipeline, None
-    if pipeline is None:
-        return
-    if failing:
-        with suppress(Exception):  # the error on its way out is the one to report
-            pipeline.__exit__(RuntimeError, RuntimeError("failing"), None)
-        return
-    with connection.wrap_database_errors:
-        pipeline.__exit__(None, None, None)
-
-
-def _constant(values: list[object]) -> bool:
-    first = values[0]
-    return (
-        type(first) in _SCALAR_TYPES
-        and values.count(first) == len(values)
-        and len(set(map(type, values))) == 1  # 1 == True == 1.0: one type, too
-    )
-
-
-# Types whose one value travels as its text and is cast by the server, as in an array.
-_SCALAR_TYPES = (type(None), bool, int, float, str, datetime, date)
-
-
-def _scalar_text(value: object) -> str | None:
-    """A value as the text the server casts (``%s::T``), written as ``_element`` writes
-    it inside an array literal, unquoted."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    return str(value)
-
-
-# orjson writes what ``json.dumps`` writes for the values a model stores (dicts with
 # non-string keys included); what it would write differently it refuses instead
 # (datetimes, dataclasses; integers beyond 64 bits), and those go to ``json.dumps``.
 _ORJSON_OPTIONS = (

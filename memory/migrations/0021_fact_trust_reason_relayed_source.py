@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0017_derived_rows_context_checked_through_their_source'),
+        ('memory', '0020_fact_value_hash_for_distinct_values'),
     ]
 
     operations = [

@@ -1,0 +1,73 @@
+"""Items: exact JSON documents under a namespace and a key (the store agents' frameworks
+such as LangGraph read and write)."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import OpClass
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from memory.models.entity import EMBEDDING_DIMENSIONS
+
+
+class Item(models.Model):
+    """One JSON value under ``(namespace, key)``, kept exactly as written.
+
+    ``namespace`` is the tuple of labels; ``scope`` is the same path spelled as a scope
+    (``memory.domain.namespaces``), so scope grants decide who reads and writes it.
+    ``text`` is what the item's ``index`` paths selected, the text BM25 and the vector
+    rank; empty when the item is not indexed. An item past ``expires_at`` is never
+    returned and the task worker deletes it.
+    """
+
+    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    namespace = ArrayField(models.TextField())
+    scope = models.CharField(max_length=300)
+    key = models.TextField()
+    value = models.JSONField()
+    # The index paths the item was written with; None: not indexed.
+    index = models.JSONField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True)
+    ttl_minutes = models.FloatField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # The run that extracted facts from the item (``extract: true``), if any.
+    run = models.ForeignKey(
+        "memory.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # A get reads one item by (context, namespace, key); a put upserts on it.
+            models.UniqueConstraint(fields=["context", "namespace", "key"], name="item_unique"),
+        ]
+        indexes = [
+            # Search and list under a namespace prefix: scope = P OR scope LIKE 'P/%'.
+            models.Index(
+                "context",
+                OpClass("scope", name="varchar_pattern_ops"),
+                name="item_scope_prefix",
+            ),
+            # A search without a query: newest first.
+            models.Index(fields=["context", "-updated_at"], name="item_recent"),
+            # The sweep: the items whose time is up.
+            models.Index(
+                fields=["expires_at"],
+                condition=models.Q(expires_at__isnull=False),
+                name="item_expiring",
+            ),
+            HnswIndex(
+                name="item_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {'/'.join(self.namespace)}:{self.key}"

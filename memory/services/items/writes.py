@@ -1,0 +1,248 @@
+"""Writing items: puts and deletes of one batch in one transaction.
+
+A put keeps the value exactly; its ``index`` paths choose the text that BM25 and the
+vector rank (``memory.domain.item_paths``). Every put of a batch is checked — its
+namespace, key, value and the caller's write grant on the namespace's scope — before
+anything is written, so a refused batch writes nothing. Puts to the same item in one
+batch: the last one wins.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from memory.domain.access import ContextAccess
+from memory.domain.item_paths import text_at_paths
+from memory.domain.namespaces import Namespace, namespace_scope
+from memory.infra.embeddings import embed_texts, embedding_model_id
+from memory.infra.pg_rows import json_text
+from memory.infra.queueing import items_sweep_enqueue
+from memory.kernel.errors import ValidationFailed
+from memory.search.analyzer import analyze
+from memory.search.bm25 import IndexItem, postings_delete, postings_replace
+from memory.search.models import Target
+from memory.services.items.extract import item_extract, item_runs_take_back
+
+logger = logging.getLogger(__name__)
+
+MAX_TTL_MINUTES = 60.0 * 24 * 365 * 100
+MAX_VALUE_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class ItemPut:
+    """One put; ``value`` None deletes the item. ``index``: the paths to index, or None
+    (not indexed). ``ttl``: minutes until the item expires unless read, or None."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any] | None
+    index: list[str] | None = None
+    ttl: float | None = None
+    # Send the indexed text through ingest (memory.services.items.extract).
+    extract: bool = False
+
+
+def value_validate(value: object) -> dict[str, Any] | None:
+    """A put's value: a JSON object (kept exactly) or None (a delete)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationFailed(
+            "value must be a JSON object, or null to delete the item", code="invalid_value"
+        )
+    _check_json(value, 0)
+    return value
+
+
+def _check_json(value: object, depth: int) -> None:
+    # PostgreSQL's jsonb stores no NUL character, in a key or in text.
+    if depth > MAX_VALUE_DEPTH:
+        raise ValidationFailed(
+            f"value is nested deeper than {MAX_VALUE_DEPTH} levels", code="invalid_value"
+        )
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationFailed(
+                "value text must not contain NUL characters", code="invalid_value"
+            )
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _check_json(key, depth + 1)
+            _check_json(inner, depth + 1)
+    elif isinstance(value, list):
+        for inner in value:
+            _check_json(inner, depth + 1)
+    elif isinstance(value, float) and value != value:  # NaN: not JSON
+        raise ValidationFailed("value must be JSON (no NaN)", code="invalid_value")
+
+
+def ttl_validate(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl <= MAX_TTL_MINUTES:
+        raise ValidationFailed(
+            f"ttl must be a number of minutes above 0 and at most {MAX_TTL_MINUTES:.0f}",
+            code="invalid_ttl",
+        )
+    return float(ttl)
+
+
+def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
+    """Apply ``puts`` (validated by the caller) in one transaction, after checking the
+    caller's write grant on every namespace."""
+    for put in puts:
+        access.require_write(namespace_scope(put.namespace))
+    last: dict[tuple[Namespace, str], ItemPut] = {}
+    for put in puts:
+        last.pop((put.namespace, put.key), None)  # the last put decides, in its place
+        last[(put.namespace, put.key)] = put
+    # One order for every writer: two batches touching the same items lock them alike.
+    ordered = sorted(last.values(), key=lambda p: (p.namespace, p.key))
+    writes = [p for p in ordered if p.value is not None]
+    deletes = [p for p in ordered if p.value is None]
+    texts = {(p.namespace, p.key): text_at_paths(p.value, p.index) for p in writes if p.index}
+    vectors = _vectors(texts)
+    with transaction.atomic():
+        runs = _runs_of(access.context.pk, ordered)
+        if deletes:
+            _delete(access.context.pk, deletes)
+        ids = _upsert(access.context.pk, writes, texts, vectors) if writes else {}
+        if runs:
+            item_runs_take_back(access=access, run_ids=runs)
+        for put in writes:
+            text = texts.get((put.namespace, put.key), "")
+            if put.extract and text.strip():
+                item_extract(
+                    access=access,
+                    item_id=ids[(put.namespace, put.key)],
+                    scope=namespace_scope(put.namespace),
+                    key=put.key,
+                    text=text,
+                )
+    ttls = [p.ttl for p in writes if p.ttl is not None]
+    if ttls:
+        items_sweep_enqueue(run_after=timezone.now() + dt.timedelta(minutes=min(ttls)))
+
+
+def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, str], str]:
+    """The embeddings of the indexed texts, as pgvector literals. A down embedder leaves
+    the items without a vector (BM25 still finds them) rather than refusing the write."""
+    wanted = [(ref, text) for ref, text in texts.items() if text.strip()]
+    if not wanted:
+        return {}
+    try:
+        embedded = embed_texts([text for _, text in wanted])
+    except Exception as exc:
+        logger.warning("items stored without vectors: %s: %s", type(exc).__name__, exc)
+        return {}
+    return {
+        ref: "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        for (ref, _), vector in zip(wanted, embedded, strict=True)
+    }
+
+
+_RECORDS = "jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)"
+
+
+def _runs_of(context_id: int, puts: Sequence[ItemPut]) -> list[int]:
+    """The extraction runs of the items these puts overwrite or delete (locked)."""
+    rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in puts])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT i.run_id FROM memory_item i, {_RECORDS} "  # noqa: S608 - fixed text
+            "WHERE i.context_id = %s AND i.key = r.key AND i.run_id IS NOT NULL "
+            "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns)) "
+            "ORDER BY i.id FOR UPDATE OF i",
+            [rows, context_id],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _delete(context_id: int, deletes: Sequence[ItemPut]) -> None:
+    rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in deletes])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT i.id FROM memory_item i, {_RECORDS} "  # noqa: S608 - fixed text
+            "WHERE i.context_id = %s AND i.key = r.key "
+            "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns))",
+            [rows, context_id],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    items_delete_ids(ids)
+
+
+def items_delete_ids(ids: Sequence[int]) -> None:
+    """Delete items by id with their search postings (in the caller's transaction)."""
+    if not ids:
+        return
+    postings_delete(target=Target.ITEM, ref_ids=ids)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memory_item WHERE id = ANY(%s)", [list(ids)])
+
+
+_UPSERT = """
+INSERT INTO memory_item (context_id, namespace, scope, key, value, index, text, embedding,
+    embedding_model, ttl_minutes, expires_at, created_at, updated_at)
+SELECT %s, ARRAY(SELECT jsonb_array_elements_text(r.ns)), r.scope, r.key, r.value, r.idx,
+    r.text, r.vec::vector, r.model, r.ttl,
+    CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + make_interval(secs => r.ttl * 60) END,
+    now(), now()
+FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, scope text, key text, value jsonb,
+    idx jsonb, text text, vec text, model text, ttl float8)
+ON CONFLICT (context_id, namespace, key) DO UPDATE SET
+    value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
+    embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
+    ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
+    run_id = NULL, updated_at = now()
+RETURNING id, xmax = 0, key, namespace
+"""
+
+
+def _upsert(
+    context_id: int,
+    writes: Sequence[ItemPut],
+    texts: dict[tuple[Namespace, str], str],
+    vectors: dict[tuple[Namespace, str], str],
+) -> dict[tuple[Namespace, str], int]:
+    """Insert or overwrite the items; their ids by (namespace, key)."""
+    model = embedding_model_id() if vectors else ""
+    rows = [
+        {
+            "ns": list(p.namespace),
+            "scope": namespace_scope(p.namespace),
+            "key": p.key,
+            "value": p.value,
+            "idx": p.index,
+            "text": texts.get((p.namespace, p.key), ""),
+            "vec": vectors.get((p.namespace, p.key)),
+            "model": model if (p.namespace, p.key) in vectors else "",
+            "ttl": p.ttl,
+        }
+        for p in writes
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_UPSERT, [context_id, json_text(rows)])
+        returned = cursor.fetchall()
+    indexed: list[IndexItem] = []
+    inserted: list[int] = []
+    unindex: list[int] = []
+    for item_id, was_inserted, key, namespace in returned:
+        ref = (tuple(namespace), key)
+        terms = analyze(texts[ref]) if ref in texts else []
+        if terms and was_inserted:
+            inserted.append(item_id)
+        if terms:
+            indexed.append(IndexItem(ref_id=item_id, scope=namespace_scope(ref[0]), terms=terms))
+        elif not was_inserted:
+            unindex.append(item_id)
+    postings_delete(target=Target.ITEM, ref_ids=unindex)
+    postings_replace(context_id=context_id, target=Target.ITEM, items=indexed, unindexed=inserted)
+    return {(tuple(namespace), key): item_id for item_id, _, key, namespace in returned}
