@@ -287,6 +287,13 @@ class TurnSerializer(serializers.Serializer):
     ref = serializers.CharField(source="turn.ref")
     scope = serializers.CharField(source="turn.scope")
     run = serializers.IntegerField(source="turn.run_id", allow_null=True)
+    flags = serializers.ListField(
+        source="turn.flags",
+        child=serializers.DictField(),
+        help_text="why screening found the turn suspicious (kind secret or instruction, "
+        "label, start, end over the text); empty for an ordinary turn. Facts of a flagged "
+        "turn wait for review and the turn is never a passage of the context block",
+    )
     facts = FactOutputSerializer(many=True)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,14 +16,20 @@ from rest_framework.views import APIView
 
 from memory.infra.replicas import replica_aliases, replica_health
 
+logger = logging.getLogger(__name__)
+
 STALLED_AFTER = timedelta(minutes=2)
 
 
 class HealthApi(APIView):
-    """Liveness of each part; answers without authentication so monitors can poll it."""
+    """Liveness of each part; answers without authentication so monitors can poll it.
+
+    An anonymous caller gets each part's status and nothing else: no versions, models,
+    queue sizes, backlog. A signed-in caller (session or token) gets the details
+    too. Error texts (which can name a socket path or a host) are never
+    answered; they go to the log."""
 
     permission_classes = [AllowAny]
-    authentication_classes: list[type] = []
 
     class OutputSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=["ok", "degraded", "down"])
@@ -60,11 +67,39 @@ class HealthApi(APIView):
             overall = "degraded"
         else:
             overall = "ok"
+        status = 503 if overall == "down" else 200
+        if not _sees_details(request):
+            return Response(
+                {
+                    "status": overall,
+                    **{name: {"status": part["status"]} for name, part in parts.items()},
+                    "embedding_backlog": None,
+                    "replicas": [
+                        {k: r[k] for k in ("name", "status", "lag_seconds")} for r in replicas
+                    ],
+                },
+                status=status,
+            )
+        for replica in replicas:
+            if replica.pop("error", None):
+                replica["error"] = "unreachable (see the server log)"
         backlog = _embedding_backlog() if overall != "down" else None
         return Response(
             {"status": overall, **parts, "embedding_backlog": backlog, "replicas": replicas},
-            status=503 if overall == "down" else 200,
+            status=status,
         )
+
+
+def _sees_details(request: Request) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated)
+
+
+def _error(part: str, exc: Exception) -> dict[str, object]:
+    """A failing part, its error logged and never answered: the text can carry a socket
+    path, a host or a version."""
+    logger.warning("health: %s failed: %s", part, exc)
+    return {"status": "error", "error": type(exc).__name__}
 
 
 def _database() -> dict[str, object]:
@@ -74,7 +109,7 @@ def _database() -> dict[str, object]:
             row = cursor.fetchone()
             server = connection.pg_version  # type: ignore[attr-defined]
     except Exception as exc:  # the point of a health check is to report, not raise
-        return {"status": "error", "error": str(exc)[:200]}
+        return _error("database", exc)
     return {"status": "ok", "server_version": server, "pgvector": row[0] if row else None}
 
 
@@ -117,7 +152,7 @@ def _task_worker() -> dict[str, object]:
         waiting = DBTaskResult.objects.filter(status="READY")
         oldest = waiting.order_by("enqueued_at").values_list("enqueued_at", flat=True).first()
     except Exception as exc:
-        return {"status": "error", "error": str(exc)[:200]}
+        return _error("task worker", exc)
     age = (timezone.now() - oldest).total_seconds() if oldest else 0.0
     status = "stalled" if oldest and timezone.now() - oldest > STALLED_AFTER else "ok"
     return {"status": status, "queued": waiting.count(), "oldest_queued_seconds": round(age, 1)}

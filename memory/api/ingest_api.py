@@ -108,8 +108,12 @@ class MemoryCreateApi(APIView):
         infer = serializers.ChoiceField(choices=INFER_MODES, default="llm")
         triples = TriplesField(required=False, allow_null=True, default=None)
         source = serializers.CharField(  # type: ignore[assignment]
-            required=False, allow_blank=True, default="", max_length=300
-        )
+            required=False, allow_blank=True, default="", max_length=300,
+            help_text="where the text came from: user, assistant, tool, document, web, email, "
+            "file (alone or as kind:detail) or an address; under the default review policy, "
+            "facts from relayed text (tool, document, web, email, file, an address) wait for "
+            "review (relayed_source)",
+        )  # fmt: skip
         wait = serializers.BooleanField(required=False, default=False)
         speaker = serializers.CharField(
             required=False, allow_blank=True, default="", max_length=MAX_SPEAKER_CHARS,

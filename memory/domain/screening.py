@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import pkgutil
 import re
 from dataclasses import dataclass, field
@@ -86,7 +87,8 @@ _SENSITIVE_WORD = (
     r"(?:passwords?|passwd|pwd|passphrase|passcode|pin(?:\s*code)?|api[\s_-]?keys?|"
     r"access[\s_-]?keys?|secret(?:[\s_-]?keys?)?|(?:auth|access|bearer|api)?[\s_-]?tokens?|"
     r"credentials?|one[\s-]?time\s+(?:code|password|pin)|otp|2fa\s+code|verification\s+code|"
-    r"security\s+code|cvv|contraseña|mot\s+de\s+passe|passwort|kennwort|senha|密码|パスワード)"
+    r"security\s+code|cvv|recovery\s+codes?|backup\s+codes?|seed\s+phrase|"
+    r"contraseña|mot\s+de\s+passe|passwort|kennwort|senha|密码|パスワード)"
 )
 # "<secret word> is/was/=/: <value>" — the value is the secret. Two words may sit
 # between ("the admin's password for the VPN is …") but never a sentence end.
@@ -97,6 +99,35 @@ _PROSE_SECRET = re.compile(
     + r"(?P<value>[^\s\"'`,;]{4,})",
     re.IGNORECASE,
 )
+# "<secret word> '<anything quoted>'": the whole quoted text (a passphrase has spaces).
+_QUOTED_SECRET = re.compile(
+    _SENSITIVE_WORD
+    + r"[^.\n\"'`“‘]{0,30}?(?:is|was|=|:|es|est|ist|é|は|是)?\s*"
+    + r"(?:\"(?P<dq>[^\"\n]{3,120})\"|'(?P<sq>[^'\n]{3,120})'|`(?P<bq>[^`\n]{3,120})`|"
+    + r"“(?P<cq>[^”\n]{3,120})”|‘(?P<rq>[^’\n]{3,120})’)",
+    re.IGNORECASE,
+)
+# "password Tr0ub4dor&3", "PIN 4821", "api key sk-…": a secret word right before a value
+# that is no plain word (it has a digit or a symbol, or mixes cases inside).
+_BARE_SECRET = re.compile(
+    _SENSITIVE_WORD + r"[ \t]*[:=]?[ \t]+(?P<value>[^\s\"'`,;]{4,})", re.IGNORECASE
+)
+# "recovery codes 1234-5678, 9012-3456 and 7890-1234": every code in the list.
+_CODE_LIST = re.compile(
+    r"(?:recovery|backup)\s+codes?\b[^\w\n]{0,6}(?:(?:are|were|is)\s+)?"
+    r"(?P<codes>[A-Za-z0-9-]{4,}(?:(?:\s*[,;]\s*|\s+and\s+|\s+)[A-Za-z0-9-]{4,})*)",
+    re.IGNORECASE,
+)
+# A provider key with its own prefix, whatever its length: sk-live-…, sk_test_…, rk_prod_….
+_PREFIXED_KEY = re.compile(
+    r"\b[a-z]{2,8}[-_](?:live|test|prod|secret|key|token|api)[-_][A-Za-z0-9_\-]{12,}",
+    re.IGNORECASE,
+)
+# A long run of key characters: a candidate for a random key (judged by _key_like).
+_KEY_RUN = re.compile(r"(?<![\w/+=.-])[A-Za-z0-9_\-+/=]{20,}(?![\w/+=-])")
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+# The characters a key is made of: a match is widened over them so no tail stays.
+_KEY_CHAR = re.compile(r"[A-Za-z0-9_\-+/=…]")
 _PEM_BLOCK = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
@@ -158,9 +189,54 @@ def _luhn(digits: str) -> bool:
 # secret word, a card's digits, a URL with credentials, a key block, a redaction. A text without
 # any (most fact values: "Berlin", "data engineer") skips the two dozen patterns.
 _MAYBE_SECRET = re.compile(
-    r"[A-Za-z0-9_+/=.\-]{16,}|(?:\d[ -]?){13,}|://|PRIVATE KEY|\[redacted\]|" + _SENSITIVE_WORD,
+    r"[A-Za-z0-9_+/=.\-]{12,}|(?:\d[ -]?){13,}|://|PRIVATE KEY|\[redacted\]|" + _SENSITIVE_WORD,
     re.IGNORECASE,
 )
+
+
+def _classes(token: str) -> int:
+    return sum(
+        (
+            any(c.islower() for c in token),
+            any(c.isupper() for c in token),
+            any(c.isdigit() for c in token),
+        )
+    )
+
+
+def _key_like(token: str) -> bool:
+    """Whether a long run of key characters reads as a random key rather than a word, a
+    name, a path or an id: digits and letters mixed, the character class changing often
+    (random text changes class at about every second character; CamelCase words and
+    version strings seldom do), or three classes over 32 characters and more."""
+    core = token.strip("-_=/+")
+    if len(core) < 20 or _UUID.fullmatch(core) or core.count("/") > 2:
+        return False
+    digits = sum(c.isdigit() for c in core)
+    letters = sum(c.isalpha() for c in core)
+    if digits < 2 or letters < 4:
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in core if c.isalnum()]
+    changes = sum(a != b for a, b in itertools.pairwise(kinds)) / max(len(kinds) - 1, 1)
+    return changes >= 0.3 or (_classes(core) == 3 and len(core) >= 32)
+
+
+def _plain_word(value: str) -> bool:
+    """A value after a bare secret word that is an ordinary word ("password manager",
+    "PIN code"), not a secret: letters only, one case (or a capital first)."""
+    core = value.rstrip(".!?)")
+    return core.isalpha() and (core.islower() or core.isupper() or core.istitle())
+
+
+def _widened(text: str, start: int, end: int) -> tuple[int, int]:
+    """A key match widened over the key characters around it: a matched token goes whole."""
+    while start > 0 and _KEY_CHAR.match(text[start - 1]):
+        start -= 1
+    while end < len(text) and _KEY_CHAR.match(text[end]):
+        end += 1
+    while end > start and text[end - 1] in ".-_=/":
+        end -= 1
+    return start, end
 
 
 def secret_spans(text: str) -> list[tuple[int, int, str]]:
@@ -169,7 +245,28 @@ def secret_spans(text: str) -> list[tuple[int, int, str]]:
         return []
     spans: list[tuple[int, int, str]] = []
     for label, regex in _plugin_patterns():
-        spans += [(m.start(), m.end(), label) for m in regex.finditer(text) if m.end() > m.start()]
+        for m in regex.finditer(text):
+            if m.end() > m.start():
+                start, end = (
+                    _widened(text, m.start(), m.end()) if "\n" not in m.group() else m.span()
+                )
+                spans.append((start, end, label))
+    for m in _PREFIXED_KEY.finditer(text):
+        spans.append((*_widened(text, m.start(), m.end()), "API key"))
+    for m in _KEY_RUN.finditer(text):
+        if _key_like(m.group()):
+            spans.append((*_widened(text, m.start(), m.end()), "High-entropy token"))
+    for m in _QUOTED_SECRET.finditer(text):
+        group = next(g for g in ("dq", "sq", "bq", "cq", "rq") if m.group(g) is not None)
+        spans.append((m.start(group), m.end(group), "Password or code"))
+    for m in _BARE_SECRET.finditer(text):
+        value = m.group("value").rstrip(".!?)")
+        if value and value.lower() not in _NOT_A_VALUE and not _plain_word(value):
+            spans.append((m.start("value"), m.start("value") + len(value), "Password or code"))
+    for m in _CODE_LIST.finditer(text):
+        codes = m.group("codes")
+        if any(c.isdigit() for c in codes):
+            spans.append((m.start("codes"), m.end("codes"), "Recovery codes"))
     spans += [(m.start(), m.end(), "Private Key") for m in _PEM_BLOCK.finditer(text)]
     for m in _PROSE_SECRET.finditer(text):
         value = m.group("value").rstrip(".!?)")
@@ -300,6 +397,66 @@ _INSTRUCTION_PATTERNS: tuple[tuple[str, str], ...] = (
         r"\b(?:system\s+prompt|you\s+are\s+now|new\s+instructions|act\s+as\s+(?:an?\s+)?"
         r"(?:admin|root|system|developer)|developer\s+mode|jailbreak)\b",
     ),
+    # Persona and role-play: the reader told to be someone else.
+    (
+        "persona",
+        r"\b(?:pretend|imagine|suppose)\b[^.\n]{0,20}?\b(?:you\s+are|you're|to\s+be|you\s+were)\b|"
+        r"\b(?:role[\s-]?play|play\s+the\s+role|act\s+as\s+(?:if\s+you|the|an?)\b|"
+        r"you\s+are\s+(?:now\s+)?(?:the|an?|my)\s+(?:\w+\s+)?(?:admin|administrator|"
+        r"assistant|system|developer|operator|root|owner|memory|moderator)\b)",
+    ),
+    (
+        "persona",
+        r"\b(?:finge|fingi|finja|haz\s+como\s+si|fais\s+semblant|tu\s+so\s+als|"
+        r"actúa\s+como|agis\s+comme|aja\s+como|agisci\s+come|du\s+bist\s+jetzt|"
+        r"tu\s+es\s+maintenant|ahora\s+eres|ora\s+sei|agora\s+você\s+é)\b|"
+        r"(?:假装|扮演|你现在是|ふりをして|になりきって)",
+    ),
+    # Claimed authority: the text says who it speaks for instead of saying something.
+    (
+        "claimed authority",
+        r"\[\s*(?:admin|system|root|developer|operator|owner|security)[^\]\n]{0,30}\]|"
+        r"\b(?:admin|administrator|system|root|developer|operator|security)\s+"
+        r"(?:override|mode|command|directive|instruction)s?\b|"
+        r"\bas\s+(?:the|your)\s+(?:memory|system|database|knowledge[\s-]?base|ai|agent's?)\s+"
+        r"(?:admin|administrator|owner|operator)\b|"
+        r"\bas\s+(?:the|your)\s+(?:admin|administrator)\s*,?\s*(?:i|we)\s+(?:order|instruct|"
+        r"command|authori[sz]e|declare|confirm|require|override)\b|"
+        r"\b(?:authori[sz]ed|approved|mandated|ordered)\s+by\s+(?:the\s+)?"
+        r"(?:admin|administrator|system|management|security|developers?)\b|"
+        r"(?:^|[.!?:]\s+)(?:please\s+)?(?:confirm|acknowledge|assert|certify)\s+that\b",
+    ),
+    (
+        "claimed authority",
+        r"\b(?:como|en\s+tant\s+que|als|come)\s+(?:el|la|le|l'|der|die|il|o|a)?\s*"
+        r"(?:administrador|administrateur|administrator|amministratore|admin)\b|"
+        r"(?:作为管理员|管理者として|管理员身份)",
+    ),
+    # Conditional answer instructions: what to say when someone asks.
+    (
+        "answer instruction",
+        r"\b(?:when|whenever|if)\s+(?:anyone|anybody|someone|somebody|a\s+user|users|people|"
+        r"they|you(?:'re|\s+are)?|the\s+user|asked)\b[^.\n]{0,60}?\b(?:ask|asks|asked|"
+        r"queries|query|wants?\s+to\s+know|inquires?)\b[^.\n]{0,80}?\b(?:answer|say|"
+        r"respond|reply|tell|state|claim|insist)\b",
+    ),
+    (
+        "answer instruction",
+        r"\b(?:cuando|si)\s+(?:alguien|cualquiera|un\s+usuario)\b[^.\n]{0,60}?"
+        r"\b(?:responde|di|contesta|dile)\b|"
+        r"\b(?:quand|si)\s+(?:quelqu'un|on|un\s+utilisateur)\b[^.\n]{0,60}?"
+        r"\b(?:réponds|répondez|dis|dites)\b|"
+        r"\b(?:wenn|falls)\s+(?:jemand|ein\s+nutzer|man)\b[^.\n]{0,60}?"
+        r"\b(?:antworte|sag|sage|antworten)\b|"
+        r"\b(?:quando|se)\s+(?:qualcuno|alguém|um\s+usuário)\b[^.\n]{0,60}?"
+        r"\b(?:rispondi|di'|dì|responda|diga|responde)\b|"
+        r"(?:有人问|如果有人)[^。\n]{0,30}(?:回答|就说)|(?:聞かれたら|尋ねられたら)",
+    ),
+    (
+        "memory instruction",
+        r"(?:^|[.!?:]\s*)(?:please\s+)?(?:store|save|record|memori[sz]e|log|persist)\s+"
+        r"(?:this|that|it)\b",
+    ),
     # Text shaped like a tool call.
     (
         "tool call",
@@ -315,19 +472,83 @@ def _instruction_regexes() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((label, re.compile(p, re.IGNORECASE)) for label, p in _INSTRUCTION_PATTERNS)
 
 
-def instruction_flags(text: str) -> list[Flag]:
+# Hidden carriers: text a reader of the rendered page does not see, or sees disguised.
+_HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_MARKDOWN_COMMENT = re.compile(r"(?m)^\s*\[(?://|comment|_)\]:\s*(?:#|<>)?\s*[(\"'].*$")
+_ZERO_WIDTH = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\u00ad]")
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
+# Cyrillic and Greek letters drawn like Latin ones; a word mixing them with Latin letters
+# is spelled to slip past a reader.
+_CONFUSABLES = str.maketrans(
+    "аеорсухіјѕԁһӏԛԝАВЕКМНОРСТХІЈЅαεορτυνκΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdhlqwABEKMHOPCTXIJSaeoptuvkABEZHIKMNOPTYX",
+)
+_MIXED_SCRIPT_WORD = re.compile(
+    r"\b(?=\w*[A-Za-z])(?=\w*[\u0370-\u03ff\u0400-\u04ff])\w+\b", re.UNICODE
+)
+
+
+def _decoded_base64(run: str) -> str:
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return ""
+    printable = sum(c.isprintable() for c in text)
+    return text if text and printable / len(text) > 0.95 and " " in text else ""
+
+
+def _carrier_flags(text: str) -> tuple[list[Flag], list[str]]:
+    """Flags for hidden carriers, and the texts they carry (read for instructions too)."""
     flags: list[Flag] = []
+    carried: list[str] = []
+    for regex, label in ((_HTML_COMMENT, "hidden comment"), (_MARKDOWN_COMMENT, "hidden comment")):
+        for m in regex.finditer(text):
+            if re.search(r"[^\W_]", m.group()):
+                flags.append(Flag("instruction", label, m.start(), m.end()))
+                carried.append(m.group())
+    if _ZERO_WIDTH.search(text):
+        first = _ZERO_WIDTH.search(text)
+        assert first is not None
+        flags.append(Flag("instruction", "hidden characters", first.start(), first.end()))
+        carried.append(_ZERO_WIDTH.sub("", text))
+    mixed = [m for m in _MIXED_SCRIPT_WORD.finditer(text)]
+    if mixed:
+        flags += [Flag("instruction", "homoglyphs", m.start(), m.end()) for m in mixed]
+        carried.append(text.translate(_CONFUSABLES))
+    for m in _BASE64_RUN.finditer(text):
+        decoded = _decoded_base64(m.group())
+        if decoded:
+            flags.append(Flag("instruction", "encoded text", m.start(), m.end()))
+            carried.append(decoded)
+    return flags, carried
+
+
+def instruction_flags(text: str) -> list[Flag]:
+    flags, carried = _carrier_flags(text)
     for label, regex in _instruction_regexes():
         flags += [Flag("instruction", label, m.start(), m.end()) for m in regex.finditer(text)]
+        for hidden in carried:  # an instruction inside a carrier is flagged where the carrier is
+            if regex.search(hidden):
+                flags.append(Flag("instruction", label, 0, len(text)))
     return sorted(set(flags), key=lambda f: (f.start, f.end, f.label))
 
 
 def text_screen(text: str) -> Screened:
-    """The text with its secrets redacted, and every flag over that redacted text."""
+    """The text with its secrets redacted, and every flag over that redacted text. Encoded
+    carriers (base64) are read before redaction: a long base64 run is also key-like."""
+    encoded = [
+        Flag("instruction", "encoded text", 0, 0)
+        for m in _BASE64_RUN.finditer(text)
+        if _decoded_base64(m.group())
+    ]
     spans = secret_spans(text)
     redacted, secret_flags = _redact(text, spans)
     return Screened(
         text=redacted,
-        flags=secret_flags + instruction_flags(redacted),
+        flags=secret_flags + instruction_flags(redacted) + encoded[:1],
         secret_values=[text[start:end] for start, end, _ in spans if text[start:end] != REDACTED],
     )

@@ -49,6 +49,9 @@ class TrustReason(models.TextChoices):
     UNTRUSTED_WRITER = "untrusted_writer"
     SUSPICIOUS_TURN = "suspicious_turn"
     REVIEW_ALL = "review_all"  # the context reviews every claim the model extracts
+    # Relayed by an agent from a tool, a document, an e-mail or the web (the memory's
+    # ``source``): second-hand text, whoever relays it.
+    RELAYED_SOURCE = "relayed_source"
 
 
 class SourceKind(models.TextChoices):

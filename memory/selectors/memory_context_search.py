@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from memory.domain.access import ContextAccess
 from memory.kernel.errors import ServiceUnavailable
+from memory.models import Turn
 from memory.search.fusion import rrf_fuse
 from memory.selectors.memory_context_layout import ContextLine, passage_line
 from memory.selectors.search import QueryVector, SearchResponse, query_vector_start, search
@@ -93,6 +94,14 @@ class BlockFinder:
         chunks = self._search(query, "chunks", PASSAGES, floor=PASSAGE_MIN_COSINE)
         turns = self._search(query, "turns", PASSAGES, floor=PASSAGE_MIN_COSINE)
         self.hidden_passages += chunks.hidden + turns.hidden
+        # A turn screening flagged (an instruction, a secret) is never pasted into what an
+        # agent is told: its claims wait for review, and its words stay out too.
+        flagged = set(
+            Turn.objects.filter(pk__in=[r.id for r in turns.results])
+            .exclude(flags=[])
+            .values_list("pk", flat=True)
+        )
+        turns.results[:] = [r for r in turns.results if r.id not in flagged]
         # Chunks and turns score on scales of their own (turns add their windows): they
         # take turns by rank, the closer in meaning first at the same rank.
         keyed = {(r.type, r.id): r for r in chunks.results + turns.results}

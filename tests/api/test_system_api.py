@@ -13,8 +13,24 @@ from memory.models import Context, Entity, Role
 from tests.api.conftest import assert_error, operation, response_schema
 
 
-def test_health_reports_each_part(db: None) -> None:
-    body = APIClient().get("/api/v1/health").json()
+def test_anonymous_health_answers_statuses_only(db: None) -> None:
+    from unittest import mock
+
+    from django_tasks_db.models import DBTaskResult
+
+    error = RuntimeError('connection to server on socket "/tmp/pg/.s.PGSQL.5432" failed')
+    with mock.patch.object(DBTaskResult, "objects") as objects:
+        objects.filter.side_effect = error
+        body = APIClient().get("/api/v1/health").json()
+    assert body["task_worker"] == {"status": "error"}
+    assert "/tmp" not in str(body) and "PGSQL" not in str(body)
+    for part in ("database", "embedder", "chat_model"):
+        assert set(body[part]) == {"status"}, body[part]
+    assert body["embedding_backlog"] is None
+
+
+def test_health_reports_each_part(api: APIClient) -> None:
+    body = api.get("/api/v1/health").json()
     assert body["database"]["status"] == "ok"
     assert body["database"]["pgvector"]
     assert body["embedder"]["status"] == "ok"

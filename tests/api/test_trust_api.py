@@ -215,3 +215,22 @@ def test_context_fact_review_setting_is_validated(api: APIClient, base: str) -> 
     assert api.get(base).json()["fact_review"] == "untrusted"
     assert_error(api.patch(base, {"fact_review": "sometimes"}, format="json"), 400)
     assert api.patch(base, {"fact_review": "all"}, format="json").json()["fact_review"] == "all"
+
+
+def test_a_writer_never_confirms_its_own_claim(
+    context: Context, make_user: Callable[..., Any], base: str
+) -> None:
+    from memory.services.tokens import token_issue
+
+    agent = make_user(context=context, role=Role.ADMIN)
+    clients = []
+    for trust in ("untrusted", "trusted"):
+        raw = token_issue(user=agent, context=context, grants=["read,write:*"], trust=trust).raw
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
+        clients.append(client)
+    untrusted, trusted = clients
+    pending = _write(untrusted, base, subject=ALEX, predicate="likes", value="tea")
+    again = _write(trusted, base, subject=ALEX, predicate="likes", value="tea")
+    assert again["fact"]["id"] == pending["fact"]["id"]
+    assert again["fact"]["trust"] == "pending"

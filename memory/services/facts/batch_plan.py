@@ -236,8 +236,20 @@ class BatchWriter:
         self._touch(identical)
         item.outcome, item.fact = "reobserved", identical
         item.rejected_before = identical.trust == FactTrust.REJECTED
-        if identical.trust == FactTrust.PENDING and self.trust.confirms(identical.trust_reason):
+        if (
+            identical.trust == FactTrust.PENDING
+            and self.trust.confirms(identical.trust_reason)
+            and not self._own_claim(identical)
+        ):
             self._confirm(item, identical)
+
+    def _own_claim(self, fact: AnyFact) -> bool:
+        """Whether the writer of this batch wrote ``fact``: a principal never confirms its
+        own claim (an agent relaying a claim twice, or through a second token of its user,
+        is still one voice). Claims without a writer (system work) are no one's."""
+        user = self.access.user
+        writer = fact.created_by_id if isinstance(fact, Fact) else getattr(user, "pk", None)
+        return user is not None and writer is not None and writer == getattr(user, "pk", None)
 
     def _confirm(self, item: FactBatchItem, pending: AnyFact) -> None:
         held = [f for f in self.state[_slot_key(pending)] if _holds(f)]

@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
-from memory.kernel.errors import Conflict, ValidationFailed
-from memory.models import Fact, FactStatus
+from memory.kernel.errors import Conflict, PermissionDenied, ValidationFailed
+from memory.models import Fact, FactStatus, FactTrust
 from memory.search.indexing import facts_index
 from memory.services.audit import audit_record
 from memory.services.facts.curation import (
@@ -46,6 +46,7 @@ def facts_retract(
         facts = facts_lock(access, fact_ids)
         for fact in facts:
             access.require_write(fact.scope)
+            untrusted_erase_check(access, fact)
         now = timezone.now()
         changed = [f for f in facts if f.status != FactStatus.RETRACTED]
         before = [fact_snapshot(f, STATUS_FIELDS) for f in changed]
@@ -74,6 +75,21 @@ def facts_retract(
         audit_event_id=event.pk if event is not None else None,
         summary=summary,
     )
+
+
+def untrusted_erase_check(access: ContextAccess, fact: Fact) -> None:
+    """An untrusted writer takes back only its own unconfirmed claims: a fact someone else
+    wrote, or one agents are already told, is refused (a curator or a trusted token
+    retracts it)."""
+    if access.trusted:
+        return
+    own = access.user is not None and fact.created_by_id == access.user.pk
+    if not own or fact.trust == FactTrust.TRUSTED:
+        raise PermissionDenied(
+            f"fact {fact.pk} is not an unconfirmed claim of this token's writer; an untrusted "
+            "token retracts only its own pending claims (use a trusted token or the dashboard)",
+            code="untrusted_retract",
+        )
 
 
 def _retract_summary(changed: list[Fact], what: str, reason: str) -> str:

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from memory.domain.access import ContextAccess
+from memory.domain.screening import text_redact
 from memory.infra.embeddings import embedder_unavailable
 from memory.infra.queueing import embeddings_drain_enqueue
 from memory.kernel.errors import ValidationFailed
@@ -92,7 +93,9 @@ def document_create(
     """
     scope = scope_validate(scope)
     access.require_write(scope)
-    text = _clean_text(text)
+    # Secrets are redacted before the text is kept: the document, its chunks, their
+    # postings and the texts behind their embeddings never hold one.
+    text = text_redact(_clean_text(text))
     title = _clean_title(title)
     if len(source) > MAX_SOURCE_CHARS:
         raise ValidationFailed(f"source: at most {MAX_SOURCE_CHARS} characters", code="invalid")

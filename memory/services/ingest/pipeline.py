@@ -37,7 +37,7 @@ from memory.search.indexing import search_index_batch
 from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.selectors.vocabulary import scopes_visible_from
 from memory.services.facts.batch import fact_batch_record_refused
-from memory.services.facts.trust import WriteTrust, write_trust_decide
+from memory.services.facts.trust import WriteTrust, source_relayed, write_trust_decide
 from memory.services.ingest.acceptance import triples_parse
 from memory.services.ingest.entity_resolution import resolution_plan
 from memory.services.ingest.extract import ingest_extract, ingest_record_calls
@@ -106,6 +106,7 @@ def memory_ingest(
         writer_trusted=access.trusted,
         extracted=isinstance(extraction, ExtractionOutput),
         turn_flagged=bool(turn.flags if turn is not None else screened.flags),
+        relayed=source_relayed(source),
     )
     # One registry load for the run: the refusal check below and the fact write resolve
     # with it. Nothing between them writes to the registry; the write's own new (observed)

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from memory.domain.access import ContextAccess
 from memory.infra.queueing import entity_embeddings_enqueue
-from memory.kernel.errors import Conflict
-from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, Run
+from memory.kernel.errors import Conflict, PermissionDenied
+from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, FactTrust, Run
 from memory.models import Conflict as ConflictRecord
 from memory.models.fact import ConflictStatus
 from memory.models.merge import Merge
@@ -96,6 +96,7 @@ class RetractPlan:
 
 def _check_retractable(access: ContextAccess, run: Run) -> None:
     access.require_write(run.scope)
+    _check_untrusted(access, run)
     if run.retracted_at is not None:
         raise Conflict(
             f"run {run.pk} was already retracted; undo the retraction from the audit log "
@@ -111,6 +112,21 @@ def _check_retractable(access: ContextAccess, run: Run) -> None:
         raise Conflict(
             f"run {run.pk} wrote nothing to retract ({run.outcome}, mode {run.mode})",
             code="nothing_to_retract",
+        )
+
+
+def _check_untrusted(access: ContextAccess, run: Run) -> None:
+    """An untrusted token retracts (or previews retracting) only a run of its own writer
+    none of whose facts agents are told yet: taking back anything else is a curator's."""
+    if access.trusted:
+        return
+    own = access.user is not None and run.created_by_id == access.user.pk
+    if not own or Fact.objects.filter(run=run, trust=FactTrust.TRUSTED).exists():
+        raise PermissionDenied(
+            f"run {run.pk} is not this token's writer's, or wrote facts agents are told; an "
+            "untrusted token retracts only its own unconfirmed runs (use a trusted token or "
+            "the dashboard)",
+            code="untrusted_retract",
         )
 
 
