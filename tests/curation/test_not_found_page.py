@@ -6,7 +6,6 @@ import pytest
 from django.test import Client, RequestFactory
 
 from memory.urls import handler500
-
 from tests.curation.conftest import page
 
 pytestmark = pytest.mark.django_db
