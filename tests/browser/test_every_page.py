@@ -48,7 +48,8 @@ BROKEN_WORDS = """() => {
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const parent = node.parentElement;
-    if (!parent || parent.closest('pre, svg, script, style, .token-raw, .visually-hidden')) continue;
+    const skip = 'pre, svg, script, style, .token-raw, .visually-hidden';
+    if (!parent || parent.closest(skip)) continue;
     if (!parent.checkVisibility()) continue;
     for (const match of node.textContent.matchAll(/\\p{L}{2,24}/gu)) {
       const range = document.createRange();
