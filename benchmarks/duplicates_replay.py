@@ -42,13 +42,9 @@ PRECISION_GOAL = 0.95  # the goal: recall >= 0.95 at precision >= 0.95
 def run(total: int, *, attributes: bool = False) -> dict[str, Any]:
     from benchmarks.duplicates_data import plant
     from memory.domain.entity_names import entity_normalize_key
-    from memory.matching.blocking import (
-        NEIGHBOURS,
-        blocks_of,
-        edit_distance_pairs,
-        pair_of,
-    )
+    from memory.matching.blocking import blocks_of, pair_of
     from memory.matching.model import TypeSample, fit
+    from memory.matching.neighbours import NEIGHBOURS, edit_distance_pairs
     from memory.matching.scoring import LEVELS, MATCH_PROBABILITY, Record, compare
 
     started = time.perf_counter()

@@ -92,7 +92,8 @@ def pad_load(slug: str, rows: list[dict[str, Any]]) -> None:
     from django.db import transaction
 
     from memory.domain.entity_names import entity_clean_name, entity_normalize_key
-    from memory.matching.blocking import keys_write_all, records_of
+    from memory.matching.blocking import keys_write_all
+    from memory.matching.records import records_of
     from memory.matching.weights import model_read
     from memory.models import Context, Entity
     from memory.search.bm25_load import postings_load

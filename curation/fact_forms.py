@@ -11,7 +11,7 @@ from django import forms
 from memory.models import Fact, FactKind, FactStatus, SourceKind
 from memory.models.turn import MAX_THREAD_CHARS
 from memory.selectors.fact_pages import SORTS, FactFilters
-from memory.services.facts.curation import FactEdit
+from memory.services.facts.edit import FactEdit
 
 DATE = forms.DateInput(attrs={"type": "date"})
 

@@ -17,7 +17,7 @@ from memory.models import EntityType, Predicate, PredicateKind
 from memory.models.predicate import Lifecycle
 from memory.services.merges.plan import MAX_MERGED
 from memory.services.registry.file import PredicateEntry, registry_file_parse
-from memory.services.transfer.import_jobs import MAX_MEMORY_IMPORT_BYTES
+from memory.services.transfer.jobs import MAX_MEMORY_IMPORT_BYTES
 from memory.services.transfer.seeding import MAX_IMPORT_BYTES
 
 MAX_REGISTRY_FILE_BYTES = 2 * 1024 * 1024

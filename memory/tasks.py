@@ -22,7 +22,7 @@ from memory.infra.queueing import (
 from memory.selectors.contexts import context_by_id
 from memory.services.duplicates.finder import duplicates_refit, duplicates_scan
 from memory.services.ingest.run import run_execute, runs_recover_stale
-from memory.services.transfer.seeding_jobs import import_job_execute, import_jobs_recover_stale
+from memory.services.transfer.jobs import import_job_execute, import_jobs_recover_stale
 from memory.services.vectors import embedding_backlog, embeddings_drain
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,8 @@ IMPORT_PRIORITY = 10
 
 @task(priority=IMPORT_PRIORITY)
 def import_job_task(job_id: int) -> str:
-    """Import one uploaded seeding file (``seeding_jobs.import_job_execute`` in services.transfer).
+    """Import one uploaded file: a seeding file or a whole memory
+    (``memory.services.transfer.jobs.import_job_execute``).
 
     Jobs left ``running`` by a worker that died are failed first, so they can be retried.
     """

@@ -28,7 +28,7 @@ from memory.selectors.conversations import (
     turn_get,
     unthreaded_groups,
 )
-from memory.services.facts.curation import facts_retract
+from memory.services.facts.retraction import facts_retract
 
 MAX_PAGE = 10_000
 

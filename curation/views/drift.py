@@ -35,13 +35,8 @@ from memory.selectors.drift import (
     drift_suggestions_attach,
 )
 from memory.selectors.registry import registered_names
-from memory.services.drift.resolve import (
-    AliasPlan,
-    AliasRequest,
-    drift_alias,
-    drift_alias_bulk,
-    drift_resolve,
-)
+from memory.services.drift.alias import AliasPlan, AliasRequest, drift_alias, drift_alias_bulk
+from memory.services.drift.resolve import drift_resolve
 
 TEMPLATE = "curation/drift.html"
 PAGE_SIZE = 20

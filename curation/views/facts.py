@@ -27,7 +27,9 @@ from memory.models import FactStatus, Role
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import FactsPage, fact_detail, fact_get, facts_page
 from memory.services.facts.corrections import fact_correct
-from memory.services.facts.curation import fact_edit, fact_restore, facts_retract
+from memory.services.facts.edit import fact_edit
+from memory.services.facts.restore import fact_restore
+from memory.services.facts.retraction import facts_retract
 
 MAX_SELECTED = 500
 

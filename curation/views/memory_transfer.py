@@ -24,11 +24,11 @@ from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.memory_transfer import memory_holdings
 from memory.services.transfer.export import memory_export_lines
 from memory.services.transfer.format import KINDS
-from memory.services.transfer.import_jobs import memory_import_job_create
-from memory.services.transfer.seeding_jobs import (
+from memory.services.transfer.jobs import (
     import_job_current,
     import_job_retry,
     import_jobs_recover_stale,
+    memory_import_job_create,
 )
 
 TEMPLATE = "curation/memory.html"

@@ -25,7 +25,7 @@ from memory.models import ImportJob, Role
 from memory.selectors.import_jobs import import_job_get, import_job_list
 from memory.selectors.registry import entity_names
 from memory.services.entities.writes import entity_upsert
-from memory.services.transfer.seeding_jobs import (
+from memory.services.transfer.jobs import (
     import_job_create,
     import_job_current,
     import_job_retry,

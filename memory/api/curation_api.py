@@ -31,7 +31,8 @@ from memory.selectors.drift import (
     drift_list,
     drift_suggestions_attach,
 )
-from memory.services.drift.resolve import drift_alias, drift_resolve
+from memory.services.drift.alias import drift_alias
+from memory.services.drift.resolve import drift_resolve
 from memory.services.facts.conflicts import conflict_resolve
 from memory.services.undo import audit_undo
 

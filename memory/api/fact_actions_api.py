@@ -29,14 +29,9 @@ from memory.selectors.conversations import (
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.fact_pages import fact_get
 from memory.services.facts.corrections import fact_correct
-from memory.services.facts.curation import (
-    FactEdit,
-    FactEdited,
-    FactRestored,
-    fact_edit,
-    fact_restore,
-    facts_retract,
-)
+from memory.services.facts.edit import FactEdit, FactEdited, fact_edit
+from memory.services.facts.restore import FactRestored, fact_restore
+from memory.services.facts.retraction import facts_retract
 
 MAX_RETRACT_IDS = 500
 

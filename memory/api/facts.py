@@ -24,7 +24,7 @@ from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
 from memory.selectors.facts import fact_list, facts_visible
-from memory.services.facts.curation import fact_retract
+from memory.services.facts.retraction import fact_retract
 from memory.services.facts.review import FactReviewed, fact_review, facts_review
 from memory.services.facts.write import fact_write_with_entities
 

@@ -20,9 +20,9 @@ from memory.models import Role, Run, RunOutcome
 from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHARS
 from memory.selectors.runs import run_get, run_list
 from memory.selectors.vocabulary_view import vocabulary_listing
+from memory.services.ingest.acceptance import INFER_MODES
 from memory.services.ingest.retract import run_retract, run_retract_preview
 from memory.services.ingest.run import (
-    INFER_MODES,
     run_create,
     run_enqueue,
     run_execute,

@@ -19,7 +19,7 @@ from memory.api.parsers import JsonLinesParser, NdjsonParser, PlainTextParser
 from memory.kernel.errors import NotFound, ValidationFailed
 from memory.models import MEMORY_IMPORT_FORMATS, ImportJob, Role
 from memory.services.transfer.export import memory_export_lines
-from memory.services.transfer.import_jobs import memory_import_job_create
+from memory.services.transfer.jobs import memory_import_job_create
 
 
 class RawJsonParser(PlainTextParser):

@@ -4,23 +4,19 @@ Every live entity keeps a few keys in DuplicateKey (``blocking_keys``: its words
 order, its bigrams, its sounds, its consonants, each word's sound, its identifiers, dates
 and codes among its attributes). Two entities of one type sharing a key that few
 entities hold (``block_limit``) are a blocked pair, as are embedding neighbours and, in
-the full scan, neighbours in name order (edit distance). 100k entities never need 10^10
-comparisons. The records the comparators read are fetched here too, one statement per
-set of entities.
+the full scan, neighbours in name order (edit distance; both ``matching/neighbours.py``).
+100k entities never need 10^10 comparisons. The records the comparators read are
+fetched by ``matching/records.py``.
 """
 
 from __future__ import annotations
 
 import io
-import json
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import jellyfish
 from django.db import connection
-from rapidfuzz import fuzz
 
 from memory.infra.pg import array_literal, execute_overlapped, int_array_literal
 from memory.matching.scoring import (
@@ -30,7 +26,6 @@ from memory.matching.scoring import (
     sorted_tokens,
     sound_key,
 )
-from memory.models import Entity, EntityIdentifier
 from memory.models.duplicate import DuplicateKey
 
 MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
@@ -40,10 +35,6 @@ MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate
 MAX_WORD_BLOCK = 12
 RARE_WORD = 5  # a word at most this many entities of a type have tells names apart (§46)
 ONLY_THEM = 2  # a consonant key only a pair holds (docs/decisions/0046)
-NEIGHBOURS = 5  # embedding neighbours asked per entity
-SCAN_EF_SEARCH = 20  # HNSW candidate list per neighbour query in the scan (§47)
-EDIT_DISTANCE_MIN = 88.0  # rapidfuzz ratio, 0–100, for the scan's name-order window
-WINDOW = 6  # that window
 # Which blocking key found a pair, by its prefix (listed as the pair's methods).
 KEY_METHODS = {
     "w": "fingerprint",
@@ -103,81 +94,6 @@ def is_rare(key: str, holders: int) -> bool:
     return (key.startswith("t:") and holders <= RARE_WORD) or (
         key.startswith("k:") and holders <= ONLY_THEM
     )
-
-
-# --- records ------------------------------------------------------------------------------
-
-_RECORDS_SQL = f"""
-    SELECT e.id, e.context_id, e.type, e.scope, e.normalized_key, e.alias_keys,
-           e.attributes,
-           (SELECT array_agg(i.kind || chr(31) || i.value)
-            FROM {EntityIdentifier._meta.db_table} i WHERE i.entity_id = e.id),
-           e.embedding IS NOT NULL, e.merged_into_id
-    FROM {Entity._meta.db_table} e
-"""  # noqa: S608 - table names from the models, values are parameters
-
-
-def records_read(
-    *, context_id: int | None = None, ids: Iterable[int] | None = None
-) -> dict[int, tuple[int, Record]]:
-    """Live entities as the comparators read them, with their context: those in ``ids``
-    (of any context unless ``context_id``), or all of ``context_id``. One statement."""
-    params: list[Any] = []
-    if ids is None:
-        sql = _RECORDS_SQL + " WHERE e.merged_into_id IS NULL"
-        if context_id is not None:
-            sql += " AND e.context_id = %s"
-            params.append(context_id)
-    else:
-        ids = sorted(set(ids))
-        if not ids:
-            return {}  # a check whose entities block with no one: nothing to read
-        # By id alone, the rows' context and merge checked as they are read: with either
-        # condition beside ``id = ANY(…)``, the planner of a young table (no statistics
-        # yet) scanned a partial index of the context's live entities for the ids instead
-        # of reading them by key, 0.5 ms for 4 ids at 6,000 entities (docs/decisions/0111).
-        # As a bigint[] literal: a list adapted by psycopg comes as smallint[] when the
-        # ids are small, and ``bigint = ANY(smallint[])`` is a linear filter, not a hash
-        # (47 ms for a re-estimate's 3,000 ids against 5 ms).
-        sql = _RECORDS_SQL + " WHERE e.id = ANY(%s::bigint[])"
-        params.append(int_array_literal(ids))
-    out = {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for row in cursor.fetchall():
-            pk, context, type_, scope, key, alias_keys, attributes, idents, has_vector, into = row
-            if into is not None or (context_id is not None and context != context_id):
-                continue
-            by_kind: dict[str, set[str]] = defaultdict(set)
-            for pair in idents or ():
-                kind, _, value = pair.partition(chr(31))
-                by_kind[kind].add(value)
-            record = Record(
-                id=pk,
-                type=type_,
-                scope=scope,
-                key=key,
-                alias_keys=tuple(alias_keys),
-                attributes=_attributes(attributes),
-                identifiers={k: frozenset(v) for k, v in by_kind.items()},
-                has_vector=has_vector,
-            )
-            out[pk] = (context, record)
-    return out
-
-
-def _attributes(raw: Any) -> dict[str, Any]:
-    # Django has psycopg hand jsonb over as text (JSONField decodes it itself). Most
-    # entities have none: no decoder for those.
-    if raw is None or raw == "{}":
-        return {}
-    value = json.loads(raw) if isinstance(raw, str) else raw
-    return value if isinstance(value, dict) else {}
-
-
-def records_of(context_id: int, ids: Iterable[int] | None) -> dict[int, Record]:
-    """``records_read`` of one context, without the context."""
-    return {pk: r for pk, (_, r) in records_read(context_id=context_id, ids=ids).items()}
 
 
 # --- keys ---------------------------------------------------------------------------------
@@ -380,7 +296,8 @@ def rare_keys(context_id: int, records: dict[int, Record]) -> Rare:
     """  # noqa: S608 - table names from the models, values are parameters
     rare: Rare = defaultdict(set)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[t for t, _ in wanted], [k for _, k in wanted], context_id, 41])
+        types, keys = [t for t, _ in wanted], [k for _, k in wanted]
+        cursor.execute(sql, [types, keys, context_id, MAX_BLOCK + 1])
         for type_, key, holders in cursor.fetchall():
             if is_rare(key, holders):
                 rare[type_].add(key)
@@ -404,103 +321,3 @@ def blocks_of(records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
                 for b in members[i + 1 :]:
                     proposed[(a, b)].add(KEY_METHODS[key[0]])
     return proposed, rare
-
-
-# --- vectors ------------------------------------------------------------------------------
-
-_NEIGHBOURS_SQL = f"""
-    SELECT e.id, n.id, 1 - n.distance
-    FROM {Entity._meta.db_table} e
-    CROSS JOIN LATERAL (
-        SELECT c.id, c.embedding <=> e.embedding AS distance
-        FROM {Entity._meta.db_table} c
-        WHERE c.context_id = e.context_id AND c.type = e.type AND c.id <> e.id
-          AND c.merged_into_id IS NULL AND c.embedding IS NOT NULL
-        ORDER BY c.embedding <=> e.embedding
-        LIMIT %s
-    ) n
-    WHERE e.context_id = %s AND e.merged_into_id IS NULL AND e.embedding IS NOT NULL
-"""  # noqa: S608 - table names from the models, values are parameters
-
-
-def embedding_neighbours(context_id: int, ids: list[int]) -> dict[Pair, float]:
-    """Each given entity's nearest same-type neighbours through the HNSW index, with
-    their cosine similarity (the session's ``hnsw.ef_search``)."""
-    found: dict[Pair, float] = {}
-    if not ids:
-        return found
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _NEIGHBOURS_SQL + " AND e.id = ANY(%s::bigint[])",
-            [NEIGHBOURS, context_id, int_array_literal(ids)],
-        )
-        for a, b, similarity in cursor.fetchall():
-            found[pair_of(a, b)] = float(similarity)
-    return found
-
-
-def embedding_neighbours_all(context_id: int, *, chunk: int = 5_000) -> dict[Pair, float]:
-    """``embedding_neighbours`` of every live entity of the context, ``chunk`` entities a
-    statement, with a short HNSW candidate list: the scan asks 5 neighbours of each of
-    100k entities, and the list's length is what each query costs (§47)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {Entity._meta.db_table} WHERE context_id = %s "  # noqa: S608
-            "AND merged_into_id IS NULL AND embedding IS NOT NULL ORDER BY id",
-            [context_id],
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(SCAN_EF_SEARCH)])
-    found: dict[Pair, float] = {}
-    for start in range(0, len(ids), chunk):
-        found.update(embedding_neighbours(context_id, ids[start : start + chunk]))
-    return found
-
-
-def vector_pairs(records: dict[int, Record], pairs: Iterable[Pair]) -> list[Pair]:
-    """The pairs whose two entities may both have a vector (no cosine for the others:
-    no statement to ask for them)."""
-    return [
-        (a, b)
-        for a, b in pairs
-        if not (
-            (a in records and records[a].has_vector is False)
-            or (b in records and records[b].has_vector is False)
-        )
-    ]
-
-
-def cosines(pairs: list[Pair]) -> dict[Pair, float]:
-    """Cosine similarity of each pair whose two entities both have a vector."""
-    out: dict[Pair, float] = {}
-    with connection.cursor() as cursor:
-        for start in range(0, len(pairs), 20_000):
-            chunk = pairs[start : start + 20_000]
-            cursor.execute(
-                f"""
-                SELECT p.a, p.b, 1 - (x.embedding <=> y.embedding)
-                FROM unnest(%s::bigint[], %s::bigint[]) AS p(a, b)
-                JOIN {Entity._meta.db_table} x ON x.id = p.a
-                JOIN {Entity._meta.db_table} y ON y.id = p.b
-                WHERE x.embedding IS NOT NULL AND y.embedding IS NOT NULL
-                """,  # noqa: S608 - table names from the models, values are parameters
-                [[a for a, _ in chunk], [b for _, b in chunk]],
-            )
-            out.update({(a, b): float(c) for a, b, c in cursor.fetchall()})
-    return out
-
-
-def edit_distance_pairs(records: Iterable[Record]) -> set[Pair]:
-    """Neighbours in name order (and reversed-name order, for slips at either end)."""
-    found: set[Pair] = set()
-    by_type: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        by_type[record.type].append(record)
-    for typed in by_type.values():
-        for order in (lambda r: r.key, lambda r: r.key[::-1]):
-            ranked = sorted(typed, key=order)
-            for i, record in enumerate(ranked):
-                for other in ranked[i + 1 : i + 1 + WINDOW]:
-                    if fuzz.ratio(record.key, other.key) >= EDIT_DISTANCE_MIN:
-                        found.add(pair_of(record.id, other.id))
-    return found

@@ -27,7 +27,7 @@ from memory.models.turn import MAX_REF_CHARS, MAX_SPEAKER_CHARS, MAX_THREAD_CHAR
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import facts_visible
 from memory.services.facts.corrections import fact_correct
-from memory.services.facts.curation import fact_retract
+from memory.services.facts.retraction import fact_retract
 from memory.services.facts.review import MAX_BULK_REVIEW, facts_review
 from memory.services.ingest.run import run_create, run_enqueue, run_execute
 from memory.services.ingest.turns import turn_fields_clean

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-# The formats of jobs that import a whole memory (memory.services.transfer.import_jobs)
+# The formats of jobs that import a whole memory (memory.services.transfer.jobs)
 # rather than seeding rows (csv, jsonl, or "" for sniffed).
 MEMORY_IMPORT_FORMATS = ("memory", "mem0", "graphiti")
 

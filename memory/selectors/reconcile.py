@@ -30,13 +30,8 @@ from rapidfuzz import fuzz
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_normalize_key, identifier_normalize
 from memory.kernel.errors import ValidationFailed
-from memory.matching.blocking import (
-    MAX_BLOCK,
-    block_limit,
-    blocking_keys,
-    is_rare,
-    records_of,
-)
+from memory.matching.blocking import MAX_BLOCK, block_limit, blocking_keys, is_rare
+from memory.matching.records import records_of
 from memory.matching.scoring import Record, compare
 from memory.matching.weights import model_read
 from memory.models import (

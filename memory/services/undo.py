@@ -16,12 +16,14 @@ from memory.models import AuditEvent, Role
 from memory.selectors.entities import entity_get
 from memory.selectors.predicates import predicate_get
 from memory.services import contexts
-from memory.services.drift import resolve as drift
+from memory.services.drift import revert as drift
 from memory.services.duplicates import finder as duplicates
 from memory.services.entities import writes as entities
 from memory.services.facts import conflicts
 from memory.services.facts import corrections as fact_corrections
-from memory.services.facts import curation as fact_curation
+from memory.services.facts import edit as fact_edit
+from memory.services.facts import restore as fact_restore
+from memory.services.facts import retraction as fact_retraction
 from memory.services.facts import review as fact_review
 from memory.services.ingest import retract as run_retract
 from memory.services.merges import merge as merges
@@ -104,15 +106,13 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "fact_correct_revert": lambda access, undo: fact_corrections.fact_correct_revert(
         access=access, undo=undo
     ),
-    "facts_retract_revert": lambda access, undo: fact_curation.facts_retract_revert(
+    "facts_retract_revert": lambda access, undo: fact_retraction.facts_retract_revert(
         access=access, undo=undo
     ),
-    "fact_restore_revert": lambda access, undo: fact_curation.fact_restore_revert(
+    "fact_restore_revert": lambda access, undo: fact_restore.fact_restore_revert(
         access=access, undo=undo
     ),
-    "fact_edit_revert": lambda access, undo: fact_curation.fact_edit_revert(
-        access=access, undo=undo
-    ),
+    "fact_edit_revert": lambda access, undo: fact_edit.fact_edit_revert(access=access, undo=undo),
     "fact_review_revert": lambda access, undo: fact_review.fact_review_revert(
         access=access, undo=undo
     ),

@@ -11,7 +11,7 @@ from memory.domain.access import system_access
 from memory.kernel.errors import Conflict as ConflictError
 from memory.models import AuditEvent, Context, Fact, Predicate, PredicateAlias, Role
 from memory.services.contexts import context_create
-from memory.services.drift.resolve import drift_alias
+from memory.services.drift.alias import drift_alias
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.write import fact_write
 from tests.api.conftest import assert_error

@@ -76,7 +76,7 @@ def test_mem0_memories_become_owners_turns_and_narrative_facts(
         content_type="application/json",
     )
     assert response.status_code == 202, response.content
-    from memory.services.transfer.seeding_jobs import import_job_execute
+    from memory.services.transfer.jobs import import_job_execute
 
     job_id = response.json()["id"]
     status = import_job_execute(job_id=job_id)
@@ -185,7 +185,7 @@ def _combined(how: str) -> str:
 
 
 def _import_api(api: APIClient, slug: str, body: str, format: str) -> ImportJob:
-    from memory.services.transfer.seeding_jobs import import_job_execute
+    from memory.services.transfer.jobs import import_job_execute
 
     response = api.post(
         f"/api/v1/contexts/{slug}/import?format={format}", body, content_type="application/json"

@@ -43,7 +43,7 @@ from memory.search.indexing import search_index_rebuild
 from memory.search.models import SearchDoc, SearchStats, SearchTerm
 from memory.selectors.search import TARGETS, search
 from memory.services.entities.writes import entity_upsert
-from memory.services.facts.curation import fact_retract
+from memory.services.facts.retraction import fact_retract
 from memory.services.facts.write import fact_write
 from memory.services.ingest.documents import document_create
 from memory.services.merges.merge import entity_merge
@@ -600,7 +600,7 @@ def test_a_name_given_as_a_number_is_indexed_as_the_row_holds_it(
 def rows_sent_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row sent as soon as its line is read, three rows a COPY: a small export
     then goes through many COPYs, some open while later lines are read."""
-    from memory.services.transfer import importer as module
+    from memory.services.transfer import import_lines as module
 
     monkeypatch.setattr(module, "FLUSH_ROWS", 1)
     monkeypatch.setattr(module, "STREAM_ROWS", 3)
@@ -651,7 +651,7 @@ def test_a_line_refused_while_rows_stream_writes_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memory.kernel.errors import ValidationFailed
-    from memory.services.transfer import importer as module
+    from memory.services.transfer import import_lines as module
 
     monkeypatch.setattr(module, "STREAM_ROWS", 1_000)  # the facts' COPY stays open
     target = make_context("stopped")

@@ -24,7 +24,7 @@ from memory.services.facts.write import fact_write
 from memory.services.ingest.documents import document_create
 from memory.services.ingest.run import run_create, run_execute
 from memory.services.tokens import token_issue
-from memory.services.transfer.seeding_jobs import import_job_create, import_job_execute
+from memory.services.transfer.jobs import import_job_create, import_job_execute
 from tests.browser.conftest import log_in, screenshot
 
 WIDTHS = (1280, 390)

@@ -209,7 +209,7 @@ def test_a_seeding_job_is_not_shown_as_a_memory_import(
 def test_the_api_refuses_an_upload_past_the_limit(
     target: Context, api_client_for: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("memory.services.transfer.import_jobs.MAX_MEMORY_IMPORT_BYTES", 50)
+    monkeypatch.setattr("memory.services.transfer.jobs.MAX_MEMORY_IMPORT_BYTES", 50)
     api = api_client_for(target)
     header = json.dumps({"record": "header", "format": "memory-desk-export", "version": 1})
 

@@ -18,7 +18,7 @@ from django_tasks_db.models import DBTaskResult
 
 from memory.infra.locks import IMPORT_JOB_LOCK
 from memory.models import AuditEvent, Context, Entity, ImportJob, Role
-from memory.services.transfer.seeding_jobs import import_job_execute, import_jobs_recover_stale
+from memory.services.transfer.jobs import import_job_execute, import_jobs_recover_stale
 from memory.tasks import import_job_task
 
 pytestmark = pytest.mark.django_db

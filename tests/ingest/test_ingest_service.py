@@ -22,7 +22,8 @@ from memory.models import (
     RunOutcome,
     Turn,
 )
-from memory.services.ingest.run import TextTooLarge, run_create, run_execute
+from memory.services.ingest.acceptance import TextTooLarge
+from memory.services.ingest.run import run_create, run_execute
 
 ALEX_AT_ACME = {
     "entities": [

@@ -11,8 +11,8 @@ from django.db import connection
 
 from memory.domain.access import system_access
 from memory.models import Context
-from memory.services.ingest import run as ingest
-from memory.services.ingest.run import OVERLAP_FROM_FACTS, memory_ingest
+from memory.services.ingest import pipeline as ingest
+from memory.services.ingest.pipeline import OVERLAP_FROM_FACTS, memory_ingest
 
 pytestmark = pytest.mark.django_db
 

@@ -236,7 +236,8 @@ def test_a_key_created_between_plan_and_write_is_matched_and_the_others_created(
     from django.db import transaction
 
     from memory.domain.entity_names import entity_normalize_key
-    from memory.services.ingest.entity_resolution import resolution_apply, resolution_plan
+    from memory.services.ingest.entity_resolution import resolution_plan
+    from memory.services.ingest.entity_resolution_apply import resolution_apply
     from memory.services.ingest.triples import Mention
 
     mentions = [

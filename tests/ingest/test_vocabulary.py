@@ -16,7 +16,7 @@ from memory.llm.prompt import vocabulary_render
 from memory.models import Context, Entity, Fact, Role
 from memory.selectors.vocabulary import vocabulary_gather
 from memory.services.facts.batch import FactInput, facts_write_batch
-from memory.services.facts.curation import fact_retract
+from memory.services.facts.retraction import fact_retract
 from memory.services.facts.write import fact_write, facts_expire
 from memory.services.vectors import vectors_compute
 from tests.api.conftest import assert_error

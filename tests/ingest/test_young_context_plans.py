@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection
 
 from memory.domain.access import ContextAccess
-from memory.services.ingest.run import memory_ingest
+from memory.services.ingest.pipeline import memory_ingest
 
 # Statements of a run whose pages are counted, by a fragment of their text.
 LOOKUPS = {

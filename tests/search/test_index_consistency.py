@@ -13,7 +13,7 @@ from memory.services.contexts import context_create
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.write import fact_write
 from memory.services.ingest.documents import document_create
-from memory.services.ingest.run import memory_ingest
+from memory.services.ingest.pipeline import memory_ingest
 
 
 def test_a_rolled_back_write_leaves_no_postings(access: ContextAccess) -> None:

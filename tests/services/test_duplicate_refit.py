@@ -11,13 +11,9 @@ from typing import Any
 import pytest
 
 from memory.domain.access import ContextAccess
-from memory.matching.blocking import (
-    keys_and_holders,
-    keys_holders,
-    keys_rewrite,
-    records_of,
-)
+from memory.matching.blocking import keys_and_holders, keys_holders, keys_rewrite
 from memory.matching.model import TypeSample, fit
+from memory.matching.records import records_of
 from memory.matching.scoring import compare
 from memory.models.duplicate import DuplicateKey
 from memory.services.duplicates.pairs import RANDOM_PAIRS, _random_pairs, model_fit

@@ -13,7 +13,7 @@ import pytest
 
 from memory.domain.access import ContextAccess, system_access
 from memory.models import AuditEvent, Conflict, Context, Entity, Fact, FactStatus
-from memory.services.drift.resolve import drift_alias
+from memory.services.drift.alias import drift_alias
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.batch import FactInput, facts_write_batch
 from memory.services.facts.rules import collision_decide

@@ -23,8 +23,8 @@ from memory.domain.access import system_access
 from memory.kernel.errors import DomainError
 from memory.models import Context, RunOutcome
 from memory.services.contexts import context_create
+from memory.services.ingest.acceptance import INFER_MODES
 from memory.services.ingest.run import (
-    INFER_MODES,
     run_create,
     run_enqueue,
     run_execute,

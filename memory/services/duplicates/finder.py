@@ -34,16 +34,17 @@ from memory.kernel.errors import ValidationFailed
 from memory.matching.blocking import (
     Pair,
     blocks_of,
+    keys_and_holders,
+    keys_rewrite,
+    keys_write_all,
+)
+from memory.matching.neighbours import (
     cosines,
     edit_distance_pairs,
     embedding_neighbours,
     embedding_neighbours_all,
-    keys_and_holders,
-    keys_rewrite,
-    keys_write_all,
-    records_of,
-    records_read,
 )
+from memory.matching.records import records_of, records_read
 from memory.matching.scoring import MATCH_PROBABILITY, Record
 from memory.matching.weights import model_read, model_read_for_check, model_save
 from memory.models import AuditEvent, Context, Entity, Role

@@ -19,17 +19,10 @@ from django.db import connection
 from django.db.models import Count
 
 from memory.infra.pg import int_array_literal
-from memory.matching.blocking import (
-    Pair,
-    Rare,
-    cosines,
-    keys_holders,
-    pair_of,
-    rare_keys,
-    records_of,
-    vector_pairs,
-)
+from memory.matching.blocking import Pair, Rare, keys_holders, pair_of, rare_keys
 from memory.matching.model import Model, TypeSample, fit, fits_own_weights
+from memory.matching.neighbours import cosines, vector_pairs
+from memory.matching.records import records_of
 from memory.matching.scoring import (
     DIFFERENT,
     MATCH_PROBABILITY,

@@ -1,11 +1,7 @@
-"""Ingest: one turn into the graph, as a Run. The API, the task and ``manage.py ingest``
-all go through ``run_create`` then ``run_execute``, which calls ``memory_ingest``.
-
-``infer`` modes: ``llm`` (the chat model extracts, choosing words from the vocabulary),
-``triples`` (the caller supplies entities and facts), ``preview`` (triples when given,
-else the model: everything runs, including the writes, inside a transaction that is then
-rolled back — the result is exactly what a write would have done, and nothing stays but
-the run's own record), ``none`` (the text is kept as a turn only).
+"""Ingest runs: one accepted memory as a Run, from acceptance to its outcome. The API,
+the task and ``manage.py ingest`` all go through ``run_create`` then ``run_execute``,
+which calls ``memory_ingest`` (``memory.services.ingest.pipeline``) under the executor
+lifecycle (services/executor.py).
 
 Every accepted memory with a text (any mode but ``preview``) is kept as a searchable
 **turn** (``memory.services.ingest.turns``), written with its run, with the caller's optional
@@ -13,92 +9,43 @@ Every accepted memory with a text (any mode but ``preview``) is kept as a search
 its turn.
 
 A request that is not acceptable (bad scope or grant, text too large, malformed triples,
-no chat model for ``llm``) is refused before a Run exists. Once accepted, the input is
-never lost: a run that fails keeps it with its reason and can be retried. All graph writes
-of a run happen in one transaction together with the run's success record, so a run that
-fails — or whose process dies — leaves nothing half-written.
+no chat model for ``llm``: ``memory.services.ingest.acceptance``) is refused before a Run
+exists. Once accepted, the input is never lost: a run that fails keeps it with its reason
+and can be retried. All graph writes of a run happen in one transaction together with
+the run's success record, so a run that fails — or whose process dies — leaves nothing
+half-written.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
-from django.conf import settings
-from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
-from psycopg.errors import DeadlockDetected
-from pydantic import ValidationError
 
 from memory.domain.access import ContextAccess
-from memory.domain.screening import text_screen
 from memory.infra.locks import RUN_LOCK
-from memory.infra.pg import (
-    foreign_keys_checked_per_statement,
-    instance_insert,
-    instance_read,
-    instance_update,
-    overlap_window,
-)
+from memory.infra.pg import instance_insert, instance_read
 from memory.infra.process import process_settle
 from memory.infra.queueing import INGEST_RUN_TASK, task_enqueue_on_commit
 from memory.infra.stages import StageClock
-from memory.kernel.errors import DomainError, ServiceUnavailable, ValidationFailed
+from memory.kernel.errors import DomainError
 from memory.kernel.scopes import Grants, scope_validate
-from memory.llm.client import chat_model_configured
-from memory.llm.schemas import ExtractionOutput, TriplesInput
-from memory.models import (
-    Context,
-    DuplicateKey,
-    Fact,
-    Role,
-    Run,
-    RunOutcome,
-)
-from memory.search.indexing import search_index_batch
-from memory.selectors.predicates import RegistryIndex, registry_index_for_write
-from memory.selectors.vocabulary import scopes_visible_from
+from memory.models import Context, Role, Run, RunOutcome
 from memory.services.executor import (
     Lifecycle,
     executor_claim,
     executor_recover_stale,
     executor_retry_check,
 )
-from memory.services.facts.batch import fact_batch_record_refused
-from memory.services.facts.trust import WriteTrust, write_trust_decide
-from memory.services.ingest.entity_resolution import resolution_plan
-from memory.services.ingest.extract import ingest_extract, ingest_record_calls
-from memory.services.ingest.report import (
-    IngestResult,
-    ingest_log,
-    new_predicate_examples_note,
-    refused_forms,
-)
-from memory.services.ingest.triples import (
-    NormalizedExtraction,
-    extraction_drop_secrets,
-    extraction_normalize,
-)
-from memory.services.ingest.turns import (
-    TurnFields,
-    turn_create,
-    turn_move_to_run,
-    turn_of_run,
-)
-from memory.services.ingest.write import ingest_turn_summary, ingest_write
-from memory.services.registry.resolution import predicate_refusal_check
-from memory.services.registry.usage import vocabulary_usage_compact
+from memory.services.ingest.acceptance import ingest_input_check
+from memory.services.ingest.pipeline import memory_ingest
+from memory.services.ingest.report import ingest_log
+from memory.services.ingest.turns import TurnFields, turn_create, turn_move_to_run
 
 logger = logging.getLogger("memory.ingest")
 
-Infer = Literal["llm", "triples", "preview", "none"]
-INFER_MODES: tuple[str, ...] = ("llm", "triples", "preview", "none")
-LLM_DEFAULT_CONFIDENCE = 0.8
-TRIPLES_DEFAULT_CONFIDENCE = 1.0
-MAX_SOURCE_CHARS = 300
-COMPACT_EVERY_RUNS = 50
 _RUN_STATE_FIELDS = [
     "outcome",
     "error",
@@ -132,14 +79,6 @@ RUN_LIFECYCLE = Lifecycle(
 )
 
 
-class TextTooLarge(ValidationFailed):
-    status = 413
-    code = "text_too_large"
-
-
-# --- runs ---------------------------------------------------------------------------------
-
-
 def run_create(
     *,
     access: ContextAccess,
@@ -161,7 +100,7 @@ def run_create(
     """
     scope = scope_validate(scope)
     access.require_write(scope)
-    _check_input(text=text, infer=infer, triples=triples, source=source)
+    ingest_input_check(text=text, infer=infer, triples=triples, source=source)
     with transaction.atomic():
         run = _run_record(
             access=access,
@@ -214,74 +153,6 @@ def _run_record(
     )
     instance_insert(run)  # every accepted memory: one plain statement
     return run
-
-
-def _check_input(*, text: str, infer: str, triples: dict[str, Any] | None, source: str) -> None:
-    if infer not in INFER_MODES:
-        raise ValidationFailed(
-            f"infer must be one of {', '.join(INFER_MODES)}", code="invalid_infer"
-        )
-    size = len(text.encode("utf-8"))
-    limit = settings.MEMORY_MAX_TEXT_BYTES
-    if size > limit:
-        raise TextTooLarge(
-            f"the text is {size} bytes; at most {limit} bytes are accepted per memory "
-            "(split it into several turns, or raise MEMORY_MAX_TEXT_BYTES)",
-            details={"bytes": size, "limit": limit},
-        )
-    if len(source) > MAX_SOURCE_CHARS:
-        raise ValidationFailed(
-            f"source can be at most {MAX_SOURCE_CHARS} characters", code="invalid_source"
-        )
-    if infer in ("llm", "none") and triples is not None:
-        raise ValidationFailed(
-            f"infer={infer} takes text only; send triples with infer=triples",
-            code="unexpected_triples",
-        )
-    if infer == "triples" and triples is None:
-        raise ValidationFailed("infer=triples needs triples", code="missing_triples")
-    if triples is not None:
-        triples_parse(triples)
-    uses_model = infer == "llm" or (infer == "preview" and triples is None)
-    if (infer == "none" or uses_model) and not text.strip():
-        raise ValidationFailed(f"infer={infer} needs a non-empty text", code="missing_text")
-    if uses_model and not chat_model_configured():
-        raise ServiceUnavailable(
-            "no chat model is configured, so infer=llm cannot run: set MEMORY_CHAT_MODEL "
-            "(and OPENAI_BASE_URL / OPENAI_API_KEY), or send triples with infer=triples",
-            code="chat_model_not_configured",
-        )
-
-
-def triples_parse(triples: Any) -> TriplesInput:
-    """Validate a caller's triples (ValidationFailed "invalid_triples" with the errors)."""
-    try:
-        return TriplesInput.model_validate(triples)
-    except ValidationError as exc:
-        errors = [
-            {"at": _triples_path(err["loc"]), "message": _triples_problem(err)}
-            for err in exc.errors()[:20]
-        ]
-        raise ValidationFailed(
-            f"triples are not valid: {errors[0]['at']}: {errors[0]['message']}"
-            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""),
-            code="invalid_triples",
-            details=errors,
-        ) from None
-
-
-def _triples_path(loc: tuple[int | str, ...]) -> str:
-    """A JSON path as a caller writes it: ``relations[0].confidance``."""
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
-    return path or "triples"
-
-
-def _triples_problem(err: Any) -> str:
-    if err["type"] == "extra_forbidden":
-        return "unknown field"
-    return str(err["msg"])
 
 
 def run_enqueue(*, run: Run) -> None:
@@ -339,7 +210,8 @@ def run_execute(*, run_id: int) -> Run:
         if not succeeded:
             # The failure was written by a queryset update: read the run back (keeping
             # the cached context). A success was saved from this instance, which holds
-            # what the database holds (_run_succeed; the LLM fields by ingest_extract).
+            # what the database holds (the pipeline's _run_succeed; the LLM fields by
+            # ingest_extract).
             run.refresh_from_db(fields=_RUN_STATE_FIELDS)
         ingest_log(run)
         process_settle()  # after a process's first run: see memory/infra/process.py
@@ -416,179 +288,3 @@ def _run_fail(run: Run, *, message: str, code: str, clock: StageClock) -> None:
         timings=clock.timings(),
         summary={"error_code": code},
     )
-
-
-def _run_succeed(run: Run, result: IngestResult, clock: StageClock) -> None:
-    run.result = result.as_dict()
-    run.summary = result.summary()
-    # Items refused or changed on the way make a distinct outcome (docs/decisions/0044): a run
-    # that reports "succeeded" while it dropped a fact hides the refusal in its JSON.
-    run.outcome = (
-        RunOutcome.SUCCEEDED_WITH_WARNINGS
-        if result.unresolved or result.warnings
-        else RunOutcome.SUCCEEDED
-    )
-    run.error = ""
-    run.finished_at = timezone.now()
-    run.timings = clock.timings()
-    instance_update(run, ["result", "summary", "outcome", "error", "finished_at", "timings"])
-
-
-# --- the pipeline -------------------------------------------------------------------------
-
-
-WRITE_ATTEMPTS = 3  # a write transaction broken by a deadlock is run again, up to this
-
-
-def _write_transaction(
-    *,
-    access: ContextAccess,
-    scope: str,
-    normalized: Any,
-    plan: Any,
-    run: Run | None,
-    source: str,
-    preview: bool,
-    turn: Any,
-    trust: WriteTrust,
-    clock: StageClock,
-    registry: RegistryIndex,
-) -> IngestResult:
-    """The run's writes in one transaction (rolled back for a preview)."""
-    with transaction.atomic(), _overlapped_if_large(normalized):
-        # Search postings are refreshed in a few statements when this block ends.
-        with clock.stage("write"), search_index_batch():
-            result = ingest_write(
-                access=access,
-                scope=scope,
-                normalized=normalized,
-                plan=plan,
-                run=run,
-                source=source or (f"run {run.pk}" if run is not None else "ingest"),
-                preview=preview,
-                trust=trust,
-                # New facts are inserted pointing at the turn, rather than updated to it
-                # afterwards: the update wrote every fact row (and all its indexes) twice.
-                turn=turn if not preview else None,
-                registry=registry,
-            )
-            result.turn = ingest_turn_summary(turn)
-        if preview:
-            transaction.set_rollback(True)
-        elif run is not None:
-            _run_succeed(run, result, clock)
-    return result
-
-
-# From this many facts a run's writes overlap Python (decision 0112). Below it the
-# server's part of each statement is well under a millisecond, and the pipeline's own
-# round trips and bookkeeping cost a small run more than the overlap saves.
-OVERLAP_FROM_FACTS = 200
-
-
-@contextmanager
-def _overlapped_if_large(normalized: NormalizedExtraction) -> Iterator[None]:
-    """Inside a large run's transaction: the facts', postings' and keys' inserts run on
-    the server while Python prepares what follows them, and the facts' and keys'
-    references are checked inside those statements rather than in the commit, which
-    nothing overlaps (memory/infra/pg.py, overlap_window)."""
-    if len(normalized.facts) < OVERLAP_FROM_FACTS:
-        yield
-        return
-    with overlap_window():
-        foreign_keys_checked_per_statement(Fact, DuplicateKey)
-        yield
-
-
-def memory_ingest(
-    *,
-    access: ContextAccess,
-    text: str,
-    scope: str,
-    infer: str,
-    triples: dict[str, Any] | None = None,
-    source: str = "",
-    run: Run | None = None,
-    clock: StageClock | None = None,
-) -> IngestResult:
-    """Turn → graph. With ``run``, its prompt, model output, tokens and, in the
-    write transaction, its success are recorded on it. Raises DomainError (LLMError among them)."""
-    clock = clock or StageClock()
-    scope = scope_validate(scope)
-    access.require_write(scope)
-    # A memory is kept as a turn only when it has a text (run_create; a retry takes the
-    # turn over with the same text): without one there is no turn to look up.
-    turn = turn_of_run(run) if text.strip() else None
-    if infer == "none":
-        # The turn, written when the memory was accepted, is all there is to keep.
-        result = IngestResult(turn=ingest_turn_summary(turn))
-        if run is not None:
-            _run_succeed(run, result, clock)
-        return result
-    preview = infer == "preview"
-    visible = scopes_visible_from(scope=scope, grants=access.grants)
-    screened = text_screen(text)
-    if infer == "llm" or (preview and triples is None):
-        # The model reads the text with its secrets redacted: a secret never leaves.
-        extraction: ExtractionOutput | TriplesInput = ingest_extract(
-            access=access, scope=scope, text=screened.text, visible=visible, run=run, clock=clock
-        )
-        confidence = LLM_DEFAULT_CONFIDENCE
-    else:
-        extraction, confidence = triples_parse(triples), TRIPLES_DEFAULT_CONFIDENCE
-    trust = write_trust_decide(
-        policy=access.context.fact_review,
-        writer_trusted=access.trusted,
-        extracted=isinstance(extraction, ExtractionOutput),
-        turn_flagged=bool(turn.flags if turn is not None else screened.flags),
-    )
-    # One registry load for the run: the refusal check below and the fact write resolve
-    # with it. Nothing between them writes to the registry; the write's own new (observed)
-    # forms go to the database only, so a deadlock retry finds the load as it was.
-    registry = registry_index_for_write(context=access.context)
-    normalized = extraction_drop_secrets(
-        extraction_normalize(
-            extraction,
-            default_confidence=confidence,
-            predicate_check=predicate_refusal_check(context=access.context, index=registry),
-        ),
-        screened.secret_values,
-    )
-    with clock.stage("resolve"):
-        plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
-    ingest_record_calls(run, plan)
-    # Inside a caller's transaction a deadlock aborts that one too: nothing to run again.
-    attempts = 1 if connection.in_atomic_block else WRITE_ATTEMPTS
-    for attempt in range(1, attempts + 1):
-        try:
-            result = _write_transaction(
-                access=access,
-                scope=scope,
-                normalized=normalized,
-                plan=plan,
-                run=run,
-                source=source,
-                preview=preview,
-                turn=turn,
-                trust=trust,
-                clock=clock,
-                registry=registry,
-            )
-            break
-        except OperationalError as exc:
-            # PostgreSQL broke a deadlock by rolling this transaction back as a whole;
-            # its advice is to run it again, and nothing of it was stored.
-            if attempt == attempts or not isinstance(exc.__cause__, DeadlockDetected):
-                raise
-            logger.info("ingest write deadlocked (attempt %s); writing again", attempt)
-    if preview:
-        if run is not None:
-            _run_succeed(run, result, clock)
-        return result
-    fact_batch_record_refused(access=access, raws=refused_forms(result))
-    new_predicate_examples_note(access.context, result, status="refused")
-    if run is None or run.pk % COMPACT_EVERY_RUNS == 0:
-        # Usage deltas of a scope written only by triples would otherwise pile up until
-        # the next model run gathers its vocabulary (which folds them first).
-        vocabulary_usage_compact(context=access.context, scopes=[scope])
-    return result

@@ -11,7 +11,8 @@ from memory.models import Run, SourceKind, Turn
 from memory.selectors.predicates import RegistryIndex
 from memory.services.facts.batch import FactInput, facts_write_batch
 from memory.services.facts.trust import WriteTrust
-from memory.services.ingest.entity_resolution import ResolutionPlan, resolution_apply
+from memory.services.ingest.entity_resolution import ResolutionPlan
+from memory.services.ingest.entity_resolution_apply import resolution_apply
 from memory.services.ingest.report import (
     IngestReport,
     IngestResult,

@@ -28,7 +28,8 @@ from typing import IO, Any, TypeVar
 
 from django.db import connection, models
 
-from memory.matching.blocking import blocking_keys, records_of
+from memory.matching.blocking import blocking_keys
+from memory.matching.records import records_of
 from memory.matching.scoring import Record
 from memory.models import Chunk, Context, Entity, Fact, Turn
 from memory.models.duplicate import DuplicateKey
