@@ -229,7 +229,10 @@ def neighbourhood_svg(
     height = circle_height + (legend_rows * 20 + 24 if groups else 0) + 20
     cx, cy = width / 2, circle_height / 2
     parts = [
-        f'<svg class="graph" viewBox="0 0 {_num(width)} {_num(height)}" role="img" '
+        # width and height: its size at 1:1, which a phone keeps (scrolling it sideways)
+        # so the labels stay readable; a wider screen scales it to the card (CSS).
+        f'<svg class="graph" viewBox="0 0 {_num(width)} {_num(height)}" '
+        f'width="{_num(width)}" height="{_num(height)}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg" aria-labelledby="graph-title">',
         f'<title id="graph-title">{escape(name)} and {len(neighbours)} neighbouring '
         f"entities</title>",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from django.conf import settings
 
@@ -52,3 +53,31 @@ def test_the_server_start_loads_the_model_in_the_background_and_pages_say_so() -
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+# A first start builds the int8 model from the shipped weights, in a fresh process.
+BUILD = r"""
+import django, os, sys, tempfile
+from pathlib import Path
+os.environ["DJANGO_SETTINGS_MODULE"] = "memory.settings"
+django.setup()
+from memory.infra.onnx_embedder import onnx_model_build
+onnx_model_build(Path(sys.argv[1]), int8=True, per_channel=True)
+"""
+
+
+def test_a_first_start_says_it_prepares_the_model_once_without_progress_bars(
+    tmp_path: Path,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", BUILD, str(tmp_path)],
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = result.stdout + result.stderr
+    assert said.count("preparing the embedding model") == 1, said
+    assert "Loading weights" not in said and "pre-processing" not in said, said
+    assert list(tmp_path.glob("*.int8-per-channel.onnx"))

@@ -48,13 +48,19 @@ def facts(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     form = FactFilterForm(request.GET)
     valid = form.is_valid()
     page = FactsPage(facts=[], next_cursor=None)
+    stale_cursor = False
     if valid:
-        page = facts_page(
-            access=access,
-            filters=form.filters(),
-            sort=form.sort_order(),
-            cursor=request.GET.get("after", ""),
-        )
+        try:
+            page = facts_page(
+                access=access,
+                filters=form.filters(),
+                sort=form.sort_order(),
+                cursor=request.GET.get("after", ""),
+            )
+        except ValidationFailed as exc:
+            if exc.code != "invalid_cursor":
+                raise
+            stale_cursor, valid = True, False  # said on the page, with the link it asks for
     query = request.GET.copy()
     query.pop("after", None)
     slug = access.context.slug
@@ -70,6 +76,7 @@ def facts(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         "first_url": f"{here}?{query.urlencode()}" if request.GET.get("after") else None,
         "here": request.get_full_path(),
         "max_selected": MAX_SELECTED,
+        "stale_cursor": stale_cursor,
     }
     return render_screen(
         request,

@@ -53,11 +53,15 @@ def people_context_create(request: HttpRequest) -> HttpResponse:
     _staff(request)
     slug = request.POST.get("slug", "").strip()
     try:
-        context = context_create(slug=slug, name=request.POST.get("name", "").strip())
+        # Its creator is its first admin: a context nobody may open would answer its own
+        # creator "context not found".
+        context = context_create(
+            slug=slug, name=request.POST.get("name", "").strip(), owner=request.user
+        )
     except DomainError as exc:
         messages.error(request, f"Context not created: {_message(exc)}")
     else:
-        messages.success(request, f"Created context {context.slug}.")
+        messages.success(request, f"Created context {context.slug}; you are its admin.")
     return redirect("people")
 
 

@@ -1,4 +1,5 @@
-"""Search: active search as you type over chunks, conversation turns, facts or entities,
+"""Search: active search as you type over everything (turns, chunks and facts, as the API
+and MCP default to), or only chunks, conversation turns, facts or entities,
 with a mode switch, a scope filter (and a thread filter for turns) and each result's
 explanation (BM25, vector, fused, graph boost; for turns the window boost)."""
 
@@ -19,7 +20,14 @@ from curation.views.documents import CHUNKS_PER_PAGE
 from memory.kernel.errors import DomainError, ValidationFailed
 from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.search.turn_fusion import WINDOW_WEIGHTS
-from memory.selectors.search import MAX_QUERY_CHARS, MODES, TARGETS, SearchResponse, search
+from memory.selectors.search import (
+    ALL_TARGET,
+    MAX_QUERY_CHARS,
+    MODES,
+    TARGET_CHOICES,
+    SearchResponse,
+    search,
+)
 
 TEMPLATE = "curation/search.html"
 RESULTS = 20
@@ -58,12 +66,12 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     access = _get_context_for_user(request, ctx)
     q = request.GET.get("q", "").strip()
     mode = request.GET.get("mode", "hybrid")
-    target = request.GET.get("target", "chunks")
+    target = request.GET.get("target", ALL_TARGET)
     scope = request.GET.get("scope", "").strip()
     thread = request.GET.get("thread", "").strip()
     response: SearchResponse | None = None
     error, status = "", 200
-    if q or mode not in MODES or target not in TARGETS:
+    if q or mode not in MODES or target not in TARGET_CHOICES:
         try:
             response = search(
                 access=access,
@@ -85,7 +93,7 @@ def search_view(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         "scope": scope,
         "thread": thread,
         "modes": MODES,
-        "targets": list(TARGETS),
+        "targets": TARGET_CHOICES,
         "response": response,
         "error": error,
         "max_query": MAX_QUERY_CHARS,

@@ -75,8 +75,15 @@ class RunDetailSerializer(RunOutputSerializer):
             return run.prompt
 
 
+class RunWaitedSerializer(RunDetailSerializer):
+    """The run of a ``wait: true`` answer: its result is said once, beside it."""
+
+    class Meta(RunDetailSerializer.Meta):
+        fields = [name for name in RunDetailSerializer.Meta.fields if name != "result"]
+
+
 class RunResultSerializer(serializers.Serializer):
-    run = RunDetailSerializer()
+    run = RunWaitedSerializer()
     result = serializers.JSONField(allow_null=True)
 
 
@@ -93,7 +100,7 @@ def _respond(run: Run, *, wait: bool) -> Response:
         response["Location"] = reverse("api-run", args=[run.context.slug, run.pk])
         return response
     run = run_execute(run_id=run.pk)
-    body = {"run": RunDetailSerializer(run).data, "result": run.result}
+    body = {"run": RunWaitedSerializer(run).data, "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
 
 

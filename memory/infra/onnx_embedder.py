@@ -14,6 +14,7 @@ graph, built here into ``MEMORY_VAR_DIR/models`` at its first start (docs/decisi
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Any
 import numpy as np
 
 MAX_SEQ_LENGTH = 256  # the package's sentence_bert_config.json
+
+logger = logging.getLogger(__name__)
 
 
 def _model_path() -> Path:
@@ -46,9 +49,17 @@ def onnx_model_build(folder: Path, *, int8: bool = False, per_channel: bool = Fa
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         partial = _partial(int8_path)
-        quantize_dynamic(
-            str(float_path), str(partial), weight_type=QuantType.QInt8, per_channel=per_channel
-        )
+        # The quantizer advises a pre-processing step on the root logger at every build;
+        # this graph does not need it, and a first start should print one line, not that.
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            quantize_dynamic(
+                str(float_path), str(partial), weight_type=QuantType.QInt8, per_channel=per_channel
+            )
+        finally:
+            root.setLevel(level)
         partial.replace(int8_path)
     return int8_path
 
@@ -64,6 +75,10 @@ def _export(path: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    logger.info("preparing the embedding model (its first start only, about 10 s)")
+    transformers_logging.disable_progress_bar()  # its "Loading weights" bar, once per process
 
     class Encoder(torch.nn.Module):
         """The encoder called by keyword: transformers' positional order moves between

@@ -101,6 +101,11 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=plain)
 
 
+def error_text(code: str, message: str, details: Any = None) -> str:
+    """A tool error's text: the API's error body, as JSON."""
+    return _encoded({"error": {"code": code, "message": message, "details": details}})[0]
+
+
 def _error(code: str, message: str, details: Any = None) -> CallToolResult:
     text, error = _encoded({"error": {"code": code, "message": message, "details": details}})
     return CallToolResult(

@@ -8,11 +8,13 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import ToolAnnotations
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 
+from memory.mcp.calls import error_text
 from memory.mcp.tools import TOOLS
 
 INSTRUCTIONS = (
@@ -27,6 +29,39 @@ INSTRUCTIONS = (
 )
 
 
+class _Tool(Tool):
+    """A tool whose argument errors read like every other tool error: the JSON error body
+    (``invalid_arguments``) naming each argument and what is wrong with it in plain words,
+    not the validation library's report (model names, error types, links)."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = {_where(e["loc"]): _said(e) for e in exc.__cause__.errors()}
+            named = "; ".join(f"{where}: {said}" for where, said in problems.items())
+            raise ToolError(
+                error_text("invalid_arguments", f"{self.name}: {named}", problems)
+            ) from exc.__cause__
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "arguments"
+
+
+def _said(error: Any) -> str:
+    if error["type"] == "extra_forbidden":
+        return "not an argument of this tool"
+    if error["type"] == "missing":
+        return "required"
+    message = str(error["msg"])
+    return message[:1].lower() + message[1:]
+
+
 def _strict_tool(fn: Callable[..., Any], name: str, hints: ToolAnnotations) -> Tool:
     """The SDK's tool for ``fn``, refusing arguments it does not take (the SDK's argument
     models ignore them): a misspelt ``limit`` is an error naming it, as in the REST API,
@@ -34,7 +69,7 @@ def _strict_tool(fn: Callable[..., Any], name: str, hints: ToolAnnotations) -> T
     (``additionalProperties: false``)."""
     # Results are built in memory.mcp.calls (text and structured content both): no
     # output model.
-    tool = Tool.from_function(fn, name=name, annotations=hints, structured_output=False)
+    tool = _Tool.from_function(fn, name=name, annotations=hints, structured_output=False)
     loose = tool.fn_metadata.arg_model
     strict: type[ArgModelBase] = type(
         loose.__name__,

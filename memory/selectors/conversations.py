@@ -115,6 +115,11 @@ class TurnWithFacts:
     turn: Turn
     facts: list[Fact]
 
+    @property
+    def retractable(self) -> bool:
+        """Whether retracting the turn would still take a fact back."""
+        return any(fact.status != FactStatus.RETRACTED for fact in self.facts)
+
 
 @dataclass
 class Conversation:

@@ -417,3 +417,14 @@ def test_the_new_endpoints_are_in_the_openapi_schema(openapi: dict[str, Any]) ->
     assert "post" in paths[f"{prefix}/facts/retract"]
     assert "get" in paths[f"{prefix}/threads"]
     assert "get" in paths[f"{prefix}/threads/{{thread}}"]
+
+
+def test_a_kind_mismatch_reads_as_english(
+    curator: APIClient, base: str, works: dict[str, Any]
+) -> None:
+    response = curator.patch(
+        f"{base}/facts/{works['id']}", {"predicate": "current_title"}, format="json"
+    )
+
+    message = response.json()["error"]["message"]
+    assert "current_title is an attribute predicate and works_at a relation one" in message

@@ -298,7 +298,9 @@ def _nothing_written(context: Context) -> None:
     [
         (lambda lines: lines[:-1], "cut short"),
         (lambda lines: lines[:-3] + lines[-1:], "incomplete"),
-        (lambda lines: ["{not json", *lines[1:]], "line 1"),
+        (lambda lines: ["{not json", *lines[1:]], "line 1 is not JSON"),
+        (lambda lines: [*lines[:3], lines[3][:25]],
+         "line 4 stops mid-record: the file looks cut short. Export the memory again"),
         (lambda lines: lines[1:], "header"),
         (lambda lines: [lines[0].replace('"version":1', '"version":9'), *lines[1:]],
          "version"),

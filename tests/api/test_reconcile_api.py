@@ -447,3 +447,19 @@ def test_openapi_documents_the_service(openapi: dict[str, Any]) -> None:
     paths = openapi["paths"]
     for sub in ("", "/match", "/extend", "/extend/propose", "/suggest/entity", "/preview"):
         assert f"/api/v1/contexts/{{ctx}}/reconcile{sub}" in paths
+
+
+def test_an_exact_unique_name_of_the_asked_type_is_a_match(
+    api: APIClient, service: str, access: ContextAccess, people: dict[str, Entity]
+) -> None:
+    def query(name: str, **more: Any) -> dict[str, Any]:
+        body = ok(api.get(service, {"queries": json.dumps({"q": {"query": name, **more}})}))
+        return body["q"]["result"][0]
+
+    exact = query("alan turing", type="person")
+    assert (exact["id"], exact["match"]) == (str(people["alan"].pk), True)
+    # No type asked: the model decides, as before.
+    assert query("Alan Turing")["id"] == str(people["alan"].pk)
+    # A name two people share is no sure match, however exact.
+    entity_upsert(access=access, name="Alan Turing", type="person", scope="org/other")
+    assert query("Alan Turing", type="person")["match"] is False

@@ -39,6 +39,8 @@ def test_reconciler_package_matches_a_column(
         "alan turing": str(ids["Alan Turing"]),
     }
     exact = found.loc[found["input_value"] == "Ada Lovelace"].iloc[0]
-    # A name alone, however exact, is not sure enough to match without a look: a
-    # namesake may be the one meant (docs/decisions/0085).
-    assert exact["score"] > 90 and not exact["match"]
+    # An exact name that one person of the asked type holds is a match (decision 0118);
+    # a slip still waits for a look.
+    assert exact["score"] > 90 and exact["match"]
+    slip = found.loc[found["input_value"] == "Grace Hoper"].iloc[0]
+    assert not slip["match"]

@@ -44,6 +44,7 @@ def test_merge_a_cluster_see_the_redirect_and_undo_it(
         defaults={"score": 0.92, "methods": ["edit_distance"]},
     )
     member("casey", acme, Role.CURATOR)
+    page.set_viewport_size({"width": 390, "height": 800})  # a phone: the cluster is far down
     log_in(page, "casey")
 
     page.goto("/c/acme/duplicates/")
@@ -55,8 +56,12 @@ def test_merge_a_cluster_see_the_redirect_and_undo_it(
     expect(cluster.locator("[data-testid=facts-moving]")).to_have_text("1")
     screenshot(page, "duplicates-preview")
 
-    cluster.locator("button:has-text('Merge')").click()
+    merge = cluster.locator("button:has-text('Merge')")
+    merge.scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 0
+    merge.click()
     expect(page.locator("#flash")).to_contain_text("Merged 1 entity into Priya Shah")
+    expect(page.locator("#flash")).to_be_in_viewport()  # said where the curator looks
     expect(page.locator(".duplicate-cluster")).to_have_count(0)
     assert page.url.endswith("/c/acme/duplicates/")  # htmx swapped the list in place
     assert Entity.objects.get(pk=shaw.pk).merged_into_id == shah.pk

@@ -1,6 +1,7 @@
 """Every dashboard page at a desktop (1280 px) and a phone (390 px) width: no horizontal
-overflow, no console error, and no two texts of the neighbourhood picture overlapping —
-with a hub of 50 neighbours, documents, a run, a token and audit events to show."""
+overflow, no word broken mid-word, no console error or warning, and no two texts of the
+neighbourhood picture overlapping, each readable — with a hub of 50 neighbours, a
+duplicate cluster, documents, a run, a token and audit events to show."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page
 
+from curation.templatetags.curation_tags import DUPLICATE_METHOD_WORDS
 from memory.domain.access import system_access
 from memory.models import ContextMembership, Fact, ImportJob, Role, Run, RunOutcome, Turn
+from memory.models.duplicate import DuplicateCandidate
 from memory.services.contexts import context_create
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.write import fact_write
@@ -37,6 +40,32 @@ OVERFLOW = """() => {
     .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + (e.textContent || '').slice(0, 40));
   return {over, culprits};
 }"""
+# Words (runs of letters, up to 24) whose letters sit on two lines: broken mid-word.
+# Text in pre, code blocks of raw data (a token) and the picture is left out; so is text
+# too small to be seen (visually hidden labels).
+BROKEN_WORDS = """() => {
+  const broken = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    const skip = 'pre, svg, script, style, .token-raw, .visually-hidden';
+    if (!parent || parent.closest(skip)) continue;
+    if (!parent.checkVisibility()) continue;
+    for (const match of node.textContent.matchAll(/\\p{L}{2,24}/gu)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+        .map(r => Math.round(r.top)));
+      if (tops.size > 1) broken.push(match[0] + ' in ' + parent.tagName + '.' + parent.className);
+      if (broken.length >= 5) return broken;
+    }
+  }
+  return broken;
+}"""
+# The smallest font size of the picture's texts, as drawn (after the SVG's scaling).
+PICTURE_TEXT_PX = """() => Math.min(...[...document.querySelectorAll('svg.graph text')]
+  .map(t => t.getBoundingClientRect().height).filter(h => h > 0))"""
 # Boxes of every text in the picture; overlapping pairs, by their text.
 TEXT_OVERLAPS = """() => {
   const boxes = [...document.querySelectorAll('svg.graph text')]
@@ -66,6 +95,17 @@ def desk(transactional_db: None) -> dict[str, Any]:
             scope="org/acme",
         ).entity
         fact_write(access=access, subject=hub, predicate=PREDICATES[i % 5], object=other)
+    # A cluster found by every method: a chip for each, the longest ones included.
+    twins = [
+        entity_upsert(access=access, name=name, type="organisation", scope="org/acme").entity
+        for name in ("Acme Corporation International Holdings", "ACME Corp. Intl. Holdings")
+    ]
+    DuplicateCandidate.objects.update_or_create(
+        context=context,
+        entity_a=twins[0],
+        entity_b=twins[1],
+        defaults={"score": 0.93, "methods": list(DUPLICATE_METHOD_WORDS)},
+    )
     document = document_create(
         access=access,
         title="Onboarding handbook",
@@ -166,7 +206,10 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
     staff.save(update_fields=["is_staff"])
     errors: list[str] = []
     page.on(
-        "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
+        "console",
+        lambda m: (
+            errors.append(f"{page.url}: {m.text}") if m.type in ("error", "warning") else None
+        ),
     )
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
     page.set_viewport_size({"width": width, "height": 900})
@@ -179,21 +222,23 @@ def test_every_page_fits_the_width_draws_cleanly_and_logs_no_error(
         fit = page.evaluate(OVERFLOW)
         if fit["over"] > 0:
             problems.append(f"{path} at {width}px is {fit['over']}px too wide: {fit['culprits']}")
+        broken = page.evaluate(BROKEN_WORDS)
+        if broken:
+            problems.append(f"{path} at {width}px breaks words mid-word: {broken}")
         if re.search(r"/entities/\d+/$", path):
             texts = page.evaluate(TEXT_OVERLAPS)
             assert texts["count"] >= 50, "the picture draws the 50 neighbours' labels"
             if texts["hits"]:
                 problems.append(f"{path} at {width}px: texts overlap: {texts['hits']}")
-            picture = page.locator("svg.graph").bounding_box()
-            assert picture is not None
-            if picture["x"] + picture["width"] > width + 1:  # whole, not cut at the edge
+            # Whole at the card's width, or (a phone) in a frame that scrolls sideways.
+            frame = page.locator(".graph-frame").bounding_box()
+            assert frame is not None
+            if frame["x"] + frame["width"] > width + 1:
                 problems.append(f"{path} at {width}px: the picture is cut at the edge")
-            screenshot(page, f"every-page-hub-{width}")
-        if "/seed/jobs/" in path:
-            screenshot(page, f"every-page-seed-job-{width}")
-        if path.endswith("/memory/"):
-            screenshot(page, f"every-page-memory-{width}")
-        if path == "/people/":
-            screenshot(page, f"every-page-people-{width}")
+            smallest = page.evaluate(PICTURE_TEXT_PX)
+            if smallest < 9:
+                problems.append(f"{path} at {width}px: the picture's labels are {smallest:.1f}px")
+        name = re.sub(r"[^a-z0-9]+", "-", path.removeprefix(f"/c/{desk['context'].slug}/"))
+        screenshot(page, f"every-page-{width}-{name.strip('-') or 'home'}")
     assert not problems, "\n".join(problems)
     assert not errors, "\n".join(errors)

@@ -137,12 +137,23 @@ def test_walk_a_conversation_and_retract_one_turns_facts(
         f"Retracted 1 fact of turn {claims['turns'][0].pk}"
     )
     expect(page.get_by_test_id("turn").nth(0)).to_contain_text("retracted")
+    # Nothing left to take back: no button that would offer it.
+    expect(page.get_by_test_id("turn").nth(0).get_by_test_id("turn-retract-preview")).to_have_count(
+        0
+    )
+    expect(page.get_by_test_id("turn").nth(0).get_by_test_id("turn-retracted")).to_have_text(
+        "Every fact of this turn is retracted."
+    )
     assert Fact.objects.get(pk=claims["wrong"].pk).status == FactStatus.RETRACTED
     assert Fact.objects.get(pk=claims["right"].pk).status == FactStatus.CURRENT
 
     page.locator("#flash button:has-text('Undo')").click()
     expect(page.locator("#flash")).to_contain_text("Undone")
     assert Fact.objects.get(pk=claims["wrong"].pk).status == FactStatus.CURRENT
+    page.reload()
+    expect(
+        page.get_by_test_id("turn").nth(0).get_by_test_id("turn-retract-preview")
+    ).to_be_visible()
 
 
 def test_a_viewer_reads_the_facts_list_without_curation_controls(

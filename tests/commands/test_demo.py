@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import re
+import socket
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import authenticate, get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from memory.domain.access import system_access
@@ -169,6 +170,8 @@ def test_demo_ships_runs_turns_and_documents() -> None:
     turns = Turn.objects.filter(context=context).order_by("said_at")
     assert [t.speaker for t in turns] == ["Alex Rivera", "Maria Chen"]
     assert {t.thread for t in turns} == {"phoenix-standup"}
+    said = Fact.objects.filter(context=context, turn=turns[0])
+    assert sorted(said.values_list("predicate__name", flat=True)) == ["milestone", "works_on"]
     assert Fact.objects.filter(context=context, predicate__name="leads").count() == 1
     titles = set(Document.objects.filter(context=context).values_list("title", flat=True))
     assert "Project Phoenix kickoff notes" in titles and len(titles) == 3
@@ -186,3 +189,22 @@ def test_demo_reset_reloads_from_scratch() -> None:
     reloaded = Context.objects.get(slug="demo")
     assert reloaded.pk != context.pk
     assert _counts(reloaded) == before
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        found.update(int(pid) for pid in (task / "children").read_text().split())
+    return found
+
+
+def test_a_second_demo_on_a_busy_port_says_so_and_starts_nothing() -> None:
+    with socket.socket() as first:  # the demo already running
+        first.bind(("127.0.0.1", 0))
+        first.listen()
+        addrport = f"127.0.0.1:{first.getsockname()[1]}"
+        before = _children()
+        with pytest.raises(CommandError, match="already in use: is a demo already running"):
+            call_command("demo", "--addrport", addrport, stdout=StringIO(), stderr=StringIO())
+        assert _children() == before  # no task worker left behind
+    assert not Context.objects.filter(slug="demo").exists()  # refused before any work

@@ -87,3 +87,18 @@ def test_unknown_context_and_missing_path(context: Context, tmp_path: Path) -> N
         _import(str(tmp_path), "--context", "nope", "--scope", "s")
     with pytest.raises(CommandError, match="no such file"):
         _import(str(tmp_path / "missing.txt"), "--context", context.slug, "--scope", "s")
+
+
+def test_a_markdown_file_is_titled_by_its_heading_and_one_document_is_one(
+    context: Context, tmp_path: Path
+) -> None:
+    (tmp_path / "onboarding_v2.md").write_text(
+        "Intro line.\n\n# Onboarding handbook\n\nExpenses are filed monthly.\n## Later\n"
+    )
+
+    out, _ = _import(
+        str(tmp_path / "onboarding_v2.md"), "--context", context.slug, "--scope", "org/acme"
+    )
+
+    assert "1 document imported into acme-test, 0 failed" in out
+    assert Document.objects.get().title == "Onboarding handbook"

@@ -37,6 +37,19 @@ def test_drift_lists_items_with_counts_examples_and_suggestions(
     assert "first seen" in html
 
 
+def test_each_suggestion_says_why_on_the_page_not_only_in_a_tooltip(
+    viewer: Client, base: str, memory: Memory
+) -> None:
+    response = viewer.get(f"{base}/drift/")
+
+    html = page(response)
+    top = response.context["rows"][0].item.suggestions[0]
+    why = html.split('data-testid="suggestion-why">')[1].split("</span>")[0]
+    assert why.startswith(f"{top.basis.replace('_', ' ')}: name ")
+    assert ", description " in why
+    assert all(reason in why for reason in top.reasons)
+
+
 def test_while_the_model_loads_the_page_answers_at_once_without_suggestions(
     viewer: Client, base: str, memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

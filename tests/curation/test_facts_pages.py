@@ -50,6 +50,16 @@ def test_the_list_pages_by_keyset(viewer: Client, base: str, access: ContextAcce
     assert viewer.get(f"{base}/facts/?confidence_below=7").status_code == 400
 
 
+def test_a_stale_page_link_links_to_the_first_page(viewer: Client, base: str) -> None:
+    response = viewer.get(f"{base}/facts/?predicate=knows&after=abc")
+
+    assert response.status_code == 400
+    assert (
+        "This page link is not valid any more: "
+        f'<a href="{base}/facts/?predicate=knows">start from the first page</a>.'
+    ) in _text(response)
+
+
 def test_a_fact_page_shows_its_turn_and_hides_a_source_outside_the_grants(
     client_for: Callable[..., Client], base: str, access: ContextAccess, context: Context
 ) -> None:

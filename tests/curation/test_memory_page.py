@@ -283,3 +283,24 @@ def test_a_foreign_export_uploaded_on_the_page_is_read_into_the_memory(
     assert Entity.objects.filter(context=target, name=name).exists()
     assert Fact.objects.filter(context=target).exists()
     assert f"{format} · " in page(target_admin.get(response["Location"]))
+
+
+def test_a_file_cut_short_is_not_offered_for_a_retry(
+    client_for: Callable[..., Client], base: str, context: Context
+) -> None:
+    cut = ImportJob.objects.create(
+        context=context,
+        format="memory",
+        content='{"record": "header"',
+        status="failed",
+        error="line 1 stops mid-record: the file looks cut short. Export the memory again",
+    )
+    other = ImportJob.objects.create(
+        context=context, format="memory", content="{}", status="failed", error="a database error"
+    )
+    admin = client_for(Role.ADMIN)
+
+    html = page(admin.get(f"{base}/memory/jobs/{cut.pk}/"))
+    assert "the file looks cut short" in html and "Retry with the same file" not in html
+    assert "The same file would fail again: import a complete one." in html
+    assert "Retry with the same file" in page(admin.get(f"{base}/memory/jobs/{other.pk}/"))

@@ -46,7 +46,16 @@ def test_staff_create_a_context_and_add_a_login_and_an_agent(staff: Client) -> N
     roles = dict(
         ContextMembership.objects.filter(context=context).values_list("user__username", "role")
     )
-    assert roles == {"rosa": Role.CURATOR, "bot": Role.VIEWER}
+    assert roles == {"staff-person": Role.ADMIN, "rosa": Role.CURATOR, "bot": Role.VIEWER}
+
+
+def test_the_creator_of_a_context_is_its_admin_and_can_open_it(staff: Client) -> None:
+    created = staff.post("/people/contexts", {"slug": "research", "name": "Research"}, follow=True)
+
+    assert "you are its admin" in created.content.decode()
+    membership = ContextMembership.objects.get(context__slug="research")
+    assert (membership.user.username, membership.role) == ("staff-person", Role.ADMIN)
+    assert staff.get("/c/research/").status_code == 200
 
 
 def test_staff_change_a_role_and_remove_a_member(
@@ -89,7 +98,12 @@ def test_bad_input_writes_nothing_and_says_why(
 def test_not_for_members_who_are_not_staff(context: Context, make_user: Callable[..., Any]) -> None:
     browser = Client()
     browser.force_login(make_user(context=context, role=Role.ADMIN))
-    assert browser.get("/people/").status_code == 403
+    refused = browser.get("/people/")
+    assert refused.status_code == 403
+    html = refused.content.decode()
+    assert '<link rel="stylesheet"' in html  # the dashboard's own look, not a bare page
+    assert "<h1>Not allowed" in html and "Contexts and people is for staff" in html
+    assert 'href="/"' in html
     assert browser.post("/people/contexts", {"slug": "sneaky"}).status_code == 403
     assert not Context.objects.filter(slug="sneaky").exists()
     assert Client().get("/people/").status_code == 302  # to the login page

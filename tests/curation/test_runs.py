@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory.models import Context, Role, Run, RunOutcome
+from memory.models import Context, Role, Run, RunOutcome, Turn
 from tests.curation.conftest import page
 
 pytestmark = pytest.mark.django_db
@@ -270,3 +270,24 @@ def test_the_runs_list_counts_what_a_run_refused(
     html = page(viewer.get(f"{base}/runs/"))
     assert "succeeded · 2 not written · 1 warning" in html
     assert "With warnings" in html
+
+
+def test_the_list_shows_each_run_s_text_and_thread_as_its_turn_keeps_them(
+    viewer: Client, base: str, context: Context
+) -> None:
+    said = make_run(context, input_text="Alex joined Acme in 2021. The code is hunter2.")
+    Turn.objects.create(
+        context=context,
+        scope="org/acme",
+        run=said,
+        thread="weekly sync",
+        text="Alex joined Acme in 2021. The code is [redacted].",
+    )
+    make_run(context, mode="triples", input_text="")
+
+    html = page(viewer.get(f"{base}/runs/"))
+
+    assert "Alex joined Acme in 2021. The code is [redacted]." in html
+    assert "hunter2" not in html  # the run's raw input is not what a list shows
+    assert f'thread <a href="{base}/conversations/weekly%20sync/">weekly sync</a>' in html
+    assert "triples only" in html

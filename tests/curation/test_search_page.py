@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -219,3 +220,22 @@ def test_turns_narrow_to_one_thread(viewer: Client, base: str, conversation: Non
     assert {r.meta["thread"] for r in both.context["response"].results} == {"standup", "lunch"}
     assert {r.meta["thread"] for r in one.context["response"].results} == {"lunch"}
     assert 'id="search-thread" value="lunch"' in page(one)
+
+
+@pytest.mark.parametrize("query", ["", "&target=all"])
+def test_search_covers_everything_by_default_as_the_api_does(
+    viewer: Client, base: str, corpus: None, conversation: None, query: str
+) -> None:
+    response = viewer.get(f"{base}/search/?q=harbour&mode=bm25{query}")
+
+    html = page(response)
+    assert {r.type for r in response.context["response"].results} == {"chunk", "turn"}
+    assert '<option value="all" selected>all (turns, chunks, facts)</option>' in html
+    assert "over turns, chunks and facts" in html and "over chunks" not in html
+
+
+def test_the_target_switch_offers_all_first(viewer: Client, base: str) -> None:
+    html = page(viewer.get(f"{base}/search/"))
+
+    options = re.findall(r'<option value="(\w+)"', html.split('id="search-target"')[1])
+    assert options[:5] == ["all", "chunks", "turns", "facts", "entities"]

@@ -64,3 +64,9 @@ def test_deleting_an_entity_with_one_fact_says_one_fact(
     response = curator.post(f"{base}/entities/{alex.pk}/delete", follow=True)
 
     assert "Deleted Alex and 1 fact about it." in page(response)
+
+
+def test_the_home_page_names_contexts_as_contexts(viewer: Client) -> None:
+    html = viewer.get("/").content.decode()
+
+    assert "<h1>Your contexts</h1>" in html and "Your memories" not in html

@@ -47,6 +47,7 @@ def test_wait_returns_the_finished_run_and_its_result(api: APIClient, base: str)
     assert body["run"]["outcome"] == "succeeded" and body["run"]["source"] == "crm-sync"
     assert body["run"]["input"] == {"text": "", "triples": TRIPLES}
     assert [f["predicate"] for f in body["result"]["facts_created"]] == ["works_at"]
+    assert "result" not in body["run"]  # said once, beside the run
     assert set(body["result"]) >= {
         "entities_created",
         "entities_matched",

@@ -53,6 +53,15 @@ def test_the_readme_agent_session_remembers_searches_then_gets_the_context(
     assert "scope org/acme" in facts[0]
 
 
+def test_the_readme_says_to_export_every_variable_the_agent_session_reads() -> None:
+    (snippet,) = _blocks("python")
+    (exports,) = _blocks("bash")
+    read = set(re.findall(r"os\.environ\[[\"'](\w+)[\"']\]", snippet))
+    exported = dict(re.findall(r"^export (\w+)=(\S+)$", exports, flags=re.MULTILINE))
+    assert read == {"MEMORY_DESK_MCP", "MEMORY_DESK_TOKEN"} and set(exported) == read
+    assert exported["MEMORY_DESK_MCP"] == "http://127.0.0.1:8000/mcp"
+
+
 def test_the_readme_client_configuration_connects(
     mcp_url: str, token_for: Callable[..., str], world: World
 ) -> None:

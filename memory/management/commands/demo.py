@@ -14,12 +14,15 @@ reloads the memory and issues new ones. A login whose password was changed since
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
@@ -201,9 +204,22 @@ DEMO_RUNS: tuple[DemoRun, ...] = (
             attributes=[{"subject": "Priya Patel", "key": "office", "value": "Berlin HQ"}],
         ),
     ),
+    # A turn with the facts an agent took from it: "Retract this turn's facts" has some.
     DemoRun(
         ACME,
-        "none",
+        "triples",
+        triples=_triples(
+            entities=[
+                {"name": "Alex Rivera", "type": "person"},
+                {"name": "Project Phoenix", "type": "project"},
+            ],
+            relations=[
+                {"subject": "Alex Rivera", "predicate": "works_on", "object": "Project Phoenix"}
+            ],
+            attributes=[
+                {"subject": "Project Phoenix", "key": "milestone", "value": "migration plan"}
+            ],
+        ),
         text="I'll have the Phoenix migration plan ready before the Q3 offsite.",
         speaker="Alex Rivera",
         said_at="2025-06-02T09:15:00+00:00",
@@ -261,6 +277,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not options["no_serve"]:
+            _port_check(options["addrport"])  # before anything starts that would outlive us
         self.stderr.write("Preparing the database…")
         call_command("migrate", interactive=False, verbosity=0)
         context = Context.objects.filter(slug=DEMO_SLUG).first()
@@ -320,15 +338,50 @@ class Command(BaseCommand):
             _serve(options["addrport"])
 
 
+def _port_check(addrport: str) -> None:
+    """Refuse at once, saying why, when something already listens on ``addrport`` (most
+    often a demo started earlier): runserver would find out only after the task worker
+    started, and exit without stopping it."""
+    host, _, port = addrport.rpartition(":")
+    if not port.isdigit():
+        raise CommandError(f"--addrport {addrport!r}: give host:port, e.g. 127.0.0.1:8000")
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        probe.bind((host.strip("[]") or "127.0.0.1", int(port)))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise CommandError(f"cannot serve on {addrport}: {exc.strerror}") from exc
+        raise CommandError(
+            f"{addrport} is already in use: is a demo already running? "
+            f"Open http://{addrport}/ or stop it; or serve elsewhere, e.g. "
+            f"manage.py demo --addrport 127.0.0.1:{int(port) + 1}"
+        ) from exc
+    finally:
+        probe.close()
+
+
 def _serve(addrport: str) -> None:
     """runserver, with a task worker beside it to compute the demo's embeddings. The
-    embedding model starts loading now, so no first page waits for it."""
-    embedder_warm_up(then=drift_suggestions_warm)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "django", "db_worker"],
-        cwd=settings.BASE_DIR,
-        env={"DJANGO_SETTINGS_MODULE": "memory.settings", **os.environ},
-    )
+    embedding model starts loading now, so no first page waits for it; the worker starts
+    once it is loaded (at a first start the model is built once, not by both processes)."""
+    workers: list[subprocess.Popen[bytes]] = []
+    stopping, lock = threading.Event(), threading.Lock()
+
+    def start_worker(loading: threading.Thread | None = None) -> None:
+        if loading is not None:
+            loading.join()  # loaded or failed: imports need the worker either way
+        with lock:
+            if not stopping.is_set():
+                workers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "django", "db_worker"],
+                        cwd=settings.BASE_DIR,
+                        env={"DJANGO_SETTINGS_MODULE": "memory.settings", **os.environ},
+                    )
+                )
+
+    loading = embedder_warm_up(then=drift_suggestions_warm)
+    threading.Thread(target=start_worker, args=(loading,), daemon=True).start()
     # A plain `kill` of the demo must stop the worker too: turn SIGTERM into SystemExit
     # so the finally below runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -336,8 +389,11 @@ def _serve(addrport: str) -> None:
         # --insecure lets runserver serve the CSS with DEBUG off.
         call_command("runserver", addrport, use_reloader=False, insecure_serving=True)
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        with lock:
+            stopping.set()
+        for worker in workers:
+            worker.terminate()
+            worker.wait(timeout=30)
 
 
 @transaction.atomic

@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from memory.domain.access import system_access
 from memory.kernel.errors import DomainError
+from memory.kernel.wording import counted
 from memory.models import Context
 from memory.services.ingest.documents import document_create
 from memory.services.vectors import DrainReport, embedding_backlog, embeddings_drain
@@ -53,17 +54,27 @@ def _documents(path: Path) -> Iterator[dict[str, Any]]:
                     "where": f"{path}:{number}",
                 }
         return
+    text = path.read_text(encoding="utf-8", errors="replace")
     yield {
-        "title": path.stem.replace("_", " ").replace("-", " "),
-        "text": path.read_text(encoding="utf-8", errors="replace"),
+        "title": _heading(text) or path.stem.replace("_", " ").replace("-", " "),
+        "text": text,
         "source": str(path),
         "where": str(path),
     }
 
 
+def _heading(text: str) -> str:
+    """A Markdown file's title: its first level-one ``# heading``, if it has one."""
+    for line in text.splitlines():
+        if line.startswith("# ") and line[2:].strip():
+            return line[2:].strip().strip("#").strip()[:300]
+    return ""
+
+
 class Command(BaseCommand):
     help = (
-        "Import documents: text/markdown files (one document each, titled by file name), "
+        "Import documents: text/markdown files (one document each, titled by its first "
+        "'# heading', else by file name), "
         "folders of them, or JSONL files with {title, text, scope?, _id?} per line (the BEIR "
         "corpus layout). Each document is chunked, indexed for BM25 and given keywords in "
         "its own transaction; vectors are computed by the task worker, or here with --wait."
@@ -115,12 +126,13 @@ class Command(BaseCommand):
                 _drain_with_progress(context, out)
             except DomainError as exc:  # the embedder is down; the documents are stored
                 raise CommandError(
-                    f"{len(created)} documents imported into {context.slug}, but their "
+                    f"{counted(len(created), 'document')} imported into {context.slug}, but their "
                     f"vectors could not be computed ({exc.message}); once the embedder "
                     f"is back, run: manage.py reembed --context {context.slug}"
                 ) from exc
         self.stdout.write(
-            f"{len(created)} documents imported into {context.slug}, {len(failed)} failed"
+            f"{counted(len(created), 'document')} imported into {context.slug}, "
+            f"{len(failed)} failed"
         )
         for message in failed:
             self.stderr.write(message)

@@ -185,10 +185,11 @@ def _match_one(
     names = dict(
         Entity.objects.filter(pk__in=[r.id for _, _, r, _ in best]).values_list("pk", "name")
     )
+    named = _named_exactly(access, query, best[0][2]) if best else False
     out = []
     for rank, (probability, log_odds, record, explain) in enumerate(best):
         runner_up = scored[1][1] if len(scored) > 1 else -math.inf
-        sure = rank == 0 and probability >= AUTO_MATCH_PROBABILITY
+        sure = rank == 0 and (named or probability >= AUTO_MATCH_PROBABILITY)
         out.append(
             ReconcileCandidate(
                 entity_id=record.id,
@@ -196,13 +197,27 @@ def _match_one(
                 type=record.type,
                 description=_description(record),
                 probability=probability,
-                match=sure and log_odds - runner_up >= AUTO_MATCH_GAP_BITS,
+                match=sure and (named or log_odds - runner_up >= AUTO_MATCH_GAP_BITS),
                 features=tuple(
                     Feature(f["field"], str(f["level"]), float(f["weight"])) for f in explain
                 ),
             )
         )
     return out
+
+
+def _named_exactly(access: ContextAccess, query: ReconcileQuery, top: Record) -> bool:
+    """Whether the best candidate is the one entity of the asked type whose name is the
+    query's name exactly (once case and spacing are set aside): a match without the
+    model's say, as a reconciler expects of an exact, unique name (docs/decisions/0118).
+    A query that asks for no type, or a name two entities share, still needs the model."""
+    wanted = entity_normalize_key(query.name)
+    if not query.types or not wanted or top.key != wanted:
+        return False
+    holders = entities_visible(access=access).filter(
+        type__in=query.types, normalized_key=wanted, merged_into__isnull=True
+    )
+    return holders.count() == 1
 
 
 def _key_holders(

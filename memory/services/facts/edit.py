@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from memory.domain.access import ContextAccess
 from memory.kernel.errors import Conflict, ValidationFailed
+from memory.kernel.wording import with_article
 from memory.models import Conflict as ConflictRecord
 from memory.models import Fact, FactKind, FactStatus, Predicate, Role
 from memory.models.predicate import PredicateStatus
@@ -184,8 +185,8 @@ def _edit_predicate(access: ContextAccess, fact: Fact, name: str) -> Predicate:
         )
     if predicate.kind != fact.predicate.kind:
         raise ValidationFailed(
-            f"{predicate.name} is a {predicate.kind} predicate and {fact.predicate.name} a "
-            f"{fact.predicate.kind} one: a fact keeps its kind",
+            f"{predicate.name} is {with_article(predicate.kind)} predicate and "
+            f"{fact.predicate.name} {with_article(fact.predicate.kind)} one: a fact keeps its kind",
             code="predicate_kind_mismatch",
         )
     return predicate

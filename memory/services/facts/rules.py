@@ -242,6 +242,7 @@ def fact_check_entity_types(
     for end, name, type_, allowed in ends:
         if allowed and type_ not in allowed:
             raise ValidationFailed(
-                f"{predicate} takes a {' or '.join(allowed)} as its {end}; {name} is a {type_}",
+                f"{predicate} takes {' or '.join(map(with_article, allowed))} as its {end}; "
+                f"{name} is {with_article(type_)}",
                 code="wrong_entity_type",
             )

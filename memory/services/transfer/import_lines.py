@@ -270,6 +270,15 @@ def error_first_line(exc: Exception) -> str:
 def _parse(raw: str, number: int) -> dict[str, Any]:
     try:
         record = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        # The text stops before the record closes (inside a string, or after a value).
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(raw.rstrip()):
+            raise ValidationFailed(
+                f"line {number} stops mid-record: the file looks cut short. Export the "
+                "memory again and import the whole file",
+                code="invalid_export",
+            ) from None
+        raise ValidationFailed(f"line {number} is not JSON", code="invalid_export") from None
     except ValueError:
         raise ValidationFailed(f"line {number} is not JSON", code="invalid_export") from None
     if not isinstance(record, dict) or not isinstance(record.get("record"), str):
