@@ -26,6 +26,8 @@ MAX_KEY_CHARS = 1000
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 ENCODED_PREFIX = "x:"
+# How the turn of an item's extraction begins its ``ref`` (``item:<scope>#<key>``).
+ITEM_REF_PREFIX = "item:"
 
 Namespace = tuple[str, ...]
 

@@ -37,6 +37,16 @@ class Item(models.Model):
     run = models.ForeignKey(
         "memory.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The turn that run read: its facts point back to it (``Fact.turn``), retries of the
+    # run included, and it travels in a memory export where runs do not.
+    turn = models.ForeignKey(
+        "memory.Turn",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # partial: see Meta.indexes
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -54,6 +64,8 @@ class Item(models.Model):
             ),
             # A search without a query: newest first.
             models.Index(fields=["context", "-updated_at"], name="item_recent"),
+            # A fact's page: the item its turn came from.
+            models.Index(fields=["turn"], condition=models.Q(turn__isnull=False), name="item_turn"),
             # The sweep: the items whose time is up.
             models.Index(
                 fields=["expires_at"],

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -28,9 +28,15 @@ from memory.kernel.errors import ValidationFailed
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_delete, postings_replace
 from memory.search.models import Target
-from memory.services.items.extract import item_extract, item_runs_take_back
+from memory.services.items.extract import (
+    extract_wanted,
+    item_extract,
+    item_extractions_take_back,
+)
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 MAX_TTL_MINUTES = 60.0 * 24 * 365 * 100
 MAX_VALUE_DEPTH = 64
@@ -46,8 +52,9 @@ class ItemPut:
     value: dict[str, Any] | None
     index: list[str] | None = None
     ttl: float | None = None
-    # Send the indexed text through ingest (memory.services.items.extract).
-    extract: bool = False
+    # Send the indexed text through ingest (memory.services.items.extract); None: as the
+    # context's ``item_extract`` says.
+    extract: bool | None = None
 
 
 def value_validate(value: object) -> dict[str, Any] | None:
@@ -111,15 +118,15 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
     texts = {(p.namespace, p.key): text_at_paths(p.value, p.index) for p in writes if p.index}
     vectors = _vectors(texts)
     with transaction.atomic():
-        runs = _runs_of(access.context.pk, ordered)
+        extractions = _extractions_of(access.context.pk, ordered)
         if deletes:
             _delete(access.context.pk, deletes)
         ids = _upsert(access.context.pk, writes, texts, vectors) if writes else {}
-        if runs:
-            item_runs_take_back(access=access, run_ids=runs)
+        if extractions:
+            item_extractions_take_back(access=access, extractions=extractions)
         for put in writes:
             text = texts.get((put.namespace, put.key), "")
-            if put.extract and text.strip():
+            if extract_wanted(access=access, asked=put.extract) and text.strip():
                 item_extract(
                     access=access,
                     item_id=ids[(put.namespace, put.key)],
@@ -132,7 +139,7 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
         items_sweep_enqueue(run_after=timezone.now() + dt.timedelta(minutes=min(ttls)))
 
 
-def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, str], str]:
+def _vectors(texts: dict[K, str]) -> dict[K, str]:
     """The embeddings of the indexed texts, as pgvector literals. A down embedder leaves
     the items without a vector (BM25 still finds them) rather than refusing the write."""
     wanted = [(ref, text) for ref, text in texts.items() if text.strip()]
@@ -149,21 +156,63 @@ def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, s
     }
 
 
+VECTOR_BATCH = 256  # items embedded at a time by items_vectors_fill
+
+
+def items_vectors_fill(*, context_id: int) -> int:
+    """Embed the context's indexed items that have no vector (those of a memory import),
+    a batch at a time, and queue the sweep for the earliest expiry among them; returns
+    how many were embedded. A down embedder leaves them as it found them, as a put does."""
+    done, after = 0, 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, text FROM memory_item WHERE context_id = %s AND id > %s "
+                "AND embedding IS NULL AND text <> '' ORDER BY id LIMIT %s",
+                [context_id, after, VECTOR_BATCH],
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            break
+        after = rows[-1][0]
+        vectors = _vectors(dict(rows))
+        if not vectors:
+            break
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE memory_item SET embedding = %s::vector, embedding_model = %s WHERE id = %s",
+                [(vector, embedding_model_id(), pk) for pk, vector in vectors.items()],
+            )
+        done += len(vectors)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT min(expires_at) FROM memory_item WHERE context_id = %s", [context_id]
+        )
+        (first_expiry,) = cursor.fetchone()
+    if first_expiry is not None:
+        items_sweep_enqueue(run_after=first_expiry)
+    return done
+
+
 _RECORDS = "jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)"
 
 
-def _runs_of(context_id: int, puts: Sequence[ItemPut]) -> list[int]:
-    """The extraction runs of the items these puts overwrite or delete (locked)."""
+def _extractions_of(
+    context_id: int, puts: Sequence[ItemPut]
+) -> list[tuple[int | None, int | None]]:
+    """The extractions, (run, turn), of the items these puts overwrite or delete (the
+    items locked)."""
     rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in puts])
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT i.run_id FROM memory_item i, {_RECORDS} "  # noqa: S608 - fixed text
-            "WHERE i.context_id = %s AND i.key = r.key AND i.run_id IS NOT NULL "
+            f"SELECT i.run_id, i.turn_id FROM memory_item i, {_RECORDS} "  # noqa: S608
+            "WHERE i.context_id = %s AND i.key = r.key "
+            "AND (i.run_id IS NOT NULL OR i.turn_id IS NOT NULL) "
             "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns)) "
             "ORDER BY i.id FOR UPDATE OF i",
             [rows, context_id],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return [(run_id, turn_id) for run_id, turn_id in cursor.fetchall()]
 
 
 def _delete(context_id: int, deletes: Sequence[ItemPut]) -> None:
@@ -201,7 +250,7 @@ ON CONFLICT (context_id, namespace, key) DO UPDATE SET
     value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
     embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
     ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
-    run_id = NULL, updated_at = now()
+    run_id = NULL, turn_id = NULL, updated_at = now()
 RETURNING id, xmax = 0, key, namespace
 """
 
