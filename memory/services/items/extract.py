@@ -109,7 +109,9 @@ def item_extractions_take_back(
 def _run_of(run_id: int | None, turn_id: int | None) -> Run | None:
     """The run that wrote the turn's facts, locked: the turn's (a retry takes the turn
     over), else the item's own."""
-    current = Turn.objects.filter(pk=turn_id).values_list("run_id", flat=True).first()
+    current = None
+    if turn_id is not None:
+        current = Turn.objects.filter(pk=turn_id).values_list("run_id", flat=True).first()
     wanted = current or run_id
     if wanted is None:
         return None
