@@ -69,6 +69,7 @@ def items(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         "crumbs": _crumbs(selected),
         "page": page,
         "previews": previews,
+        # The list, and row links as "<base><id>/": one reverse() per kind, not one per row.
         "base": here,
         "query": namespace_query(selected),
         # Each node shown, its link, and whether it is on the way to the chosen one.

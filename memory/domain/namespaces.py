@@ -68,6 +68,11 @@ def namespace_scope(namespace: Namespace) -> str:
     return "/".join(label_segment(label) for label in namespace)
 
 
+def scope_namespace(scope: str) -> Namespace:
+    """The namespace an item's scope spells (the inverse of ``namespace_scope``)."""
+    return tuple(segment_label(segment) for segment in scope.split("/"))
+
+
 def namespace_validate(
     labels: object, *, allow_empty: bool = False, what: str = "namespace"
 ) -> Namespace:

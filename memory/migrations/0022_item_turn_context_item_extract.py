@@ -1,4 +1,5 @@
-"""Items keep the turn their extraction read; contexts say whether puts extract by default."""
+"""Items keep the turn their extraction read; contexts say whether puts extract by default;
+the scope index carries the expiry."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -24,6 +25,15 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='item',
             index=models.Index(condition=models.Q(('turn__isnull', False)), fields=['turn'], name='item_turn'),
+        ),
+        # The namespace tree counts live items per scope from the index alone.
+        migrations.RemoveIndex(
+            model_name='item',
+            name='item_scope_prefix',
+        ),
+        migrations.AddIndex(
+            model_name='item',
+            index=models.Index(fields=['context', 'scope'], include=('expires_at',), name='item_scope_live', opclasses=['int8_ops', 'varchar_pattern_ops']),
         ),
         # Items extracted before: the turn of their run, or of a retry of it.
         migrations.RunSQL(

@@ -4,7 +4,6 @@ such as LangGraph read and write)."""
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import OpClass
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
@@ -57,10 +56,13 @@ class Item(models.Model):
         ]
         indexes = [
             # Search and list under a namespace prefix: scope = P OR scope LIKE 'P/%'.
+            # With the expiry beside it, the namespace tree's count of live items per
+            # scope is an index-only scan (the heap rows carry values and vectors).
             models.Index(
-                "context",
-                OpClass("scope", name="varchar_pattern_ops"),
-                name="item_scope_prefix",
+                fields=["context", "scope"],
+                opclasses=["int8_ops", "varchar_pattern_ops"],
+                include=["expires_at"],
+                name="item_scope_live",
             ),
             # A search without a query: newest first.
             models.Index(fields=["context", "-updated_at"], name="item_recent"),

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client
@@ -74,6 +75,16 @@ def test_the_tree_nests_labels_and_counts_each_namespace(
     body = opened.content.decode()
     assert "No items in this namespace itself" in body
     assert 'href="/c/acme-test/items/?namespace=org&amp;namespace=acme&amp;namespace=alex"' in body
+
+
+def test_labels_of_any_characters_are_shown_and_selected_as_written(
+    viewer: Client, base: str, access: ContextAccess
+) -> None:
+    odd = ("x/y", "a%b", "zoë\n")
+    item = put(access, odd, "k", {"v": 1})
+    response = viewer.get(f"{base}/items/?" + urlencode([("namespace", x) for x in odd]))
+    assert tree(response) == [(odd[:1], 0, 1), (odd[:2], 0, 1), (odd, 1, 1)]
+    assert [i.pk for i, _ in response.context["previews"]] == [item.pk]
 
 
 def test_a_namespace_lists_its_own_items_by_key_a_page_at_a_time(
