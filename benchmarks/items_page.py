@@ -60,7 +60,7 @@ def generate(context_id: int, items: int, users: int) -> float:
 
 
 TREE_SQL = (
-    "SELECT scope, count(id) FROM memory_item WHERE context_id = %s "
+    "SELECT scope, count(*) FROM memory_item WHERE context_id = %s "
     "AND (expires_at IS NULL OR expires_at > now()) GROUP BY scope ORDER BY scope LIMIT 2001"
 )
 

@@ -66,7 +66,7 @@ def namespace_tree(*, access: ContextAccess, selected: Namespace = ()) -> Namesp
     rows = list(
         items_visible(access)
         .values_list("scope")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))  # count(*): no column the index lacks
         .order_by("scope")[: TREE_NAMESPACES + 1]
     )
     truncated = len(rows) > TREE_NAMESPACES
