@@ -158,6 +158,9 @@ MEMORY_REPLICA_MAX_LAG_SECONDS = env_float("MEMORY_REPLICA_MAX_LAG_SECONDS", 10.
 MEMORY_REPLICA_CHECK_SECONDS = env_float("MEMORY_REPLICA_CHECK_SECONDS", 1.0)
 MEMORY_REPLICA_RETRY_SECONDS = env_float("MEMORY_REPLICA_RETRY_SECONDS", 10.0)
 MEMORY_READ_YOUR_WRITES_SECONDS = env_float("MEMORY_READ_YOUR_WRITES_SECONDS", 30.0)
+# A write transaction PostgreSQL breaks (deadlock, serialization failure) is run again
+# inside the request, up to this many times in all, then answered 503 (docs/decisions/0119).
+MEMORY_WRITE_ATTEMPTS = env_int("MEMORY_WRITE_ATTEMPTS", 3)
 # /metrics answers a staff session, or a scraper sending "Authorization: Bearer <this>".
 MEMORY_METRICS_TOKEN = env_str("MEMORY_METRICS_TOKEN")
 CACHES = {"default": _cache()}

@@ -51,6 +51,9 @@ _ERRORS = {
     "nothing was written.",
     "415": "The body's Content-Type is not one this operation reads.",
     "429": "Too many requests: retry after the `Retry-After` seconds.",
+    "503": "Concurrent writes to the same rows kept breaking this write (`write_contention`, "
+    "after it was run again inside the request); nothing was written: send it again after "
+    "the `Retry-After` seconds.",
 }
 
 
@@ -236,7 +239,7 @@ class MemoryAutoSchema(AutoSchema):
         if "{" in self.path:
             codes.append("404")
         if self.method in _UNSAFE_METHODS:
-            codes.append("409")
+            codes += ["409", "503"]
         if has_body:
             codes.append("415")
         return sorted(codes)

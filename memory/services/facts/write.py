@@ -9,18 +9,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import transaction_retried
 from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
 from memory.selectors.constraints import Violation
 from memory.selectors.entities import entity_get
-from memory.services.entities.writes import entity_upsert
-from memory.services.facts.batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
+from memory.services.entities.writes import entities_lock_live, entity_find, entity_upsert
+from memory.services.facts.batch import (
+    AnyFact,
+    FactBatchItem,
+    FactInput,
+    WriteOutcome,
+    facts_write_batch,
+)
 from memory.services.registry.resolution import (
     ResolvedPredicate,
     UnknownPredicate,
@@ -108,21 +114,40 @@ def fact_write_with_entities(
     leaves no entity behind; a predicate a strict context refused is recorded as drift
     once that transaction has rolled back. ``fields`` are ``fact_write``'s.
     """
+
+    def write() -> FactWriteResult:
+        refs = [subject, *([object] if object is not None else [])]
+        # The entities that exist already, locked together in id order before the upserts
+        # lock them one at a time in subject–object order (docs/decisions/0119).
+        entities_lock_live(_existing_ids(access, refs, scope))
+        subject_entity = _entity_for(access, subject, scope)
+        object_entity = _entity_for(access, object, scope) if object is not None else None
+        return _write_one(
+            access=access,
+            subject=subject_entity,
+            predicate=predicate,
+            scope=scope,
+            object_=object_entity,
+            **fields,
+        )
+
     try:
-        with transaction.atomic():
-            subject_entity = _entity_for(access, subject, scope)
-            object_entity = _entity_for(access, object, scope) if object is not None else None
-            return _write_one(
-                access=access,
-                subject=subject_entity,
-                predicate=predicate,
-                scope=scope,
-                object_=object_entity,
-                **fields,
-            )
+        return transaction_retried(write, what="fact write")
     except UnknownPredicate:
         predicate_record_refused(context=access.context, raw=predicate)
         raise
+
+
+def _existing_ids(access: ContextAccess, refs: list[EntityRef], scope: str | None) -> list[int]:
+    ids = []
+    for ref in refs:
+        if isinstance(ref, int):
+            ids.append(ref)
+        elif found := entity_find(
+            access=access, name=ref["name"], type=ref.get("type"), scope=ref.get("scope") or scope
+        ):
+            ids.append(found.pk)
+    return ids
 
 
 def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Entity:
@@ -169,7 +194,8 @@ def _write_one(
         valid_from=valid_from,
         valid_until=valid_until,
     )
-    with transaction.atomic():
+
+    def write() -> FactBatchItem:
         batch = facts_write_batch(
             access=access,
             scope=scope_validate(scope if scope is not None else subject.scope),
@@ -182,6 +208,9 @@ def _write_one(
         item = batch.items[0]
         if item.error is not None:
             raise item.error  # rolls back what resolving its predicate recorded
+        return item
+
+    item = transaction_retried(write, what="fact write")
     assert item.outcome is not None and item.resolved is not None and item.fact is not None
     return FactWriteResult(
         fact=_loaded(item.fact),
