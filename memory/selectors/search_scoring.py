@@ -16,6 +16,11 @@ from memory.search.models import Target
 from memory.search.turn_fusion import normalized_sum, window_boosts
 from memory.selectors.search_results import Explain
 
+# The graph's list against BM25's and the vector's (1 each): at the default graph_alpha
+# 0.3 it weighs 0.05, about three places near the top. On SciFact (docs/BENCHMARKS.md)
+# the graph's density at 0.3 cost 0.054 nDCG@10 against hybrid, at 0.05 0.002.
+GRAPH_LIST_WEIGHT = 1 / 6
+
 _TOLD_SQL = f"SELECT id FROM {Fact._meta.db_table} WHERE id = ANY(%s) AND trust = ANY(%s)"  # noqa: S608 - the table name from the model
 
 
@@ -90,10 +95,11 @@ def graph_scores(
     alpha: float,
     seeds: int,
 ) -> dict[int, float]:
-    """Hybrid's scores plus the graph's ranking as one more reciprocal-rank list of
-    weight α: ``score = fused + α / (60 + graph rank)`` (see memory.search.graph). The
-    graph only adds: a record it does not reach keeps hybrid's score, and with no
-    matching keyword the order is hybrid's. The hop starts from the ``seeds`` best."""
+    """Hybrid's scores plus the graph's ranking as one more reciprocal-rank list:
+    ``score = fused + α · GRAPH_LIST_WEIGHT / (60 + graph rank)`` (see
+    memory.search.graph). The graph only adds: a record it does not reach keeps hybrid's
+    score, and with no matching keyword the order is hybrid's. The hop starts from the
+    ``seeds`` best."""
     if alpha <= 0:
         ranking: list[int] = []
     else:
@@ -105,7 +111,8 @@ def graph_scores(
             embedding=embedding,
             visible=visible,
         )
-    boosts = {ref: alpha / (RRF_K + rank) for rank, ref in enumerate(ranking, start=1)}
+    weight = alpha * GRAPH_LIST_WEIGHT
+    boosts = {ref: weight / (RRF_K + rank) for rank, ref in enumerate(ranking, start=1)}
     scores: dict[int, float] = {}
     for ref in set(fused) | set(boosts):
         explain = explains.setdefault(ref, Explain())

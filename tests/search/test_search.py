@@ -10,10 +10,13 @@ from memory.infra.embeddings import embed_texts
 from memory.models import Chunk, Document, Keyword
 from memory.search.graph import keyword_seeds
 from memory.selectors.search import SearchResponse, search
-from memory.selectors.search_scoring import best_refs
+from memory.selectors.search_scoring import GRAPH_LIST_WEIGHT, best_refs
 
 ALL = ["Other company", "Refund policy", "Alex's notes", "Shipping times", "Laptop warranty"]
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
+
+# What the graph list weighs at the default graph_alpha (0.3).
+W = 0.3 * GRAPH_LIST_WEIGHT
 
 
 def _titles(response: SearchResponse) -> list[str]:
@@ -74,8 +77,8 @@ def test_hybrid_graph_adds_the_graph_ranking_to_hybrid_by_reciprocal_rank(
     # "Other company" carries three keywords near the query (refunds, company refund
     # rules, returning purchases): the densest, first in the graph's ranking. The two
     # other texts about refunds follow; the two the keywords do not reach get nothing.
-    assert boosts["Other company"] == pytest.approx(0.3 / 61)
-    assert sorted(b for b in boosts.values() if b) == pytest.approx([0.3 / 63, 0.3 / 62, 0.3 / 61])
+    assert boosts["Other company"] == pytest.approx(W / 61)
+    assert sorted(b for b in boosts.values() if b) == pytest.approx([W / 63, W / 62, W / 61])
     assert boosts["Laptop warranty"] == boosts["Shipping times"] == 0.0
     for result in response.results:
         assert result.score == pytest.approx(
