@@ -88,7 +88,8 @@ def _seed_rows(
     params: list[Any] = [context_id, _phrases(query), *link_params]
     if embedding is not None:
         literal = "[" + ",".join(repr(float(x)) for x in embedding) + "]"
-        # Ordered by the bare distance, so the keywords' HNSW index answers it.
+        # Ordered by the bare distance, so the keywords' HNSW index answers it (its walk
+        # keeps hnsw.ef_search candidates of every context before the filters).
         sql += (
             f" UNION ALL (SELECT {_KEYWORD}.id, {_KEYWORD}.text,"  # noqa: S608
             f" 1 - ({_KEYWORD}.embedding <=> %s::vector) FROM {_KEYWORD}"
