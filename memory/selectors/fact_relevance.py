@@ -3,8 +3,8 @@
 Candidates (``fact_candidates``, the one place that decides which facts may answer):
 the current facts of the entities the question names, as subject or object (the facts
 whose predicate the question asks about first); where the question asks about a relation,
-the facts of those entities' neighbours that have such a predicate (one hop); and the
-facts the query finds by BM25 and vectors.
+the facts of those entities' neighbours that have such a predicate, each neighbour reached
+through such a predicate too (one hop); and the facts the query finds by BM25 and vectors.
 
 Each candidate's relevance (``fact_relevance``) adds up what it shares with the question:
 
@@ -220,11 +220,15 @@ def _add_hop_facts(
     *,
     now: datetime,
 ) -> None:
-    """The asked-about predicates' facts of the named entities' neighbours."""
+    """The asked-about predicates' facts of the named entities' neighbours, reached
+    through an asked-about relation too ("Where does Dana's manager live?": her manager's
+    home; "Where does Bob work?" reads no friend's employer)."""
     neighbours: list[int] = []
     for candidate in candidates.values():
         fact = candidate.fact
         if fact.kind != FactKind.RELATION or fact.object_id is None:
+            continue
+        if fact.predicate_id not in predicate_ids:
             continue
         for end in (fact.subject_id, fact.object_id):
             if end not in linked_ids and end not in neighbours:
