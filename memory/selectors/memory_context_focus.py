@@ -2,10 +2,11 @@
 
 - Once a question names an entity, a fact about others is in the block only where it
   answers through that entity: it has the entity at one end ("Who works at EvilCorp?"
-  lists its employees), a relation question reaches it through the entity's neighbour, or
-  it names the entity in its words (a value, a namesake's fact). A fact about others that
-  the search found because it shares a word with the question ("know", "works") is left
-  out and counted.
+  lists its employees); a relation question reaches it through the entity's neighbour and
+  it gives the kind of thing asked for ("Where does Dana's manager live?": a place, not
+  the others who live there too); or it names the entity in its words (a value, a
+  namesake's fact). A fact about others that the search found because it shares a word
+  with the question ("know", "works") is left out and counted.
 - A named entity of which nothing trusted is known gets one line that says so, with how
   many of its facts wait for review — never what they claim.
 
@@ -20,7 +21,7 @@ from django.db.models import Count, Q
 
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_normalize_key
-from memory.models import Entity, Fact, FactTrust, fact_live_q
+from memory.models import Entity, EntityType, Fact, FactTrust, fact_live_q
 from memory.selectors.entity_linking import EntityLink
 from memory.selectors.fact_relevance import FactCandidate
 from memory.selectors.facts import RANK_MIN_CONFIDENCE, facts_visible
@@ -36,11 +37,30 @@ def named_keys(links: list[EntityLink]) -> frozenset[str]:
 
 def in_focus(candidate: FactCandidate, keys: frozenset[str]) -> bool:
     """Whether a candidate is about a named entity: at one of its ends, reached through
-    it, or naming it. With no entity named (``keys`` empty), every candidate is."""
-    if not keys or candidate.linked or candidate.hop:
+    it and giving what the question asks for, or naming it. With no entity named
+    (``keys`` empty), every candidate is."""
+    if not keys or candidate.linked:
         return True
+    if candidate.hop:
+        return _gives_what_is_asked(candidate)
     statement = f" {_statement_key(candidate.fact)} "
     return any(f" {key} " in statement for key in keys)
+
+
+def _gives_what_is_asked(candidate: FactCandidate) -> bool:
+    """A fact reached through a neighbour answers unless the question asks for a kind of
+    entity and the fact's far end is an entity of another kind (a value, or an entity of
+    no known kind, may be what is asked for). A sibling — standing to the neighbour as the
+    named entity does — answers only when its far end is exactly what is asked for: "Who
+    are Dana's colleagues?" is answered by the others at her employer, "Where does Jon
+    live?" and "What does Project Beacon depend on?" are not answered by the others who
+    live in his town or depend on the same thing."""
+    answer = candidate.explain["answer"]
+    if answer["fits"]:
+        return True
+    if candidate.sibling:
+        return False
+    return answer["asked"] in (None, "value") or answer["given"] in ("value", EntityType.OTHER)
 
 
 def _statement_key(fact: Fact) -> str:

@@ -31,6 +31,21 @@ EMPLOYERS = {
     "Chloe Martin": "Soylent",
 }
 EVILCORP_STAFF = ["Eve Santos", "Mallory Quinn", "Trent Walker"]
+PLACES = {"Lisbon", "Porto"}
+PROJECTS = {"Beacon", "Fjord", "Hammock"}
+
+
+def _entity(name: str) -> dict[str, str]:
+    """An entity as an extraction writes it: with its type."""
+    if name in PLACES:
+        return {"name": name, "type": "location"}
+    if name in PROJECTS:
+        return {"name": name, "type": "project"}
+    if name == "Airflow":
+        return {"name": name, "type": "product"}
+    if name in set(EMPLOYERS.values()) | {"EvilCorp"}:
+        return {"name": name, "type": "organisation"}
+    return {"name": name, "type": "person"}
 
 
 @pytest.fixture
@@ -41,7 +56,7 @@ def untrusted(context: Context, api_client_for: Callable[..., APIClient]) -> API
 
 def _write(client: APIClient, base: str, subject: str, predicate: str, **end: Any) -> int:
     body: dict[str, Any] = {
-        "subject": {"name": subject},
+        "subject": _entity(subject),
         "predicate": predicate,
         "scope": "org/acme",
         **end,
@@ -53,7 +68,7 @@ def _write(client: APIClient, base: str, subject: str, predicate: str, **end: An
 
 
 def _relation(client: APIClient, base: str, subject: str, predicate: str, obj: str) -> int:
-    return _write(client, base, subject, predicate, object={"name": obj})
+    return _write(client, base, subject, predicate, object=_entity(obj))
 
 
 def _context(api: APIClient, base: str, **payload: Any) -> dict[str, Any]:
@@ -137,7 +152,7 @@ def test_the_count_awaiting_review_is_only_what_the_caller_may_read(
     bob_pending: int,
 ) -> None:
     secret = {
-        "subject": {"name": "Bob", "scope": "org/acme"},
+        "subject": {**_entity("Bob"), "scope": "org/acme"},
         "predicate": "plans",
         "value": "a merger",
     }
@@ -171,6 +186,39 @@ def test_a_neighbour_reached_through_the_asked_relation_still_answers(
     statements = _statements(body)
     assert "Maria Chen lives_in Lisbon" in statements[:2], statements
     assert "Omar Haddad lives_in Porto" not in statements
+
+
+def test_the_others_in_the_same_town_do_not_answer_where_one_lives(
+    api: APIClient, base: str
+) -> None:
+    lives = _relation(api, base, "Omar Haddad", "lives_in", "Porto")
+    for neighbour in ("Kenji Sato", "Sofia Rossi", "Ivan Petrov"):
+        _relation(api, base, neighbour, "lives_in", "Porto")
+    body = _context(api, base, query="Where does Omar Haddad live?")
+    assert [f["id"] for f in body["facts"]] == [lives]
+
+
+def test_what_else_depends_on_the_same_thing_does_not_answer_a_value_question(
+    api: APIClient, base: str
+) -> None:
+    """ "What does Beacon depend on?" asks for no kind of entity: the other projects that
+    depend on Airflow stand to it as Beacon does, and say nothing about Beacon."""
+    depends = _relation(api, base, "Beacon", "depends_on", "Airflow")
+    for other in ("Fjord", "Hammock"):
+        _relation(api, base, other, "depends_on", "Airflow")
+    body = _context(api, base, query="What does Beacon depend on?")
+    assert [f["id"] for f in body["facts"]] == [depends]
+
+
+def test_who_are_colleagues_reaches_them_through_the_employer(
+    api: APIClient, base: str, employers: None
+) -> None:
+    """Through the employer both share, the others who work there give people, as the
+    question asks; other companies' staff stay out."""
+    body = _context(api, base, query="Who are Dana Lee's colleagues?")
+    statements = _statements(body)
+    assert "Alex Rivera works_at Acme Corp" in statements, statements
+    assert not any("Globex" in s or "Initech" in s for s in statements), statements
 
 
 @pytest.fixture
