@@ -20,7 +20,10 @@ by turn (the order flipped every round), so a slow moment of the shared machine 
    p50 per path and the median paired difference.
 
 The request body is encoded before the clock starts (the in-process path is handed the
-dict); the answer is parsed inside it. The duplicate re-estimates the runs queue are run
+dict); the answer is read with orjson inside it (the standard library's ``json.loads`` over
+the same bulk answers is timed apart and reported). gunicorn's own clock of the same
+requests (``/metrics``) splits HTTP − in process into the face inside Django and what lies
+outside it (gunicorn, sockets, the client). The duplicate re-estimates the runs queue are run
 after each turn, off the clock, as ``ingest_throughput`` does. ``--profile`` then runs a
 bulk and a small turn through Django's WSGI handler in this process (the code gunicorn
 calls) under cProfile and prints the face's heaviest functions, the service calls
@@ -38,6 +41,7 @@ import logging
 import os
 import pstats
 import random
+import secrets
 import signal
 import statistics
 import tempfile
@@ -45,6 +49,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from benchmarks.ingest_throughput import turn
 from benchmarks.mcp_overhead import start_gunicorn
@@ -62,6 +68,7 @@ RATIO_GOAL = 0.85
 BULK_GOAL_FACTS_PER_S = 5_000
 SMALL_GOAL_MS = 30.0
 SMALL_FACTS = 20
+METRICS = secrets.token_urlsafe(24)  # gunicorn's /metrics answers this bearer
 
 
 class Caller:
@@ -84,25 +91,45 @@ class Caller:
             "Content-Type": "application/json",
         }
 
-    def post(self, path: str, body: bytes) -> tuple[int, Any, int]:
-        """Status, parsed answer and its size in bytes."""
+    def post(self, path: str, body: bytes) -> tuple[int, Any, bytes]:
+        """Status, the answer read with orjson, and the answer as sent."""
         self.connection.request("POST", f"/api/v1/contexts/{SLUG}/{path}", body, self.headers)
         response = self.connection.getresponse()
         raw = response.read()
-        return response.status, json.loads(raw), len(raw)
+        return response.status, orjson.loads(raw), raw
 
-    def ingest_http(self, triples: dict[str, Any], scope: str) -> tuple[float, int, int]:
-        """Seconds, facts written and the answer's bytes of one ``POST memories``."""
+    def server_seconds(self, endpoint: str) -> tuple[float, int]:
+        """gunicorn's own clock: the summed seconds and the count of 2xx ``POST``s to
+        ``endpoint`` (Django's handler, from the first middleware to the rendered answer)."""
+        self.connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {METRICS}"})
+        response = self.connection.getresponse()
+        text = response.read().decode()
+        assert response.status == 200, text[:300]
+        labels = f'endpoint="{endpoint}",method="POST",status="2xx"'
+        found = {
+            name: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            for name in ("sum", "count")
+            if line.startswith(f"memory_request_seconds_{name}{{") and labels in line
+        }
+        return found.get("sum", 0.0), int(found.get("count", 0))
+
+    def ingest_http(self, triples: dict[str, Any], scope: str) -> tuple[float, int, int, float]:
+        """Seconds, facts written and the answer's bytes of one ``POST memories``, and the
+        seconds the standard library's ``json.loads`` takes over the same answer."""
         body = json.dumps(
             {"scope": scope, "infer": "triples", "triples": triples, "wait": True}
         ).encode()
         started = time.perf_counter()
-        status, answer, size = self.post("memories", body)
+        status, answer, raw = self.post("memories", body)
         seconds = time.perf_counter() - started
         assert status == 200, answer
         summary = answer["run"]["summary"]
         assert answer["run"]["outcome"] == "succeeded", answer["run"]["error"]
-        return seconds, summary["facts_created"] + summary["facts_reobserved"], size
+        began = time.perf_counter()
+        json.loads(raw)
+        stdlib = time.perf_counter() - began
+        return seconds, summary["facts_created"] + summary["facts_reobserved"], len(raw), stdlib
 
     def ingest_in_process(self, triples: dict[str, Any], scope: str) -> tuple[float, int]:
         from memory.models import RunOutcome
@@ -155,7 +182,8 @@ def interleaved(
     """Each pair of same-shaped turns once each way, the order flipped every round; the
     re-estimates the runs queued run after each, off the clock."""
     out: dict[str, list[float]] = {
-        "in_process_s": [], "in_process_facts": [], "http_s": [], "http_facts": [], "bytes": []
+        "in_process_s": [], "in_process_facts": [], "http_s": [], "http_facts": [], "bytes": [],
+        "stdlib_parse_s": [],
     }  # fmt: skip
     for i, (one, other) in enumerate(turns):
 
@@ -165,10 +193,11 @@ def interleaved(
             out["in_process_facts"].append(written)
 
         def remote(t: dict[str, Any] = other, n: int = i) -> None:
-            seconds, written, size = caller.ingest_http(t, f"{scope}/http/{n}")
+            seconds, written, size, stdlib = caller.ingest_http(t, f"{scope}/http/{n}")
             out["http_s"].append(seconds)
             out["http_facts"].append(written)
             out["bytes"].append(size)
+            out["stdlib_parse_s"].append(stdlib)
 
         for step in [local, remote] if i % 2 == 0 else [remote, local]:
             step()
@@ -188,9 +217,37 @@ def paired_turns(
     ]
 
 
+def where_it_goes(
+    caller: Caller,
+    endpoint: str,
+    before: tuple[float, int],
+    local_s: list[float],
+    http_s: list[float],
+) -> dict[str, float]:
+    """Mean ms per call: in process, through HTTP, and gunicorn's own clock of the same
+    requests, which splits HTTP − in process into the face inside Django (authentication,
+    reading and checking the body, the answer) and what lies outside it (gunicorn, the
+    sockets, the client reading the answer)."""
+    after = caller.server_seconds(endpoint)
+    count = after[1] - before[1]
+    server = (after[0] - before[0]) / count * 1000 if count else float("nan")
+    local, remote = statistics.fmean(local_s) * 1000, statistics.fmean(http_s) * 1000
+    return {
+        "in_process_mean_ms": local,
+        "http_mean_ms": remote,
+        "django_mean_ms": server,
+        "face_in_django_ms": server - local,
+        "outside_django_ms": remote - server,
+    }  # fmt: skip
+
+
 def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     local_rates, http_rates, ratios = [], [], []
     answer_bytes: list[float] = []
+    stdlib_ms: list[float] = []
+    local_s: list[float] = []
+    http_s: list[float] = []
+    before = caller.server_seconds("api-memories")
     for rep in range(args.repeat):
         turns = paired_turns(rng, args.turns, args.facts_per_turn, f"B{rep}")
         timed = interleaved(caller, turns, f"bench/bulk/{rep}")
@@ -200,6 +257,9 @@ def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[s
         http_rates.append(remote)
         ratios.append(remote / local)
         answer_bytes += timed["bytes"]
+        stdlib_ms += [x * 1000 for x in timed["stdlib_parse_s"]]
+        local_s += timed["in_process_s"]
+        http_s += timed["http_s"]
     return {
         "turns": args.turns,
         "facts_per_turn": args.facts_per_turn,
@@ -208,13 +268,19 @@ def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[s
         "http_facts_per_s": statistics.median(http_rates),
         "ratio": statistics.median(ratios),
         "answer_kb": statistics.median(answer_bytes) / 1024,
+        # Not in the figures above (the client reads with orjson): the standard library's
+        # json.loads over the same answer, per turn.
+        "client_stdlib_parse_ms": statistics.median(stdlib_ms),
+        "split": where_it_goes(caller, "api-memories", before, local_s, http_s),
         "runs": {"in_process": local_rates, "http": http_rates, "ratio": ratios},
     }
 
 
 def small(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     turns = paired_turns(rng, args.small_turns, SMALL_FACTS, "S")
+    before = caller.server_seconds("api-memories")
     timed = interleaved(caller, turns, "bench/small")
+    split = where_it_goes(caller, "api-memories", before, timed["in_process_s"], timed["http_s"])
     local = [s * 1000 for s in timed["in_process_s"]]
     remote = [s * 1000 for s in timed["http_s"]]
     diffs = [r - loc for r, loc in zip(remote, local, strict=True)]
@@ -224,6 +290,7 @@ def small(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[
         "http_ms": {"p50": statistics.median(remote), "p95": percentile(remote, 0.95)},
         "paired_difference_p50_ms": statistics.median(diffs),
         "answer_kb": statistics.median(timed["bytes"]) / 1024,
+        "split": split,
     }
 
 
@@ -236,16 +303,21 @@ def searches(caller: Caller, args: argparse.Namespace, rng: random.Random) -> di
     ]
     local: list[float] = []
     remote: list[float] = []
+    before = caller.server_seconds("api-search")
     for i, query in enumerate(queries):
         pair = [("local", caller.search_in_process), ("remote", caller.search_http)]
         for name, fn in pair if i % 2 == 0 else reversed(pair):
             (local if name == "local" else remote).append(fn(query) * 1000)
     diffs = [r - loc for r, loc in zip(remote, local, strict=True)]
+    split = where_it_goes(
+        caller, "api-search", before, [x / 1000 for x in local], [x / 1000 for x in remote]
+    )
     return {
         "queries": len(queries),
         "in_process_ms": {"p50": statistics.median(local), "p95": percentile(local, 0.95)},
         "http_ms": {"p50": statistics.median(remote), "p95": percentile(remote, 0.95)},
         "paired_difference_p50_ms": statistics.median(diffs),
+        "split": split,
     }
 
 
@@ -335,6 +407,7 @@ def main() -> None:
     report: dict[str, Any] = {"machine": machine_line()}
     with bench_database(DATABASE) as url, tempfile.TemporaryDirectory() as logs:
         raw_token = seed_token()
+        os.environ["MEMORY_METRICS_TOKEN"] = METRICS  # gunicorn inherits it
         web, port = start_gunicorn(url, Path(logs))
         try:
             caller = Caller(port, raw_token)
@@ -390,9 +463,22 @@ def _print_table(report: dict[str, Any]) -> None:
          f"+{q['paired_difference_p50_ms']:.1f} ms paired", "—"],
     ]  # fmt: skip
     print(markdown_table(["measure", "in process", "HTTP", "HTTP vs in process", "goal"], rows))
+    print("\nWhere HTTP − in process goes (means, ms per call; gunicorn's clock from /metrics)")
+    split_rows = [
+        [name, f"{p['split']['in_process_mean_ms']:.1f}", f"{p['split']['http_mean_ms']:.1f}",
+         f"{p['split']['django_mean_ms']:.1f}", f"{p['split']['face_in_django_ms']:.1f}",
+         f"{p['split']['outside_django_ms']:.1f}"]
+        for name, p in (("bulk turn", b), ("20-fact turn", s), ("bm25 search", q))
+    ]  # fmt: skip
+    header = ["call", "in process", "HTTP", "Django's handler", "face in Django", "outside Django"]
+    print(markdown_table(header, split_rows))
     loads = report["load_1min"]
     print(f"load average (1 min) during the run: {min(loads):.2f} to {max(loads):.2f}")
-    print(f"answer sizes: bulk {b['answer_kb']:.0f} kB, small {s['answer_kb']:.1f} kB")
+    print(
+        f"answer sizes: bulk {b['answer_kb']:.0f} kB, small {s['answer_kb']:.1f} kB; the "
+        f"standard library's json.loads would add {b['client_stdlib_parse_ms']:.1f} ms per bulk "
+        "answer (the client reads with orjson)"
+    )
 
 
 if __name__ == "__main__":
