@@ -24,10 +24,10 @@ dict); the answer is read with orjson inside it (the standard library's ``json.l
 the same bulk answers is timed apart and reported). gunicorn's own clock of the same
 requests (``/metrics``) splits HTTP − in process into the face inside Django and what lies
 outside it (gunicorn, sockets, the client). The duplicate re-estimates the runs queue are run
-after each turn, off the clock, as ``ingest_throughput`` does. ``--profile`` then runs a
-bulk and a small turn through Django's WSGI handler in this process (the code gunicorn
-calls) under cProfile and prints the face's heaviest functions, the service calls
-(``run_create``, ``run_execute``) left out.
+after each turn, off the clock, as ``ingest_throughput`` does. ``--profile`` then sends
+bulk and small turns through Django's WSGI handler in this process (the code gunicorn
+calls), the run's services left out, and prints the face's wall and CPU time per request,
+its SQL statements and a cProfile of its CPU time.
 """
 
 from __future__ import annotations
@@ -114,9 +114,12 @@ class Caller:
         }
         return found.get("sum", 0.0), int(found.get("count", 0))
 
-    def ingest_http(self, triples: dict[str, Any], scope: str) -> tuple[float, int, int, float]:
-        """Seconds, facts written and the answer's bytes of one ``POST memories``, and the
-        seconds the standard library's ``json.loads`` takes over the same answer."""
+    def ingest_http(
+        self, triples: dict[str, Any], scope: str
+    ) -> tuple[float, int, int, float, float]:
+        """Seconds, facts written and the answer's bytes of one ``POST memories``, the
+        seconds the standard library's ``json.loads`` takes over the same answer, and the
+        run's own clock (ms)."""
         body = json.dumps(
             {"scope": scope, "infer": "triples", "triples": triples, "wait": True}
         ).encode()
@@ -129,9 +132,10 @@ class Caller:
         began = time.perf_counter()
         json.loads(raw)
         stdlib = time.perf_counter() - began
-        return seconds, summary["facts_created"] + summary["facts_reobserved"], len(raw), stdlib
+        written = summary["facts_created"] + summary["facts_reobserved"]
+        return seconds, written, len(raw), stdlib, answer["run"]["timings"]["total_ms"]
 
-    def ingest_in_process(self, triples: dict[str, Any], scope: str) -> tuple[float, int]:
+    def ingest_in_process(self, triples: dict[str, Any], scope: str) -> tuple[float, int, float]:
         from memory.models import RunOutcome
         from memory.services.ingest.run import run_create, run_execute
 
@@ -140,7 +144,8 @@ class Caller:
         run = run_execute(run_id=run.pk)
         seconds = time.perf_counter() - started
         assert run.outcome == RunOutcome.SUCCEEDED, run.error
-        return seconds, run.summary["facts_created"] + run.summary["facts_reobserved"]
+        written = run.summary["facts_created"] + run.summary["facts_reobserved"]
+        return seconds, written, run.timings["total_ms"]
 
     def search_http(self, query: str) -> float:
         body = json.dumps({"query": query, "mode": "bm25", "target": "facts", "k": 10}).encode()
@@ -183,18 +188,20 @@ def interleaved(
     re-estimates the runs queued run after each, off the clock."""
     out: dict[str, list[float]] = {
         "in_process_s": [], "in_process_facts": [], "http_s": [], "http_facts": [], "bytes": [],
-        "stdlib_parse_s": [],
+        "stdlib_parse_s": [], "in_process_run_ms": [], "http_run_ms": [],
     }  # fmt: skip
     for i, (one, other) in enumerate(turns):
 
         def local(t: dict[str, Any] = one, n: int = i) -> None:
-            seconds, written = caller.ingest_in_process(t, f"{scope}/in-process/{n}")
+            seconds, written, run_ms = caller.ingest_in_process(t, f"{scope}/in-process/{n}")
             out["in_process_s"].append(seconds)
+            out["in_process_run_ms"].append(run_ms)
             out["in_process_facts"].append(written)
 
         def remote(t: dict[str, Any] = other, n: int = i) -> None:
-            seconds, written, size, stdlib = caller.ingest_http(t, f"{scope}/http/{n}")
+            seconds, written, size, stdlib, run_ms = caller.ingest_http(t, f"{scope}/http/{n}")
             out["http_s"].append(seconds)
+            out["http_run_ms"].append(run_ms)
             out["http_facts"].append(written)
             out["bytes"].append(size)
             out["stdlib_parse_s"].append(stdlib)
@@ -223,11 +230,13 @@ def where_it_goes(
     before: tuple[float, int],
     local_s: list[float],
     http_s: list[float],
+    runs_ms: tuple[list[float], list[float]] = ([], []),
 ) -> dict[str, float]:
     """Mean ms per call: in process, through HTTP, and gunicorn's own clock of the same
     requests, which splits HTTP − in process into the face inside Django (authentication,
     reading and checking the body, the answer) and what lies outside it (gunicorn, the
-    sockets, the client reading the answer)."""
+    sockets, the client reading the answer). ``runs_ms``: the runs' own clocks (in process,
+    in gunicorn), the same work timed where it ran."""
     after = caller.server_seconds(endpoint)
     count = after[1] - before[1]
     server = (after[0] - before[0]) / count * 1000 if count else float("nan")
@@ -238,6 +247,8 @@ def where_it_goes(
         "django_mean_ms": server,
         "face_in_django_ms": server - local,
         "outside_django_ms": remote - server,
+        "run_clock_in_process_ms": statistics.fmean(runs_ms[0]) if runs_ms[0] else float("nan"),
+        "run_clock_http_ms": statistics.fmean(runs_ms[1]) if runs_ms[1] else float("nan"),
     }  # fmt: skip
 
 
@@ -247,6 +258,7 @@ def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[s
     stdlib_ms: list[float] = []
     local_s: list[float] = []
     http_s: list[float] = []
+    runs_ms: tuple[list[float], list[float]] = ([], [])
     before = caller.server_seconds("api-memories")
     for rep in range(args.repeat):
         turns = paired_turns(rng, args.turns, args.facts_per_turn, f"B{rep}")
@@ -259,6 +271,8 @@ def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[s
         answer_bytes += timed["bytes"]
         stdlib_ms += [x * 1000 for x in timed["stdlib_parse_s"]]
         local_s += timed["in_process_s"]
+        runs_ms[0].extend(timed["in_process_run_ms"])
+        runs_ms[1].extend(timed["http_run_ms"])
         http_s += timed["http_s"]
     return {
         "turns": args.turns,
@@ -271,7 +285,7 @@ def bulk(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[s
         # Not in the figures above (the client reads with orjson): the standard library's
         # json.loads over the same answer, per turn.
         "client_stdlib_parse_ms": statistics.median(stdlib_ms),
-        "split": where_it_goes(caller, "api-memories", before, local_s, http_s),
+        "split": where_it_goes(caller, "api-memories", before, local_s, http_s, runs_ms),
         "runs": {"in_process": local_rates, "http": http_rates, "ratio": ratios},
     }
 
@@ -280,7 +294,10 @@ def small(caller: Caller, args: argparse.Namespace, rng: random.Random) -> dict[
     turns = paired_turns(rng, args.small_turns, SMALL_FACTS, "S")
     before = caller.server_seconds("api-memories")
     timed = interleaved(caller, turns, "bench/small")
-    split = where_it_goes(caller, "api-memories", before, timed["in_process_s"], timed["http_s"])
+    runs_ms = (timed["in_process_run_ms"], timed["http_run_ms"])
+    split = where_it_goes(
+        caller, "api-memories", before, timed["in_process_s"], timed["http_s"], runs_ms
+    )
     local = [s * 1000 for s in timed["in_process_s"]]
     remote = [s * 1000 for s in timed["http_s"]]
     diffs = [r - loc for r, loc in zip(remote, local, strict=True)]
@@ -321,67 +338,92 @@ def searches(caller: Caller, args: argparse.Namespace, rng: random.Random) -> di
     }
 
 
-def face_profile(raw_token: str, rng: random.Random, facts: int, top: int = 25) -> str:
-    """One turn of ``facts`` facts through Django's WSGI handler in this process under
-    cProfile: the face's heaviest functions by own time, with the run's service calls
-    (``run_create``, ``run_execute``) switched off while they run."""
+def face_profile(raw_token: str, rng: random.Random, facts: int, requests: int) -> str:
+    """``requests`` turns of ``facts`` facts through Django's WSGI handler in this process
+    (the code gunicorn calls), the run's services (``run_create``, ``run_execute``) left
+    out: the face's wall and CPU time per request, its SQL statements, and a cProfile of
+    its CPU time (this thread's clock, so other jobs' use of the cores does not show)."""
+    from django.db import connection
     from django.test import Client
 
+    import memory.api.ingest_api as ingest_api
     from memory.services.ingest import run as run_module
 
     client = Client(HTTP_AUTHORIZATION=f"Token {raw_token}")
-    profile = cProfile.Profile()
-    services: dict[str, float] = {}
+    profile = cProfile.Profile(time.thread_time)
+    spent = {"wall": 0.0, "cpu": 0.0}
+    statements: dict[str, list[float]] = {}
+    in_service = [False]
 
-    def unprofiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def left_out(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(**kwargs: Any) -> Any:
             profile.disable()
-            began = time.perf_counter()
+            in_service[0] = True
+            wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return fn(**kwargs)
             finally:
-                services[fn.__name__] = services.get(fn.__name__, 0.0) + time.perf_counter() - began
+                spent["wall"] += time.perf_counter() - wall
+                spent["cpu"] += time.thread_time() - cpu
+                in_service[0] = False
                 profile.enable()
 
         return call
 
-    import memory.api.ingest_api as ingest_api
+    def traced(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if in_service[0]:
+            return execute(sql, params, many, context)
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            shape = " ".join(sql.split())[:70]
+            statements.setdefault(shape, []).append((time.perf_counter() - began) * 1000)
 
-    body = json.dumps(
-        {"scope": f"bench/profile/{facts}", "infer": "triples", "wait": True,
-         "triples": turn(rng, facts=facts, prefix=f"P{facts}")}
-    )  # fmt: skip
-    warm = json.dumps(
-        {"scope": "bench/profile/warm", "infer": "triples", "wait": True,
-         "triples": turn(rng, facts=SMALL_FACTS, prefix=f"PW{facts}")}
-    )  # fmt: skip
-    client.post(f"/api/v1/contexts/{SLUG}/memories", warm, content_type="application/json")
-    originals = (ingest_api.run_create, ingest_api.run_execute)
-    ingest_api.run_create = unprofiled(run_module.run_create)  # type: ignore[assignment]
-    ingest_api.run_execute = unprofiled(run_module.run_execute)  # type: ignore[assignment]
-    try:
-        started = time.perf_counter()
-        profile.enable()
-        response = client.post(
+    def post(n: int) -> Any:
+        body = json.dumps(
+            {"scope": f"bench/profile/{facts}", "infer": "triples", "wait": True,
+             "triples": turn(rng, facts=facts, prefix=f"P{facts}R{n}")}
+        )  # fmt: skip
+        return client.post(
             f"/api/v1/contexts/{SLUG}/memories", body, content_type="application/json"
         )
-        profile.disable()
-        wall = time.perf_counter() - started
+
+    post(-1)  # warm: this process's first request through the handler
+    originals = (ingest_api.run_create, ingest_api.run_execute)
+    ingest_api.run_create = left_out(run_module.run_create)  # type: ignore[assignment]
+    ingest_api.run_execute = left_out(run_module.run_execute)  # type: ignore[assignment]
+    wall = cpu = 0.0
+    size = 0
+    try:
+        with connection.execute_wrapper(traced):
+            for n in range(requests):
+                began, began_cpu = time.perf_counter(), time.thread_time()
+                profile.enable()
+                response = post(n)
+                profile.disable()
+                wall += time.perf_counter() - began
+                cpu += time.thread_time() - began_cpu
+                assert response.status_code == 200, response.content[:300]
+                size = len(response.content)
+                in_service[0] = True  # the worker's re-estimates: not the face's statements
+                queued_refits_run()
+                in_service[0] = False
     finally:
         ingest_api.run_create, ingest_api.run_execute = originals
-    assert response.status_code == 200, response.content[:300]
-    queued_refits_run()
     out = io.StringIO()
-    face_ms = (wall - sum(services.values())) * 1000
     out.write(
-        f"\n{facts}-fact turn through the WSGI handler: {wall * 1000:.1f} ms, of which the "
-        f"services {', '.join(f'{k} {v * 1000:.1f} ms' for k, v in services.items())}; "
-        f"the face {face_ms:.1f} ms (profiled, so inflated); answer "
-        f"{len(response.content) / 1024:.0f} kB\n"
+        f"\nThe face of a {facts}-fact turn, {requests} requests through the WSGI handler "
+        f"(answer {size / 1024:.0f} kB): {(wall - spent['wall']) / requests * 1000:.1f} ms wall, "
+        f"{(cpu - spent['cpu']) / requests * 1000:.1f} ms CPU per request (unprofiled: less), "
+        "the services left out\n"
     )
-    stats = pstats.Stats(profile, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
+    rows = [
+        [f"`{shape}`", f"{len(ms) / requests:.1f}", f"{sum(ms) / requests:.2f}"]
+        for shape, ms in sorted(statements.items(), key=lambda kv: -sum(kv[1]))
+    ]
+    out.write(markdown_table(["the face's SQL", "per request", "ms per request"], rows) + "\n")
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(30)
     return out.getvalue()
 
 
@@ -432,7 +474,10 @@ def main() -> None:
             web.send_signal(signal.SIGTERM)
             web.wait(timeout=60)
         profiles = (
-            [face_profile(raw_token, rng, n) for n in (args.facts_per_turn, SMALL_FACTS)]
+            [
+                face_profile(raw_token, rng, args.facts_per_turn, 3 if args.tiny else 10),
+                face_profile(raw_token, rng, SMALL_FACTS, 5 if args.tiny else 50),
+            ]
             if args.profile
             else []
         )
@@ -467,10 +512,12 @@ def _print_table(report: dict[str, Any]) -> None:
     split_rows = [
         [name, f"{p['split']['in_process_mean_ms']:.1f}", f"{p['split']['http_mean_ms']:.1f}",
          f"{p['split']['django_mean_ms']:.1f}", f"{p['split']['face_in_django_ms']:.1f}",
-         f"{p['split']['outside_django_ms']:.1f}"]
+         f"{p['split']['outside_django_ms']:.1f}",
+         f"{p['split']['run_clock_in_process_ms']:.1f} / {p['split']['run_clock_http_ms']:.1f}"]
         for name, p in (("bulk turn", b), ("20-fact turn", s), ("bm25 search", q))
     ]  # fmt: skip
-    header = ["call", "in process", "HTTP", "Django's handler", "face in Django", "outside Django"]
+    header = ["call", "in process", "HTTP", "Django's handler", "face in Django", "outside Django",
+              "run's clock: in process / in gunicorn"]  # fmt: skip
     print(markdown_table(header, split_rows))
     loads = report["load_1min"]
     print(f"load average (1 min) during the run: {min(loads):.2f} to {max(loads):.2f}")
