@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
@@ -14,7 +15,7 @@ from memory.models import Fact, Run
 from tests.api.conftest import assert_error
 
 
-def _post(api: APIClient, url: str, body: str) -> object:
+def _post(api: APIClient, url: str, body: str) -> Any:
     return api.post(url, body, content_type="application/json")
 
 
