@@ -193,8 +193,13 @@ REST_FRAMEWORK: dict[str, Any] = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON bodies only (bulk imports declare their own parsers): form encodings cannot
-    # carry the nested and typed fields the API takes.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # carry the nested and typed fields the API takes. Read and written by orjson where it
+    # answers as DRF's JSON classes do (memory/web/json_codec.py, decision 0127).
+    "DEFAULT_PARSER_CLASSES": ["memory.web.json_codec.FastJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "memory.web.json_codec.FastJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     # `?format=` is an ordinary parameter (the bulk import's csv|jsonl), not DRF's switch
     # between renderers, which answered 404 for any value it had no renderer for.
     "URL_FORMAT_OVERRIDE": None,
