@@ -13,12 +13,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_type_normalize
 from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
 from memory.selectors.constraints import Violation
 from memory.selectors.entities import entity_get
+from memory.selectors.vocabulary import scope_lineage
+from memory.services.entities.exact_names import entity_exact_name_find
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
 from memory.services.registry.resolution import (
@@ -134,9 +137,18 @@ def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Ent
             "an entity given by name needs a scope (on the entity or on the fact)",
             code="missing_scope",
         )
-    return entity_upsert(
-        access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
-    ).entity
+    # The entity bearing exactly this name, wherever the writer may read it, before a new
+    # one or a key match in ``entity_scope`` (services/entities/exact_names.py).
+    given_type = ref.get("type")
+    named = entity_exact_name_find(
+        access=access,
+        name=ref["name"],
+        type_=entity_type_normalize(given_type) if given_type else None,
+        lineage=scope_lineage(scope_validate(entity_scope)),
+    )
+    if named is not None:
+        return named
+    return entity_upsert(access=access, name=ref["name"], type=given_type, scope=entity_scope).entity
 
 
 def _write_one(
