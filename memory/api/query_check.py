@@ -12,7 +12,6 @@ error shape, naming each unknown parameter and what the operation takes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,12 +30,20 @@ ALWAYS_TAKEN = frozenset({"format"})
 READS = ("GET", "HEAD")
 
 
+# What each (view, method) takes, worked out on its first request: views never change.
+_TAKEN: dict[tuple[str, str], frozenset[str]] = {}
+
+
 def query_parameters_taken(view_class: type[APIView], method: str) -> frozenset[str]:
     """The query parameters ``method`` of ``view_class`` documents (HEAD reads as GET)."""
-    return _taken(view_class, "GET" if method == "HEAD" else method)
+    method = "GET" if method == "HEAD" else method
+    key = (f"{view_class.__module__}.{view_class.__qualname__}", method)
+    taken = _TAKEN.get(key)
+    if taken is None:
+        taken = _TAKEN[key] = _taken(view_class, method)
+    return taken
 
 
-@functools.cache
 def _taken(view_class: type[APIView], method: str) -> frozenset[str]:
     names = set(ALWAYS_TAKEN)
     handler = getattr(view_class, method.lower(), None)

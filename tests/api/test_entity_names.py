@@ -117,7 +117,11 @@ def test_a_typed_name_keeps_to_its_type_and_two_types_are_ambiguous(
     typed = _remember(
         api,
         base,
-        {"attributes": [{"subject": "Mercury", "subject_type": "person", "key": "age", "value": 3}]},
+        {
+            "attributes": [
+                {"subject": "Mercury", "subject_type": "person", "key": "age", "value": 3}
+            ]
+        },
     )
     untyped = _remember(
         api, base, {"attributes": [{"subject": "Mercury", "key": "colour", "value": "grey"}]}

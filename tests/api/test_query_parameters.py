@@ -46,9 +46,12 @@ def test_reads_without_parameters_refuse_any(api: APIClient, base: str) -> None:
 
 
 def test_documented_paging_format_and_filters_are_taken(api: APIClient, base: str) -> None:
-    assert api.get(f"{base}/facts", {"limit": 1, "offset": 0, "kind": "relation"}).status_code == 200
+    paged = {"limit": "1", "offset": "0", "kind": "relation"}
+    assert api.get(f"{base}/facts", paged).status_code == 200
     assert api.get(f"{base}/export", {"format": "jsonl"}).status_code == 200
-    assert api.get(f"{base}/predicates", {"status": "registered", "format": "json"}).status_code == 200
+    assert (
+        api.get(f"{base}/predicates", {"status": "registered", "format": "json"}).status_code == 200
+    )
     assert api.get(f"{base}/threads", {"offset": 0}).status_code == 200
 
 
@@ -72,7 +75,9 @@ def test_every_read_takes_exactly_what_its_operation_documents(
     for path, operations in openapi["paths"].items():
         if "get" not in operations:
             continue
-        documented = {p["name"] for p in operations["get"].get("parameters", []) if p["in"] == "query"}
+        documented = {
+            p["name"] for p in operations["get"].get("parameters", []) if p["in"] == "query"
+        }
         view_class = resolve(_concrete(path, context)).func.cls  # type: ignore[attr-defined]
         taken = query_parameters_taken(view_class, "GET")
         assert taken - ALWAYS_TAKEN == documented - ALWAYS_TAKEN, path

@@ -148,7 +148,9 @@ def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Ent
     )
     if named is not None:
         return named
-    return entity_upsert(access=access, name=ref["name"], type=given_type, scope=entity_scope).entity
+    return entity_upsert(
+        access=access, name=ref["name"], type=given_type, scope=entity_scope
+    ).entity
 
 
 def _write_one(

@@ -135,9 +135,7 @@ def _by_name_key_or_alias(
     # One plain statement: compiling the ORM's form of it (an OR of an IN list and an
     # array overlap) cost a small run more than running it.
     with connection.cursor() as cursor:
-        cursor.execute(
-            _BY_KEY_OR_ALIAS_SQL, [wanted, access.context.pk, wanted, access.context.pk]
-        )
+        cursor.execute(_BY_KEY_OR_ALIAS_SQL, [wanted, access.context.pk, wanted, access.context.pk])
         rows = cursor.fetchall()
     readable: dict[str, bool] = {}  # a bulk run's rows share a few scopes
     for pk, type_, scope, key, alias_keys, name in rows:
