@@ -100,6 +100,7 @@ def ingest_write(
                 value=draft.value,
                 confidence=draft.confidence,
                 valid_from=draft.valid_from,
+                value_screened=True,  # by the normalization (triples.py)
             )
         )
     with stage("facts"):
