@@ -120,6 +120,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memory.api.query_check.QueryParameterCheck",
 ]
 
 ROOT_URLCONF = "memory.urls"

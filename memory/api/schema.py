@@ -43,7 +43,8 @@ from memory.api.fields import (
 _UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 _ERRORS = {
-    "400": "The input is not valid; `details` names each problem.",
+    "400": "The input is not valid (an unknown body field or query parameter among it); "
+    "`details` names each problem.",
     "401": "No valid `Authorization: Token …` header (or signed-in session).",
     "403": "The caller's role or scope grants do not allow this.",
     "404": "No such context, or no such record visible to the caller.",
@@ -232,7 +233,8 @@ class MemoryAutoSchema(AutoSchema):
         has_pattern = any("pattern" in p.get("schema", {}) for p in parameters)
         security = operation.get("security", [])
         codes = ["429"]
-        if has_body or has_query or has_pattern:
+        # A read refuses a query parameter it does not document (memory/api/query_check.py).
+        if has_body or has_query or has_pattern or self.method == "GET":
             codes.append("400")
         if security and {} not in security:
             codes += ["401", "403"]

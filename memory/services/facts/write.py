@@ -12,6 +12,7 @@ from typing import Any
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_type_normalize
 from memory.infra.transactions import transaction_retried
 from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import scope_validate
@@ -19,6 +20,8 @@ from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
 from memory.selectors.constraints import Violation
 from memory.selectors.entities import entity_get
+from memory.selectors.vocabulary import scope_lineage
+from memory.services.entities.exact_names import entity_exact_name_find
 from memory.services.entities.writes import entities_lock_live, entity_find, entity_upsert
 from memory.services.facts.batch import (
     AnyFact,
@@ -143,11 +146,26 @@ def _existing_ids(access: ContextAccess, refs: list[EntityRef], scope: str | Non
     for ref in refs:
         if isinstance(ref, int):
             ids.append(ref)
-        elif found := entity_find(
+        elif found := _exact_named(access, ref, scope) or entity_find(
             access=access, name=ref["name"], type=ref.get("type"), scope=ref.get("scope") or scope
         ):
             ids.append(found.pk)
     return ids
+
+
+def _exact_named(access: ContextAccess, ref: dict[str, Any], scope: str | None) -> Entity | None:
+    """The entity bearing exactly this name, wherever the writer may read it
+    (services/entities/exact_names.py); None when there is none or no scope to ask from."""
+    entity_scope = ref.get("scope") or scope
+    if not entity_scope:
+        return None
+    given_type = ref.get("type")
+    return entity_exact_name_find(
+        access=access,
+        name=ref["name"],
+        type_=entity_type_normalize(given_type) if given_type else None,
+        lineage=scope_lineage(scope_validate(entity_scope)),
+    )
 
 
 def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Entity:
@@ -159,6 +177,10 @@ def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Ent
             "an entity given by name needs a scope (on the entity or on the fact)",
             code="missing_scope",
         )
+    # The entity bearing exactly this name, wherever the writer may read it, before a new
+    # one or a key match in ``entity_scope``.
+    if (named := _exact_named(access, ref, scope)) is not None:
+        return named
     return entity_upsert(
         access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
     ).entity
