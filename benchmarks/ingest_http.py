@@ -68,6 +68,7 @@ RATIO_GOAL = 0.85
 BULK_GOAL_FACTS_PER_S = 5_000
 SMALL_GOAL_MS = 30.0
 SMALL_FACTS = 20
+WRITTEN = ("succeeded", "succeeded_with_warnings")  # a run's outcomes that wrote its facts
 METRICS = secrets.token_urlsafe(24)  # gunicorn's /metrics answers this bearer
 
 
@@ -128,7 +129,8 @@ class Caller:
         seconds = time.perf_counter() - started
         assert status == 200, answer
         summary = answer["run"]["summary"]
-        assert answer["run"]["outcome"] == "succeeded", answer["run"]["error"]
+        # Constraint warnings (standard predicates on untyped entities) still write.
+        assert answer["run"]["outcome"] in WRITTEN, answer["run"]["error"]
         began = time.perf_counter()
         json.loads(raw)
         stdlib = time.perf_counter() - began
@@ -136,14 +138,13 @@ class Caller:
         return seconds, written, len(raw), stdlib, answer["run"]["timings"]["total_ms"]
 
     def ingest_in_process(self, triples: dict[str, Any], scope: str) -> tuple[float, int, float]:
-        from memory.models import RunOutcome
         from memory.services.ingest.run import run_create, run_execute
 
         started = time.perf_counter()
         run = run_create(access=self.access, text="", scope=scope, infer="triples", triples=triples)
         run = run_execute(run_id=run.pk)
         seconds = time.perf_counter() - started
-        assert run.outcome == RunOutcome.SUCCEEDED, run.error
+        assert run.outcome in WRITTEN, run.error
         written = run.summary["facts_created"] + run.summary["facts_reobserved"]
         return seconds, written, run.timings["total_ms"]
 
