@@ -62,6 +62,11 @@ def items(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         )
         previews = [(item, value_preview(item)) for item in page]
     here = reverse("items", args=[access.context.slug])
+    # Each node shown, its link, and whether it is on the way to the chosen one.
+    rows = [
+        (node, namespace_query(node.namespace), selected[: node.depth] == node.namespace)
+        for node in tree.shown
+    ]
     context = {
         "tree": tree,
         "selected": selected,
@@ -72,10 +77,10 @@ def items(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         # The list, and row links as "<base><id>/": one reverse() per kind, not one per row.
         "base": here,
         "query": namespace_query(selected),
-        # Each node shown, its link, and whether it is on the way to the chosen one.
-        "rows": [
-            (node, namespace_query(node.namespace), selected[: node.depth] == node.namespace)
-            for node in tree.shown
+        "rows": rows,
+        # The chosen namespace's children, offered where it holds no items itself.
+        "below": [
+            (node, query) for node, query, _ in rows if selected and node.namespace[:-1] == selected
         ],
     }
     return render_screen(

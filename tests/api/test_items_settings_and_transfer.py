@@ -13,7 +13,18 @@ from rest_framework.test import APIClient
 
 from memory.domain.access import system_access
 from memory.kernel.errors import ValidationFailed
-from memory.models import Context, Fact, FactStatus, Item, Role, Run, RunOutcome, Turn
+from memory.models import (
+    Context,
+    Fact,
+    FactStatus,
+    FactTrust,
+    Item,
+    Role,
+    Run,
+    RunOutcome,
+    TrustReason,
+    Turn,
+)
 from memory.selectors.items import items_search
 from memory.services.ingest.run import run_execute
 from memory.services.transfer.export import memory_export_lines
@@ -197,6 +208,8 @@ def test_items_round_trip_and_keep_their_extracted_facts(
     assert bio.run is None and bio.turn is not None
     fact = Fact.objects.get(context=target)
     assert fact.turn_id == bio.turn_id and fact.status == FactStatus.CURRENT
+    # Its review too: under fact_review "all" the extracted fact waits for a curator.
+    assert (fact.trust, fact.trust_reason) == (FactTrust.PENDING, TrustReason.REVIEW_ALL)
     # Searchable by words and meaning at once (the import embeds items itself).
     access = system_access(target)
     timed = Item.objects.get(context=target, key="ttl")

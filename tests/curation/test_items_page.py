@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from memory.domain.access import ContextAccess
+from memory.domain.access import ContextAccess, system_access
 from memory.models import AuditEvent, Context, Fact, FactStatus, Item, Role, RunOutcome
 from memory.selectors.items import items_search
 from memory.services.entities.writes import entity_upsert
@@ -75,6 +75,18 @@ def test_the_tree_nests_labels_and_counts_each_namespace(
     body = opened.content.decode()
     assert "No items in this namespace itself" in body
     assert 'href="/c/acme-test/items/?namespace=org&amp;namespace=acme&amp;namespace=alex"' in body
+    # One count a namespace, its own and those below it together; the namespaces below
+    # an empty one are offered beside the words that say so.
+    assert ">4</span>" in body and "0 · 4" not in body
+    below = body.split('data-testid="namespaces-below"')[1].split("</ul>")[0]
+    assert [html.unescape(x) for x in _links(below)] == [
+        "/c/acme-test/items/?namespace=org&namespace=acme&namespace=alex",
+        "/c/acme-test/items/?namespace=org&namespace=acme&namespace=sam",
+    ]
+
+
+def _links(text: str) -> list[str]:
+    return [part.split('"', 1)[0] for part in text.split('href="')[1:]]
 
 
 def test_labels_of_any_characters_are_shown_and_selected_as_written(
@@ -123,6 +135,9 @@ def test_an_item_page_shows_its_json_as_stored_and_its_lifetime(
     assert timezone.localtime(item.expires_at).strftime("%-d %b %Y %H:%M") in body
     assert "<code>name</code>" in body  # the indexed path
     assert "Nothing: it was put without extraction." in body
+    whole = put(access, ("org", "acme"), "all", {"note": "x"}, index=["$"])
+    shown = viewer.get(f"{base}/items/{whole.pk}/").content.decode()
+    assert "Indexed</dt><dd>the whole value" in shown
 
 
 def extracted_item(access: ContextAccess, fake_llm: FakeLLM) -> Item:
@@ -205,6 +220,49 @@ def test_undo_is_refused_when_the_item_was_written_again(
         "theme": "light"
     }
     assert AuditEvent.objects.get(pk=event.pk).undone_at is None
+
+
+def test_only_a_curator_who_may_write_the_namespace_undoes_a_delete(
+    curator: Client,
+    viewer: Client,
+    client_for: Callable[..., Client],
+    base: str,
+    access: ContextAccess,
+    shelf: dict[str, Item],
+) -> None:
+    item = shelf["beta"]
+    curator.post(f"{base}/items/{item.pk}/delete")
+    event = AuditEvent.objects.get(context=access.context, action="item_delete")
+    elsewhere = client_for(Role.CURATOR, grants=["read:*", "read,write:users"])
+    for client in (viewer, elsewhere):
+        response = client.post(f"{base}/audit/{event.pk}/undo")
+        assert response.status_code == 403
+        assert not Item.objects.filter(pk=item.pk).exists()
+        assert AuditEvent.objects.get(pk=event.pk).undone_at is None
+    assert curator.post(f"{base}/audit/{event.pk}/undo").status_code == 302
+    assert Item.objects.filter(pk=item.pk).exists()
+    again = curator.post(f"{base}/audit/{event.pk}/undo", follow=True)
+    assert "already undone" in again.content.decode()
+    assert Item.objects.filter(pk=item.pk).count() == 1
+
+
+def test_an_item_of_another_context_is_not_found_and_stays(
+    curator: Client, base: str, make_context: Callable[..., Context]
+) -> None:
+    other = system_access(make_context("other"))
+    theirs = put(other, ("org",), "theirs", {"x": 1})
+    assert curator.get(f"{base}/items/{theirs.pk}/").status_code == 404
+    assert curator.post(f"{base}/items/{theirs.pk}/delete").status_code == 404
+    assert Item.objects.filter(pk=theirs.pk).exists()
+    assert not AuditEvent.objects.filter(action="item_delete").exists()
+
+
+def test_the_writes_take_posts_only(
+    curator: Client, admin: Client, base: str, shelf: dict[str, Item]
+) -> None:
+    assert curator.get(f"{base}/items/{shelf['beta'].pk}/delete").status_code == 405
+    assert admin.get(f"{base}/items/extract?item_extract=on").status_code == 405
+    assert Item.objects.filter(pk=shelf["beta"].pk).exists()
 
 
 def test_deleting_the_last_item_of_a_namespace_returns_to_the_nearest_one_left(
@@ -315,7 +373,11 @@ def test_an_admin_sets_whether_puts_extract_by_default_with_an_undo(
     admin: Client, curator: Client, base: str, context: Context
 ) -> None:
     assert curator.post(f"{base}/items/extract", {"item_extract": "on"}).status_code == 403
-    assert admin.post(f"{base}/items/extract", {"item_extract": "maybe"}).status_code == 400
+    for bad in ({"item_extract": "maybe"}, {"item_extract": "ON"}, {}):
+        refused = admin.post(f"{base}/items/extract", bad)
+        assert refused.status_code == 400
+        assert "Choose whether item puts extract facts" in refused.content.decode()
+    assert not AuditEvent.objects.filter(context=context).exists()
     context.refresh_from_db()
     assert context.item_extract is False
     response = admin.post(f"{base}/items/extract", {"item_extract": "on"}, follow=True)
