@@ -183,8 +183,9 @@ class MatchConditionSerializer(JsonInput):
 
 class ListNamespacesOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["list_namespaces"])
-    match_conditions = MatchConditionSerializer(  # type: ignore[call-arg]
-        many=True, required=False, allow_null=True, max_length=10
+    # A ListField, not ``many=True``: only the field states its bound in the schema.
+    match_conditions = serializers.ListField(
+        child=MatchConditionSerializer(), required=False, allow_null=True, max_length=10
     )
     max_depth = _page("max_depth", 1, 100)
     limit = _page("limit", 1, MAX_LIMIT)
