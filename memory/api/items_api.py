@@ -59,8 +59,9 @@ class ItemSerializer(serializers.Serializer):
 class ItemHitSerializer(ItemSerializer):
     score = serializers.FloatField(
         allow_null=True,
-        help_text="the fused hybrid score (BM25 and vector, reciprocal rank fusion) for a "
-        "query; null without a query or for an item that is not indexed",
+        help_text="for a query, the cosine similarity of the item's vector and the query's "
+        "(results are ranked by the hybrid fusion of BM25 and vector ranks); null without a "
+        "query, for an item that is not indexed, or one stored without a vector",
     )
 
 
