@@ -36,6 +36,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from benchmarks.datasets import dataset_present
 from benchmarks.load_mixed import _free_port, _wait_for
 from benchmarks.search_common import (
     ROOT,
@@ -44,6 +47,7 @@ from benchmarks.search_common import (
     machine_line,
     markdown_table,
 )
+from benchmarks.search_scale_data import _texts, vocabulary
 
 DATABASE = "md_bench_store"
 SLUG = "bench-store"
@@ -125,6 +129,35 @@ def _text(rng: random.Random) -> str:
     return " ".join(rng.sample(WORDS, 6))
 
 
+MEMORY_WORDS = (8, 24)
+
+
+def corpus_texts(items: int, seed: int) -> list[str]:
+    """The indexed items' texts, the same for a seed: short memories (8–24 words) cut
+    from the topic corpus of ``search_scale_data`` (SciFact's vocabulary, words clustered
+    by topic the way they are in real collections). Without SciFact (a smoke run), six
+    words of ``WORDS``: every posting list then holds a quarter of the items."""
+    rng = random.Random(seed)
+    if not dataset_present("scifact"):
+        return [_text(rng) for _ in range(items)]
+    words, p = vocabulary()
+    texts = _texts(np.random.default_rng(seed), words, p, items, "topics")
+    return [" ".join(text.split()[: rng.randint(*MEMORY_WORDS)]) for text in texts]
+
+
+def queries_from(texts: list[str], n: int, rng: random.Random) -> list[str]:
+    """Two words of an item's text (no stop words), as ``search_scale`` asks."""
+    from memory.search.analyzer import STOPWORDS
+
+    found = []
+    while len(found) < n:
+        words = [w.strip(".") for w in rng.choice(texts).split()]
+        content = [w for w in words if w and w not in STOPWORDS]
+        if len(content) >= 2:
+            found.append(" ".join(rng.sample(content, 2)))
+    return found
+
+
 def _timed(call: Callable[[], Any]) -> float:
     started = time.perf_counter()
     call()
@@ -134,8 +167,8 @@ def _timed(call: Callable[[], Any]) -> float:
 LOAD_BATCH = 1000
 
 
-def load_indexed(items: int, rng: random.Random) -> float:
-    """``items`` indexed items under ``corpus``, written through the items service in
+def load_indexed(texts: list[str]) -> float:
+    """An indexed item under ``corpus`` per text, written through the items service in
     batches of 1,000 (as the batch endpoint writes them, embeddings included, without
     HTTP); returns seconds. Items already there (a ``--reuse`` run) are kept."""
     from django.db import connection
@@ -148,10 +181,10 @@ def load_indexed(items: int, rng: random.Random) -> float:
     access = system_access(context)
     have = Item.objects.filter(context=context, scope__startswith="corpus/").count()
     started = time.perf_counter()
-    for start in range(have, items, LOAD_BATCH):
+    for start in range(have, len(texts), LOAD_BATCH):
         puts = [
-            ItemPut(("corpus", str(i % 50)), f"doc{i}", {"text": _text(rng)}, index=["text"])
-            for i in range(start, min(start + LOAD_BATCH, items))
+            ItemPut(("corpus", str(i % 50)), f"doc{i}", {"text": texts[i]}, index=["text"])
+            for i in range(start, min(start + LOAD_BATCH, len(texts)))
         ]
         items_write(access=access, puts=puts)
         if (start // LOAD_BATCH) % 10 == 9:
@@ -163,7 +196,9 @@ def load_indexed(items: int, rng: random.Random) -> float:
     return time.perf_counter() - started
 
 
-def measure(desk: Any, pg: Any, *, calls: int, rng: random.Random) -> dict[str, Any]:
+def measure(
+    desk: Any, pg: Any, *, calls: int, queries: list[str], rng: random.Random
+) -> dict[str, Any]:
     from langgraph.store.base import PutOp
 
     stores = {"memorydesk": desk, "postgres": pg}
@@ -183,7 +218,7 @@ def measure(desk: Any, pg: Any, *, calls: int, rng: random.Random) -> dict[str, 
             timings[name]["put"].append(
                 _timed(partial(store.put, ("bench", "put"), f"p{i}", value, index=False))
             )
-            query = " ".join(rng.sample(WORDS, 2))
+            query = queries[i]
             if name == "memorydesk":
                 search = partial(store.search, ("corpus",), query=query, limit=10)
             else:
@@ -232,7 +267,9 @@ def main() -> None:
         tempfile.TemporaryDirectory() as logs,
     ):
         token = seed_token()
-        load_seconds = load_indexed(args.items, rng)
+        texts = corpus_texts(args.items, args.seed)
+        load_seconds = load_indexed(texts)
+        queries = queries_from(texts, args.calls, rng)
         connection.close()  # the server's processes take it from here
         web, port = start_gunicorn(url, Path(logs))
         try:
@@ -241,7 +278,7 @@ def main() -> None:
                 MemoryDeskStore(url=f"http://127.0.0.1:{port}", token=token, context=SLUG) as desk,
             ):
                 pg.setup()
-                results = measure(desk, pg, calls=args.calls, rng=rng)
+                results = measure(desk, pg, calls=args.calls, queries=queries, rng=rng)
         finally:
             web.send_signal(signal.SIGTERM)
             web.wait(timeout=60)

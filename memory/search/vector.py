@@ -17,6 +17,7 @@ So a filtered query returns k rows whenever k visible rows exist.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,17 @@ def _corpus_sizes(*, context_id: int, target: Target) -> tuple[int, int]:
     return int(mine), int(everyone)
 
 
+def _estimated_rows(rows: QuerySet[Any]) -> int:
+    """The planner's estimate of how many rows ``rows`` holds; no row is read."""
+    sql, params = rows.values("pk").query.sql_with_params()
+    with read_connection().cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()
+    if isinstance(plan, str):  # psycopg hands json back decoded, a driver may not
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
 def _exact(rows: QuerySet[Any], embedding: list[float], limit: int) -> list[VectorHit]:
     # "+ 0" hides the ORDER BY from the HNSW index: every visible row is measured.
     ranked = rows.annotate(distance=CosineDistance("embedding", embedding) + Value(0.0))
@@ -114,6 +126,11 @@ def vector_rank(
         visible_rows = rows.values("pk")[: exact_max + 1].count()
         if visible_rows <= exact_max:
             return _exact(rows, embedding, limit)
+        # Past the cap the count is a lower bound only: a filter that keeps most rows (a
+        # store's search under a wide namespace prefix) walked the graph as if it kept a
+        # sliver, at the widest ef_search. Half the planner's estimate, never below the
+        # bound: a filter near the bound (one team of ten) walks as it did.
+        visible_rows = max(visible_rows, _estimated_rows(rows) // 2)
     # The share of the index's rows this query may return; the graph walk must look at
     # about limit / share candidates to keep limit of them.
     share = visible_rows / max(everyone, 1)
