@@ -149,7 +149,7 @@ def queries_from(texts: list[str], n: int, rng: random.Random) -> list[str]:
     """Two words of an item's text (no stop words), as ``search_scale`` asks."""
     from memory.search.analyzer import STOPWORDS
 
-    found = []
+    found: list[str] = []
     while len(found) < n:
         words = [w.strip(".") for w in rng.choice(texts).split()]
         content = [w for w in words if w and w not in STOPWORDS]
