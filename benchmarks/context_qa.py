@@ -21,7 +21,9 @@ for ``reports_to``), lowercase questions and names with a slip ("Dnaa Lee").
 
 For each question: ``POST context`` at a 300-token budget through the in-process API client
 (wall time includes the query's embedding); the answering fact's position among the
-block's facts: in the first three, anywhere in the block. Beside it, the previous ordering
+block's facts: in the first three, anywhere in the block; and how many of the block's
+facts have none of the entities it centres on at either end (padding, unless a relation
+question reaches them through a neighbour). Beside it, the previous ordering
 (the block's code before relevance ranking, reproduced here: the two entities BM25 finds
 in the query, their facts as subject and the facts the query finds, by the ranking
 formula, packed into the same budget). The memory is vacuumed and analyzed before the
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -372,6 +375,7 @@ def main() -> None:
         ms: list[float] = []
         now_ranks: list[int | None] = []
         before_ranks: list[int | None] = []
+        others: list[int] = []  # facts per block about none of the entities it centres on
         for q in tqdm(questions, desc="questions", unit="question"):
             started = time.perf_counter()
             response = client.post(
@@ -379,7 +383,9 @@ def main() -> None:
             )
             ms.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, response.content
-            order = [f["id"] for f in response.json()["facts"]]
+            block = response.json()
+            order = [f["id"] for f in block["facts"]]
+            others.append(_about_others(block))
             now_ranks.append(order.index(q.fact_id) if q.fact_id in order else None)
             before = previous_ordering(access, q.text, BUDGET)
             before_ranks.append(before.index(q.fact_id) if q.fact_id in before else None)
@@ -432,10 +438,26 @@ def main() -> None:
             ]
         )
     print(markdown_table(["question", "n", "first three (now)", "first three (before)"], rows))
+    print()
+    print(
+        f"Facts about none of the entities a block centres on: {statistics.fmean(others):.2f} "
+        f"a block (mean), in {sum(1 for n in others if n) / len(others):.0%} of the blocks."
+    )
     if args.misses:
         for q, rank in zip(questions, now_ranks, strict=True):
             if rank is None or rank >= 3:
                 print(f"MISS rank={rank}: {q.text} -> {q.answer}")
+
+
+def _about_others(block: dict[str, Any]) -> int:
+    """How many of a block's facts have none of its entities at either end."""
+    focus = {entity["id"] for entity in block["entities"]}
+    return sum(
+        1
+        for fact in block["facts"]
+        if fact["subject"]["id"] not in focus
+        and (fact["object"] is None or fact["object"]["id"] not in focus)
+    )
 
 
 if __name__ == "__main__":

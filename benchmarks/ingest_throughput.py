@@ -164,6 +164,8 @@ def ingest_turns(
     from memory.models import RunOutcome
     from memory.services.ingest.run import run_create, run_execute
 
+    written_ok = (RunOutcome.SUCCEEDED, RunOutcome.SUCCEEDED_WITH_WARNINGS)
+
     written = 0
     each: list[float] = []
     off_the_clock = 0.0
@@ -176,7 +178,9 @@ def ingest_turns(
             executed = time.perf_counter()
             run = run_execute(run_id=run.pk)
             each.append(time.perf_counter() - began)
-            assert run.outcome == RunOutcome.SUCCEEDED, run.error
+            # The made-up turns break constraints of the standard predicates (a random
+            # type on works_at's object): warnings, nothing refused.
+            assert run.outcome in written_ok and not run.summary["unresolved"], run.error
             written += run.summary["facts_created"] + run.summary["facts_reobserved"]
             if breakdown is not None:
                 breakdown.add_run(run.timings, (time.perf_counter() - executed) * 1000)

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.search_scifact          # 5,183 abstracts, 300 queries
     .venv/bin/python -m benchmarks.search_scifact --tiny   # 500 abstracts, their queries
+    .venv/bin/python -m benchmarks.search_scifact --keep   # then --reuse: measure it again
 
 The corpus goes in through ``document_create`` (title + abstract → chunks, postings,
 RAKE keywords), vectors come from the real local model (all-MiniLM-L6-v2), and every
@@ -9,7 +10,8 @@ query goes through ``memory.selectors.search.search`` over chunks with k = 300. 
 document's rank is that of its best chunk (duplicates dropped), then nDCG@10 (gain =
 qrel score, log2 discount, as pytrec_eval / BEIR) and recall@100 are averaged over the
 queries. Same run, same tokens: ``bm25s`` (method lucene) over our analyzer's chunk
-tokens, as a check that the SQL BM25 ranks the same. Throwaway database, dropped after.
+tokens, as a check that the SQL BM25 ranks the same. Throwaway database, dropped after
+(``--keep`` keeps it for ``--reuse``).
 """
 
 from __future__ import annotations
@@ -114,47 +116,33 @@ def main() -> None:
     )
     parser.add_argument("--tiny", action="store_true", help="500 abstracts and their queries")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the corpus an earlier --keep run loaded"
+    )
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     args = parser.parse_args()
     dataset_required("scifact", tiny=args.tiny)
     corpus, queries, qrels = load(500 if args.tiny else None)
+    modes = args.modes.split(",")
 
-    with bench_database("md_bench_search_scifact", keep=args.keep):
+    name = "md_bench_search_scifact_tiny" if args.tiny else "md_bench_search_scifact"
+    with bench_database(name, keep=args.keep or args.reuse, reuse=args.reuse):
         from memory.domain.access import system_access
-        from memory.models import Chunk
+        from memory.models import Chunk, Context
         from memory.selectors.search import search
-        from memory.services.contexts import context_create
-        from memory.services.ingest.documents import document_create, documents_embed
 
-        context = context_create(slug="bench-scifact", name="SciFact")
+        context = Context.objects.filter(slug="bench-scifact").first()
+        if args.reuse and context is not None:
+            import_s = embed_s = 0.0
+        else:
+            context, import_s, embed_s = _load_corpus(corpus)
         access = system_access(context)
-        started = time.perf_counter()
-        ids = [
-            document_create(
-                access=access,
-                title=doc["title"],
-                text=doc["text"],
-                scope="public",
-                metadata={"id": doc["_id"]},
-                embed_later=True,
-            ).pk
-            for doc in tqdm(corpus, desc="importing", unit="doc")
-        ]
-        import_s = time.perf_counter() - started
-        started = time.perf_counter()
-        with tqdm(desc="embedding", unit="chunk") as bar:
-
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done - bar.n)
-
-            documents_embed(document_ids=ids, on_progress=progress)
-        embed_s = time.perf_counter() - started
         doc_of_chunk = {
             pk: meta["id"] for pk, meta in Chunk.objects.values_list("pk", "document__metadata")
         }
 
         rows: list[list[Any]] = []
-        for mode in MODES:
+        for mode in modes:
             ndcg, recall, ms = [], [], []
             for query_id, relevant in tqdm(qrels.items(), desc=mode, unit="query"):
                 response = search(access=access, query=queries[query_id], mode=mode, k=K_CHUNKS)
@@ -180,10 +168,49 @@ def main() -> None:
         table.append([f"published: {label}", their_ndcg, shown, "—"])
     print(markdown_table(["mode", "nDCG@10", "recall@100", f"p50 ms (k={K_CHUNKS})"], table))
     scores = {row[0]: row[1] for row in rows}
-    print(
-        f"\nGoals: bm25 ≥ 0.665 → {scores['bm25']:.4f}; hybrid ≥ max(bm25, vector) − 0.01 = "
-        f"{max(scores['bm25'], scores['vector']) - 0.01:.4f} → {scores['hybrid']:.4f}"
-    )
+    if {"bm25", "vector", "hybrid"} <= set(scores):
+        print(
+            f"\nGoals: bm25 ≥ 0.665 → {scores['bm25']:.4f}; hybrid ≥ max(bm25, vector) − 0.01 "
+            f"= {max(scores['bm25'], scores['vector']) - 0.01:.4f} → {scores['hybrid']:.4f}"
+        )
+    if {"hybrid", "hybrid_graph"} <= set(scores):
+        print(
+            f"hybrid_graph ≥ hybrid − 0.01 = {scores['hybrid'] - 0.01:.4f} → "
+            f"{scores['hybrid_graph']:.4f}"
+        )
+
+
+def _load_corpus(corpus: list[dict[str, str]]) -> tuple[Any, float, float]:
+    """The abstracts through ``document_create``, then their vectors: the context and the
+    seconds each part took."""
+    from memory.domain.access import system_access
+    from memory.services.contexts import context_create
+    from memory.services.ingest.documents import document_create, documents_embed
+
+    context = context_create(slug="bench-scifact", name="SciFact")
+    access = system_access(context)
+    started = time.perf_counter()
+    ids = [
+        document_create(
+            access=access,
+            title=doc["title"],
+            text=doc["text"],
+            scope="public",
+            metadata={"id": doc["_id"]},
+            embed_later=True,
+        ).pk
+        for doc in tqdm(corpus, desc="importing", unit="doc")
+    ]
+    import_s = time.perf_counter() - started
+    started = time.perf_counter()
+    with tqdm(desc="embedding", unit="chunk") as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        documents_embed(document_ids=ids, on_progress=progress)
+    return context, import_s, time.perf_counter() - started
 
 
 if __name__ == "__main__":

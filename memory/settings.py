@@ -122,6 +122,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "memory.api.query_check.QueryParameterCheck",
 ]
 
 ROOT_URLCONF = "memory.urls"
@@ -160,6 +161,9 @@ MEMORY_REPLICA_MAX_LAG_SECONDS = env_float("MEMORY_REPLICA_MAX_LAG_SECONDS", 10.
 MEMORY_REPLICA_CHECK_SECONDS = env_float("MEMORY_REPLICA_CHECK_SECONDS", 1.0)
 MEMORY_REPLICA_RETRY_SECONDS = env_float("MEMORY_REPLICA_RETRY_SECONDS", 10.0)
 MEMORY_READ_YOUR_WRITES_SECONDS = env_float("MEMORY_READ_YOUR_WRITES_SECONDS", 30.0)
+# A write transaction PostgreSQL breaks (deadlock, serialization failure) is run again
+# inside the request, up to this many times in all, then answered 503 (docs/decisions/0119).
+MEMORY_WRITE_ATTEMPTS = env_int("MEMORY_WRITE_ATTEMPTS", 3)
 # /metrics answers a staff session, or a scraper sending "Authorization: Bearer <this>".
 MEMORY_METRICS_TOKEN = env_str("MEMORY_METRICS_TOKEN")
 CACHES = {"default": _cache()}
@@ -192,8 +196,13 @@ REST_FRAMEWORK: dict[str, Any] = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON bodies only (bulk imports declare their own parsers): form encodings cannot
-    # carry the nested and typed fields the API takes.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # carry the nested and typed fields the API takes. Read and written by orjson where it
+    # answers as DRF's JSON classes do (memory/web/json_codec.py, decision 0127).
+    "DEFAULT_PARSER_CLASSES": ["memory.web.json_codec.FastJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "memory.web.json_codec.FastJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     # `?format=` is an ordinary parameter (the bulk import's csv|jsonl), not DRF's switch
     # between renderers, which answered 404 for any value it had no renderer for.
     "URL_FORMAT_OVERRIDE": None,

@@ -104,6 +104,15 @@ class MemoryBlockPassageSerializer(MemoryBlockItemSerializer):
     )
 
 
+class MemoryBlockNothingTrustedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    awaiting_review = serializers.IntegerField(
+        help_text="its facts waiting for review that the caller may read (their claims are "
+        "not told)"
+    )
+
+
 class MemoryBlockOutputSerializer(serializers.Serializer):
     context = serializers.CharField()  # type: ignore[assignment]
     query = serializers.CharField()
@@ -113,6 +122,11 @@ class MemoryBlockOutputSerializer(serializers.Serializer):
     unconfirmed = MemoryBlockFactSerializer(
         many=True,
         help_text="with include_pending: the pending facts, under their own heading in `text`",
+    )
+    nothing_trusted = MemoryBlockNothingTrustedSerializer(
+        many=True,
+        help_text="the entities the block centres on of which no trusted fact is known; "
+        "`text` says so in one line each",
     )
     passages = MemoryBlockPassageSerializer(many=True)
     budget_tokens = serializers.IntegerField()
@@ -151,15 +165,19 @@ class MemoryBlockApi(APIView):
         description="A prompt-ready memory block for `query` and/or `entity` (at least one). "
         "With a query: the facts of the entities it names (by name, alias or identifier, "
         "small slips forgiven; both directions), of their neighbours for a relation "
-        "question, and the facts the query finds, ordered by how well each answers it "
-        "(the predicate's words, name, aliases and description against the query's words; "
-        "the answer's type against who/where/which company; BM25 and cosine), the ranking "
-        "formula breaking ties. With an entity alone: its current facts ranked by "
-        "confidence × 0.5^(age/90 days) × ranking_weight × (0.3 + 1.4 × importance). Then "
-        "the best passages. Lines that share nothing with the query are left out and "
-        "counted in `left_out`; facts that answer go in before passages. Each line has "
-        "its id, scope and source, within `budget_tokens` (estimated as characters / 4); "
-        "`explain: true` adds why each line is there. "
+        "question (reached through a relation it asks about), and the facts the query "
+        "finds, ordered by how well each answers it (the predicate's words, name, aliases "
+        "and description against the query's words; the answer's type against "
+        "who/where/which company; BM25 and cosine), the ranking formula breaking ties. "
+        "Once the query names an entity, facts about others only where they answer through "
+        "it (at one end of the fact, through its neighbour, or naming it), not for sharing "
+        "a word; when nothing trusted is known about it, one line says so, with how many of "
+        "its facts await review (`nothing_trusted`). With an entity alone: its current "
+        "facts ranked by confidence × 0.5^(age/90 days) × ranking_weight × (0.3 + 1.4 × "
+        "importance). Then the best passages. Lines that share nothing with the query are "
+        "left out and counted in `left_out`; facts that answer go in before passages. "
+        "Each line has its id, scope and source, within `budget_tokens` (estimated as "
+        "characters / 4); `explain: true` adds why each line is there. "
         "`text` is the block; `facts` and `passages` hold the same lines as data. `scope` "
         "narrows the read grants. With the embedding model down it falls back to BM25 and "
         "says so in `notes`. The MCP tool `get_context` answers the same.",

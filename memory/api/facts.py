@@ -141,7 +141,12 @@ class EntityRefField(serializers.Field):
 class _EntityDescriptionSerializer(JsonInput):
     # EntityRefField's schema states these fields for the OpenAPI document.
     name = serializers.CharField(max_length=MAX_NAME_LENGTH)
-    type = serializers.CharField(max_length=40, required=False, default="other")
+    type = serializers.CharField(
+        max_length=40,
+        required=False,
+        help_text="without one, the entity bearing exactly this name whatever its type, "
+        "else a new entity of type other",
+    )
     scope = ScopeField(required=False)
 
 

@@ -19,6 +19,7 @@ from rest_framework.fields import empty
 from memory.domain.predicate_names import MAX_PREDICATE_LENGTH
 from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import MAX_SCOPE_LENGTH, ScopeError
+from memory.web.json_codec import json_value_encodable
 
 # What Python's str.strip() and str.split() treat as whitespace, as a character class:
 # DRF trims it before deciding that a required text is blank.
@@ -252,3 +253,13 @@ def triples_schema() -> dict[str, Any]:
 class TriplesField(serializers.JSONField):
     """``triples``: checked in full by the ingest service (per-item errors); typed here
     for the OpenAPI schema."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        # DRF's JSONField proves a value encodable by encoding it with the standard
+        # library, which on a 2,000-fact body took longer than reading the body. orjson
+        # decides it first; only what orjson cannot write gets DRF's own check (and its
+        # refusal), so the field takes and refuses exactly what it did.
+        as_sent = not self.binary and not getattr(data, "is_json_string", False)
+        if as_sent and json_value_encodable(data):
+            return data
+        return super().to_internal_value(data)

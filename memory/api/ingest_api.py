@@ -12,7 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api.common import ErrorSerializer, access_for, paginated, query_params
+from memory.api.common import (
+    ErrorSerializer,
+    access_for,
+    paginated,
+    query_params,
+    represented,
+)
 from memory.api.fields import JsonInput, ScopeField, TriplesField
 from memory.api.pagination import StandardPagination
 from memory.domain.screening import text_redact
@@ -100,7 +106,7 @@ def _respond(run: Run, *, wait: bool) -> Response:
         response["Location"] = reverse("api-run", args=[run.context.slug, run.pk])
         return response
     run = run_execute(run_id=run.pk)
-    body = {"run": RunWaitedSerializer(run).data, "result": run.result}
+    body = {"run": represented(RunWaitedSerializer, run), "result": run.result}
     return Response(body, status=status.HTTP_200_OK)
 
 

@@ -21,7 +21,8 @@ from memory.services.merges.merge import entity_merge, entity_merge_preview, mer
 class DuplicateExplainSerializer(serializers.Serializer):
     field = serializers.CharField(
         help_text='"prior" (first: where the score starts, before any field), "name", '
-        '"id:<kind>", "attr:<key>:<comparator>", "embedding"'
+        '"type" (only when one of the two is untyped, other), "id:<kind>", '
+        '"attr:<key>:<comparator>", "embedding"'
     )
     level = serializers.CharField(help_text="how closely the two values agree")
     agrees = serializers.BooleanField()

@@ -43,7 +43,8 @@ from memory.api.fields import (
 _UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 _ERRORS = {
-    "400": "The input is not valid; `details` names each problem.",
+    "400": "The input is not valid (an unknown body field or query parameter among it); "
+    "`details` names each problem.",
     "401": "No valid `Authorization: Token …` header (or signed-in session).",
     "403": "The caller's role or scope grants do not allow this.",
     "404": "No such context, or no such record visible to the caller.",
@@ -51,6 +52,9 @@ _ERRORS = {
     "nothing was written.",
     "415": "The body's Content-Type is not one this operation reads.",
     "429": "Too many requests: retry after the `Retry-After` seconds.",
+    "503": "Concurrent writes to the same rows kept breaking this write (`write_contention`, "
+    "after it was run again inside the request); nothing was written: send it again after "
+    "the `Retry-After` seconds.",
 }
 
 
@@ -229,14 +233,15 @@ class MemoryAutoSchema(AutoSchema):
         has_pattern = any("pattern" in p.get("schema", {}) for p in parameters)
         security = operation.get("security", [])
         codes = ["429"]
-        if has_body or has_query or has_pattern:
+        # A read refuses a query parameter it does not document (memory/api/query_check.py).
+        if has_body or has_query or has_pattern or self.method == "GET":
             codes.append("400")
         if security and {} not in security:
             codes += ["401", "403"]
         if "{" in self.path:
             codes.append("404")
         if self.method in _UNSAFE_METHODS:
-            codes.append("409")
+            codes += ["409", "503"]
         if has_body:
             codes.append("415")
         return sorted(codes)

@@ -77,6 +77,13 @@ def entity_normalize_key(name: str) -> str:
     return " ".join(tokens)
 
 
+def entity_name_folded(name: str) -> str:
+    """A name as "the same name" compares it: case and spacing set aside, nothing else
+    (unlike the key, it keeps punctuation and legal suffixes: "Globex Corporation" is not
+    "Globex")."""
+    return " ".join(name.split()).casefold()
+
+
 def entity_type_coerced(raw: str | None, stored: str) -> bool:
     """Whether a type the caller gave was not one a memory may use (and ``stored`` as
     ``other`` instead): the write says so rather than hide the mistake."""

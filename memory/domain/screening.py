@@ -315,11 +315,16 @@ def secret_refuse(text: str, *, what: str) -> None:
     """Refuse ``text`` (a fact value, an entity name, an identifier) if it holds a secret:
     a secret is never stored where agents read."""
     if contains_secret(text):
-        raise ValidationFailed(
-            f"{what} looks like a secret (a password, key, token, code or card number); "
-            "secrets are never stored as memory",
-            code="secret_refused",
-        )
+        raise secret_refusal(what=what)
+
+
+def secret_refusal(*, what: str) -> ValidationFailed:
+    """The refusal of ``what``, a secret (``secret_refused``)."""
+    return ValidationFailed(
+        f"{what} looks like a secret (a password, key, token, code or card number); "
+        "secrets are never stored as memory",
+        code="secret_refused",
+    )
 
 
 def text_redact(text: str) -> str:

@@ -1,18 +1,58 @@
-"""Session-level PostgreSQL advisory locks that say "someone is executing this".
+"""Locks: rows locked in one order, and session-level advisory locks.
 
-An executor holds ``(namespace, key)`` for as long as it works on a record; PostgreSQL
-releases it when the executor's process or connection dies. So a record marked as
-executing whose lock anyone can take has no executor left: recovery fails it with a
-reason and its input is kept for a retry (``memory.services.executor``, for ingest runs
-and import jobs alike).
+**Row locks in one order** (docs/decisions/0119): every writer that locks rows of a table
+to serialize its writes — entity rows above all: fact writes, merges, imports, the
+embedding drain — takes them with :func:`rows_lock_ordered`, in ascending id, in one
+statement. Two writers that each lock in this order can wait for each other but never in
+a cycle. A writer that must not wait at all (the worker's drain) skips rows others hold.
+
+**Advisory locks** say "someone is executing this". An executor holds ``(namespace, key)``
+for as long as it works on a record; PostgreSQL releases it when the executor's process
+or connection dies. So a record marked as executing whose lock anyone can take has no
+executor left: recovery fails it with a reason and its input is kept for a retry
+(``memory.services.executor``, for ingest runs and import jobs alike).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal
 
 from django.db import DatabaseError, connection
+
+from memory.infra.pg_arrays import int_array_literal
+
+# FOR NO KEY UPDATE for writers that change rows but never their id, which is what a
+# foreign key points at: a row that only points at a locked one is not held up
+# (docs/decisions/0058). FOR UPDATE for deletes. FOR KEY SHARE keeps a row from being
+# deleted while a row pointing at it is written.
+LockStrength = Literal["NO KEY UPDATE", "UPDATE", "KEY SHARE"]
+
+
+def rows_lock_ordered(
+    table: str,
+    ids: Iterable[int],
+    *,
+    columns: str = "id",
+    strength: LockStrength = "NO KEY UPDATE",
+    skip_locked: bool = False,
+) -> list[tuple[Any, ...]]:
+    """Lock the rows of ``table`` with these ids in ascending id order and return their
+    ``columns`` (ids that do not exist are left out). ``skip_locked``: rows another
+    transaction holds are left out instead of waited for."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    skip = " SKIP LOCKED" if skip_locked else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {table} WHERE id = ANY(%s::bigint[]) "  # noqa: S608
+            f"ORDER BY id FOR {strength}{skip}",
+            [int_array_literal(wanted)],
+        )
+        return list(cursor.fetchall())
+
 
 # Namespaces in use: 0x4D44_0002 usage compaction (per context), and:
 RUN_LOCK = 0x4D44_0001  # (namespace, run id) while an ingest run executes

@@ -26,6 +26,10 @@ The rules:
   ``MEMORY_REPLICA_RETRY_SECONDS``. A read that fails on a replica mid-request is run
   again on the primary, so the client sees no error.
 
+- **Where it was served**: every response says so in ``X-Memory-Served-By``:
+  ``replica:<alias>`` when statements of the request ran on that replica, else
+  ``primary`` (writes, forced or pinned reads, no usable replica, a replica that failed).
+
 Raw SQL that only reads takes its connection from :func:`read_connection`.
 """
 
@@ -54,6 +58,9 @@ logger = logging.getLogger(__name__)
 
 PRIMARY = "default"
 READ_HEADER = "X-Memory-Read"
+# Where a response's reads ran: "replica:<alias>" when a statement ran on that replica,
+# else "primary" (docs/decisions/0123).
+SERVED_BY_HEADER = "X-Memory-Served-By"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # POST endpoints that only read: their bodies are queries, not data.
 READ_ONLY_POSTS = frozenset({"api-search", "api-context-block", "api-keywords-search"})
@@ -326,7 +333,8 @@ def _mcp_reads_only(request: HttpRequest) -> bool:
 
 
 class ReplicaReadMiddleware:
-    """Runs read-only requests on a replica and keeps each writer's WAL position."""
+    """Runs read-only requests on a replica, keeps each writer's WAL position, and says
+    where each response's reads ran (``X-Memory-Served-By``)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -334,22 +342,40 @@ class ReplicaReadMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not replica_aliases():
             return self.get_response(request)
+        served_by = "primary"
         if not reads_only(request):
             response = self.get_response(request)
             pin_to_primary(request, response)
-            return response
-        if request.headers.get(READ_HEADER, "").strip().lower() == "primary":
-            return self.get_response(request)
-        alias = choose_replica(replayed=pinned_position(request))
-        if alias is None:
-            return self.get_response(request)
-        with read_scope(alias):
+        elif request.headers.get(READ_HEADER, "").strip().lower() == "primary":
+            response = self.get_response(request)
+        elif (alias := choose_replica(replayed=pinned_position(request))) is None:
+            response = self.get_response(request)  # none usable, or none has the caller's write
+        else:
+            response, served_by = self._on_replica(request, alias)
+        response[SERVED_BY_HEADER] = served_by
+        return response
+
+    def _on_replica(self, request: HttpRequest, alias: str) -> tuple[HttpResponse, str]:
+        statements = _StatementCount()
+        with read_scope(alias), connections[alias].execute_wrapper(statements):
             response = self.get_response(request)
         if response.status_code >= 500 and _failed(alias):
             # The replica went away mid-request: a read is safe to run again.
             replica_failed(alias, DatabaseError("the replica failed during a request"))
-            response = self.get_response(request)
-        return response
+            return self.get_response(request), "primary"
+        return response, f"replica:{alias}" if statements.count else "primary"
+
+
+class _StatementCount:
+    """An execute wrapper counting the statements a connection ran (the header's proof
+    that the replica answered, not merely that it was chosen)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
 
 
 def _failed(alias: str) -> bool:

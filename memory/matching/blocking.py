@@ -5,6 +5,8 @@ order, its bigrams, its sounds, its consonants, each word's sound, its identifie
 and codes among its attributes). Two entities of one type sharing a key that few
 entities hold (``block_limit``) are a blocked pair, as are embedding neighbours and, in
 the full scan, neighbours in name order (edit distance; both ``matching/neighbours.py``).
+Across types only one pairing: an untyped entity (``other``) and a typed one with the
+same words in their names (``cross_types``; the model weighs the type difference).
 100k entities never need 10^10 comparisons. The records the comparators read are
 fetched by ``matching/records.py``.
 """
@@ -21,6 +23,7 @@ from django.db import connection
 from memory.infra.pg_arrays import array_literal, int_array_literal
 from memory.infra.pg_overlap import execute_overlapped
 from memory.matching.scoring import (
+    UNTYPED,
     Record,
     consonant_key,
     parse_date,
@@ -28,6 +31,7 @@ from memory.matching.scoring import (
     sound_key,
 )
 from memory.models.duplicate import DuplicateKey
+from memory.models.entity import ENTITY_TYPES
 
 MAX_BLOCK = 40  # a larger block is a common word, date or code, not a duplicate signal
 # One word's sound, or the consonants alone, are weaker keys than the whole name's
@@ -50,6 +54,7 @@ KEY_METHODS = {
 
 Pair = tuple[int, int]
 Rare = dict[str, set[str]]  # type → its rare keys (``is_rare``)
+TYPED = tuple(t for t in ENTITY_TYPES if t != UNTYPED)
 
 
 def pair_of(a: int, b: int) -> Pair:
@@ -88,6 +93,16 @@ def blocking_keys(record: Record) -> set[str]:
 
 def block_limit(key: str) -> int:
     return MAX_WORD_BLOCK if key[0] in "tk" else MAX_BLOCK
+
+
+def cross_types(type_: str, key: str) -> tuple[str, ...]:
+    """The other types whose holders of ``key`` an entity of ``type_`` pairs with: an
+    untyped entity's words in any order (``w:``) block with every typed entity's, a typed
+    entity's with the untyped ones' — "Hannah Ortiz" written without a type and the person
+    of that name (docs/decisions/0125). No other key crosses types."""
+    if not key.startswith("w:"):
+        return ()
+    return TYPED if type_ == UNTYPED else (UNTYPED,)
 
 
 def is_rare(key: str, holders: int) -> bool:
@@ -141,7 +156,14 @@ def keys_and_holders(
     the other entities holding each (one read: what these entities held before is
     filtered out), and the rewrite of their stored keys for ``keys_rewrite``."""
     mine_keys = {pk: blocking_keys(r) for pk, r in records.items()}
-    wanted = sorted({(records[pk].type, k) for pk, keys in mine_keys.items() for k in keys})
+    wanted = sorted(
+        {
+            (t, k)
+            for pk, keys in mine_keys.items()
+            for k in keys
+            for t in (records[pk].type, *cross_types(records[pk].type, k))
+        }
+    )
     mine = sorted(records)
     holders: dict[tuple[str, str], set[int]] = defaultdict(set)
     # Arrays go as their text literals: psycopg adapting thousands of keys element by
@@ -268,6 +290,11 @@ def _blocked_pairs(
     for pk, keys in mine_keys.items():
         type_ = records[pk].type
         for key in keys:
+            for other_type in cross_types(type_, key):
+                across = holders.get((other_type, key), ())
+                if len(across) <= block_limit(key):
+                    for other in across:
+                        found[pair_of(pk, other)].add(KEY_METHODS[key[0]])
             members = holders[(type_, key)]
             # Most keys are held by one entity alone: no pair, nothing more to look at.
             if len(members) < 2 or len(members) > block_limit(key):
@@ -321,4 +348,12 @@ def blocks_of(records: dict[int, Record]) -> tuple[dict[Pair, set[str]], Rare]:
             for i, a in enumerate(members):
                 for b in members[i + 1 :]:
                     proposed[(a, b)].add(KEY_METHODS[key[0]])
+        if type_ != UNTYPED or len(members) > block_limit(key):
+            continue
+        for other_type in cross_types(type_, key):
+            typed = blocks.get((other_type, key), ())
+            if len(typed) <= block_limit(key):
+                for a in members:
+                    for b in typed:
+                        proposed[pair_of(a, b)].add(KEY_METHODS[key[0]])
     return proposed, rare

@@ -55,6 +55,8 @@ EM_ROUNDS = 30
 TYPED_MAX_WEIGHT = 40.0
 TYPED_U_FLOOR = 1e-12
 ATTRIBUTE_SAMPLE = 10_000  # pairs of an attribute's holders its lower levels are counted on
+# Fields no fit ever sees (a type's pairs all share the type): always the hand-set weights.
+HAND_SET_ONLY = frozenset({"type"})
 
 
 @dataclass
@@ -119,7 +121,12 @@ class Model:
             else:
                 known = typed.fields.get(c.field)
                 usable = known is not None and known.kind == c.kind
-                weight = known.weight(c.level, typed=True) if usable and known else 0.0
+                if usable and known:
+                    weight = known.weight(c.level, typed=True)
+                elif c.kind in HAND_SET_ONLY:  # no fit sees it: the hand-set weight
+                    weight = self.weights_of(c.field, c.kind).weight(c.level)
+                else:
+                    weight = 0.0
             log_odds += weight
             explain.append(
                 {

@@ -43,6 +43,8 @@ LEVELS: dict[str, tuple[str, ...]] = {
     "number": ("different", "within 5%", "within 1%", "equal"),
     "text": ("different", "faintly alike", "alike", "equal"),
     "embedding": ("far", "near", "close", "very close"),
+    # Compared only when the types differ; "other" is an entity nobody typed.
+    "type": ("different", "one of them untyped (other)"),
 }
 # Hand-set weights for a context too small to learn from: m and u per level, best last.
 DEFAULT_M: dict[str, tuple[float, ...]] = {
@@ -54,6 +56,10 @@ DEFAULT_M: dict[str, tuple[float, ...]] = {
     "text": (0.06, 0.10, 0.24, 0.60),
     # Compared only when the names differ (a vector encodes its name, §21, §46).
     "embedding": (0.3, 0.2, 0.2, 0.3),
+    # One thing written once with its type and once without it: a share of duplicates,
+    # though a smaller one than among two things (never learnt: hand-set, as the rest
+    # here; equal types are what blocking requires of every other pair, weight ~0).
+    "type": (0.01, 0.05),
 }
 DEFAULT_U: dict[str, tuple[float, ...]] = {
     # A slip alone (level 2) stays below the match probability; with one agreeing
@@ -65,6 +71,7 @@ DEFAULT_U: dict[str, tuple[float, ...]] = {
     "number": (0.9, 0.05, 0.03, 0.02),
     "text": (0.9, 0.07, 0.02, 0.01),
     "embedding": (0.9, 0.08, 0.015, 0.005),
+    "type": (0.2, 0.15),
 }
 DEFAULT_PRIOR = 0.05  # P(one thing) among blocked pairs before EM says otherwise
 MATCH_PROBABILITY = 0.5  # a pair at or above this is a candidate for a curator
@@ -393,12 +400,31 @@ def attribute_comparison(key: str, a: Any, b: Any) -> Comparison | None:
     return Comparison(f"attr:{key}:{kind}", kind, level)
 
 
+UNTYPED = "other"  # the type of an entity nobody typed (entity_type_normalize's fallback)
+
+
+def pair_type(a: Record, b: Record) -> str | None:
+    """The type a pair is scored as: theirs when they share it, the typed one's when the
+    other is untyped (``other``: a name written without its type may well be the typed
+    entity of that name, and the difference is weighed, not a veto); None for two
+    different known types, which are never one thing ("Apple" the organisation and the
+    product)."""
+    if a.type == b.type:
+        return a.type
+    if UNTYPED in (a.type, b.type):
+        return b.type if a.type == UNTYPED else a.type
+    return None
+
+
 def compare(
     a: Record, b: Record, *, cosine: float | None = None, rare: Collection[str] = frozenset()
 ) -> list[Comparison]:
-    """Every field both entities have, with its level (``rare``: see ``name_level``)."""
+    """Every field both entities have, with its level (``rare``: see ``name_level``), and
+    their types when they differ."""
     names = name_level(a, b, rare)
     out = [Comparison("name", "name", names)]
+    if a.type != b.type:
+        out.append(Comparison("type", "type", int(UNTYPED in (a.type, b.type))))
     for kind in sorted(a.identifiers.keys() & b.identifiers.keys()):
         level = identifier_level(a.identifiers[kind], b.identifiers[kind])
         out.append(Comparison(f"id:{kind}", "identifier", level))

@@ -24,6 +24,7 @@ from django.db import DataError, IntegrityError
 from mcp_types import CallToolResult, TextContent
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import write_conflicted, write_contention
 from memory.kernel.errors import DomainError
 from memory.kernel.scopes import ScopeError
 
@@ -92,7 +93,10 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any]) -> CallToolResult:
     except (IntegrityError, DataError) as exc:
         logger.warning("database refused a write from an MCP tool: %s", exc)
         return _error("constraint_violation", "the database refused this write")
-    except Exception:
+    except Exception as exc:
+        if write_conflicted(exc):  # rolled back as a whole: the agent may send it again
+            refusal = write_contention(exc)
+            return _error(refusal.code, refusal.message, refusal.details)
         logger.exception("MCP tool %s failed", fn.__name__)
         return _error("server_error", "internal error; it has been logged")
     prompt, data = answer if isinstance(answer, tuple) else (None, answer)

@@ -152,7 +152,9 @@ def get_context(
     answer it wants, then search relevance; for an entity alone, ranked by confidence,
     recency, predicate weight and importance) and the passages that match, each line with
     its id, scope and source, within `budget_tokens`. Lines unrelated to the question are
-    left out (`left_out`, with the reason in `notes`). The text goes straight into a
+    left out (`left_out`, with the reason in `notes`), and so are facts about other
+    entities than the ones it names; when nothing trusted is known about a named entity,
+    one line says so (`nothing_trusted`). The text goes straight into a
     prompt; the structured result holds the same lines as data."""
     block = memory_context(
         access=current_access(),

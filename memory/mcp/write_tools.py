@@ -64,11 +64,14 @@ def remember(
     source: Annotated[
         str,
         Field(
-            description="who or what said it (a label kept on the run)",
+            description="where the text came from: user, assistant, tool, document, web, "
+            "email, file (alone or as kind:detail) or an address; under the default review "
+            "policy, facts from relayed text (tool, document, web, email, file, an address) "
+            "wait for review (relayed_source), as with POST memories",
             max_length=300,
             pattern=NO_NUL,
         ),
-    ] = "mcp",
+    ] = "",
     speaker: Annotated[
         str, Field(description="who said it", max_length=MAX_SPEAKER_CHARS, pattern=NO_NUL)
     ] = "",
@@ -93,7 +96,8 @@ def remember(
     searchable turn (with its speaker, time, thread and ref) and the run records the
     input, the extraction and its outcome. Answers the run (id, outcome) and, having waited, its
     result: entities created or matched, facts created or superseded, new predicates,
-    conflicts. Needs a write grant on `scope`."""
+    conflicts, and warnings (items refused, constraints a fact breaks). Needs a write grant
+    on `scope`."""
     run = run_create(
         access=current_access(),
         text=text,
@@ -136,7 +140,8 @@ def add_facts(
 ) -> dict[str, Any]:
     """Store facts exactly as given, with no model choosing the words (a memory with
     infer=triples). Predicates are canonicalized (worksAt → works_at) and entities resolved
-    like every write. Needs a write grant on `scope`."""
+    like every write; the result's warnings name items refused and constraints a fact
+    breaks. Needs a write grant on `scope`."""
     triples = TriplesInput(
         entities=entities, relations=relations, attributes=attributes, actions=actions
     )

@@ -79,6 +79,14 @@ class Keyword(models.Model):
             models.Index(
                 fields=["id"], condition=models.Q(embedding__isnull=True), name="keyword_unembedded"
             ),
+            # hybrid_graph's seeds: a query's nearest keywords (memory.search.graph).
+            HnswIndex(
+                name="keyword_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:

@@ -23,8 +23,13 @@ from memory.domain.drift_ranking import (
     Vector,
 )
 from memory.infra.embeddings import embed_for_request
-from memory.models import Context, Fact, FactStatus, Predicate, PredicateStatus
-from memory.selectors.usage import drift_is_visible, predicate_usage
+from memory.models import Context, Fact, FactStatus, FactTrust, Predicate, PredicateStatus
+from memory.selectors.usage import (
+    drift_is_visible,
+    drift_use,
+    predicate_usage,
+    rejected_claims_usage,
+)
 
 EXAMPLES = 3
 SUGGESTIONS_HINT = "drift suggestions are ranked by meaning too, so they need it"
@@ -65,19 +70,20 @@ def drift_list(
     *, access: ContextAccess, with_suggestions: bool = True, with_examples: bool = True
 ) -> list[DriftItem]:
     """Observed predicates with the caller's visible use, most used first (queries:
-    observed predicates with their example ids; usage; the examples; registered
-    predicates with their aliases).
+    observed predicates with their example ids; usage; rejected claims; the examples;
+    registered predicates with their aliases).
 
-    An observed predicate whose facts all lie outside the caller's grants is not shown;
-    one with no facts at all (refused in strict mode) is registry-wide and shown. Counts
-    are observations from the usage log (``memory.selectors.usage``), not a count of
-    the facts.
+    An observed predicate whose facts all lie outside the caller's grants is not shown,
+    nor one only rejected claims use; one with no facts at all (refused in strict mode)
+    is registry-wide and shown. Counts are observations from the usage log
+    (``memory.selectors.usage``), not a count of the facts; rejected claims not counted.
     """
     newest = (
         Fact.objects.filter(
             access.grants.read_q(), context=access.context, predicate=OuterRef("pk")
         )
         .exclude(status=FactStatus.RETRACTED)
+        .exclude(trust=FactTrust.REJECTED)
         .order_by("-recorded_at", "-pk")
         .values("pk")[:EXAMPLES]
     )
@@ -86,17 +92,22 @@ def drift_list(
         .annotate(example_ids=ArraySubquery(newest))
         .order_by("name")
     )
-    usage = predicate_usage(access=access, predicate_ids=[p.pk for p in observed])
-    items = [
-        DriftItem(
-            predicate=p,
-            fact_count=usage[p.pk].used if p.pk in usage else 0,
-            first_seen=p.first_seen_at,
-            last_seen=p.last_seen_at or (usage[p.pk].last_used_at if p.pk in usage else None),
+    ids = [p.pk for p in observed]
+    usage = predicate_usage(access=access, predicate_ids=ids)
+    rejected = rejected_claims_usage(access=access, predicate_ids=ids)
+    items = []
+    for p in observed:
+        if not drift_is_visible(usage.get(p.pk), rejected.get(p.pk)):
+            continue
+        use = drift_use(usage.get(p.pk), rejected.get(p.pk))
+        items.append(
+            DriftItem(
+                predicate=p,
+                fact_count=use.used if use is not None else 0,
+                first_seen=p.first_seen_at,
+                last_seen=p.last_seen_at or (use.last_used_at if use is not None else None),
+            )
         )
-        for p in observed
-        if drift_is_visible(usage.get(p.pk))
-    ]
     items.sort(key=lambda item: -item.fact_count)  # stable: by name within a count
     if with_examples:
         drift_examples_attach(items=items)

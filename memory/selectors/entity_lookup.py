@@ -28,6 +28,7 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import (
     IDENTIFIER_KIND_RE,
+    entity_name_folded,
     entity_normalize_key,
     identifier_normalize,
 )
@@ -93,7 +94,7 @@ def _ranked_candidates(
     access: ContextAccess, text: str, prefer_scope: str | None
 ) -> list[tuple[tuple[int, int, int, int], Entity, MatchedBy]]:
     key = entity_normalize_key(text)
-    folded = text.casefold()
+    folded = entity_name_folded(text)
     identifier_owners = set(_identifier_owners(access, text))
     candidates = (
         entities_visible(access=access)
@@ -125,9 +126,9 @@ def _ranked_candidates(
 
 
 def _matched_by(entity: Entity, folded: str, identifier_owners: set[int]) -> MatchedBy:
-    if " ".join(entity.name.split()).casefold() == folded:
+    if entity_name_folded(entity.name) == folded:
         return "name"
-    if any(" ".join(alias.split()).casefold() == folded for alias in entity.aliases):
+    if any(entity_name_folded(alias) == folded for alias in entity.aliases):
         return "alias"
     if entity.pk in identifier_owners:
         return "identifier"

@@ -19,11 +19,12 @@ from django.utils.dateparse import parse_datetime
 
 from memory.domain.access import ContextAccess
 from memory.domain.predicate_names import predicate_normalize
-from memory.kernel.errors import ValidationFailed
-from memory.models import AuditEvent, Conflict, Document, Fact, Run, Turn
+from memory.kernel.errors import NotFound, ValidationFailed
+from memory.models import AuditEvent, Conflict, Document, Entity, Fact, Run, Turn
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import Target
 from memory.selectors.entities import entity_list
+from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import fact_get, facts_visible
 from memory.selectors.predicates import predicate_canonicalize
 
@@ -32,8 +33,9 @@ from memory.selectors.predicates import predicate_canonicalize
 Sort = Literal["newest", "oldest"]
 SORTS: tuple[Sort, ...] = ("newest", "oldest")
 PAGE_SIZE = 50
-# A name filter reads through at most this many matching entities (best name matches).
+# A name that names no entity reads through at most this many whose names start so.
 NAME_MATCHES = 200
+NOTE_NAMES = 10  # of those, named in the page's note
 # Free text keeps the facts among the search index's best matches for its words.
 TEXT_MATCHES = 1000
 
@@ -41,7 +43,7 @@ TEXT_MATCHES = 1000
 @dataclass(frozen=True)
 class FactFilters:
     predicate: str = ""
-    subject: str = ""  # a name (or part of one), or an entity id
+    subject: str = ""  # an entity id or name (resolve_entity_name), or the start of names
     object: str = ""
     kind: str = ""
     status: str = ""
@@ -61,11 +63,37 @@ class FactsPage:
     notes: list[str] = field(default_factory=list)
 
 
-def _entity_ids(access: ContextAccess, ref: str) -> list[int]:
+def _entity_ids(access: ContextAccess, end: str, ref: str) -> tuple[list[int], list[str]]:
+    """The entities a ``subject``/``object`` filter reads, and notes saying which: the one
+    entity the text means (an id, or a name by ``resolve_entity_name``, the rule the API's
+    ``facts?subject=`` reads it by), naming the others it matched; a text that names no
+    entity reads as the start of names' words ("acm corp"), and every entity it matched
+    is named."""
     ref = ref.strip()
-    if ref.isdigit():
-        return [int(ref)]
-    return list(entity_list(access=access, q=ref).values_list("pk", flat=True)[:NAME_MATCHES])
+    try:
+        found = resolve_entity_name(access=access, ref=int(ref) if ref.isdigit() else ref)
+    except NotFound:
+        if ref.isdigit():
+            return [], [f"{end} {ref}: no entity you can see has this id"]
+        matched = list(entity_list(access=access, q=ref).only("pk", "name")[:NAME_MATCHES])
+        return [e.pk for e in matched], [_words_note(end, ref, matched)]
+    entity = found.entity
+    notes = []
+    if found.other_matches:
+        others = ", ".join(f"{e.name} ({e.type}, {e.scope}, #{e.pk})" for e in found.other_matches)
+        notes.append(
+            f"{end} {ref!r} is {entity.name} ({entity.type}, {entity.scope}, #{entity.pk}); "
+            f"it also matches {others}: give an id to read one of those"
+        )
+    return [entity.pk], notes
+
+
+def _words_note(end: str, ref: str, matched: list[Entity]) -> str:
+    if not matched:
+        return f"{end} {ref!r}: no entity you can see is named so, nor has names starting so"
+    shown = ", ".join(f"{e.name} (#{e.pk})" for e in matched[:NOTE_NAMES])
+    more = f" and {len(matched) - NOTE_NAMES} more" if len(matched) > NOTE_NAMES else ""
+    return f"no entity is named {ref!r}: {end} reads as the start of names, matching {shown}{more}"
 
 
 def facts_filtered(
@@ -88,10 +116,11 @@ def facts_filtered(
             )
         elif resolved.canonical != predicate_normalize(filters.predicate):
             notes.append(f"{filters.predicate} reads as {resolved.canonical}")
-    if subject:
-        facts = facts.filter(subject_id__in=_entity_ids(access, subject))
-    if object_:
-        facts = facts.filter(object_id__in=_entity_ids(access, object_))
+    for end, ref, column in (("subject", subject, "subject_id"), ("object", object_, "object_id")):
+        if ref:
+            ids, said = _entity_ids(access, end, ref)
+            facts = facts.filter(**{f"{column}__in": ids})
+            notes += said
     if filters.kind:
         facts = facts.filter(kind=filters.kind)
     if filters.status:

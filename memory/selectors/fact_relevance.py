@@ -3,8 +3,8 @@
 Candidates (``fact_candidates``, the one place that decides which facts may answer):
 the current facts of the entities the question names, as subject or object (the facts
 whose predicate the question asks about first); where the question asks about a relation,
-the facts of those entities' neighbours that have such a predicate (one hop); and the
-facts the query finds by BM25 and vectors.
+the facts of those entities' neighbours that have such a predicate, each neighbour reached
+through such a predicate too (one hop); and the facts the query finds by BM25 and vectors.
 
 Each candidate's relevance (``fact_relevance``) adds up what it shares with the question:
 
@@ -79,6 +79,10 @@ class FactCandidate:
     prior: float
     linked: list[int] = field(default_factory=list)  # named entities it mentions
     hop: bool = False  # found through a named entity's neighbour
+    via: int | None = None  # that neighbour: the fact's other end is what it gives
+    # Stands to that neighbour as the named entity does (same predicate, same end): the
+    # others who live in the same town, depend on the same thing, report to the same one.
+    sibling: bool = False
     bm25: float | None = None  # its BM25 score, normalized by the best one
     cosine: float | None = None
     relevance: float = 0.0
@@ -220,15 +224,22 @@ def _add_hop_facts(
     *,
     now: datetime,
 ) -> None:
-    """The asked-about predicates' facts of the named entities' neighbours."""
+    """The asked-about predicates' facts of the named entities' neighbours, reached
+    through an asked-about relation too ("Where does Dana's manager live?": her manager's
+    home; "Where does Bob work?" reads no friend's employer)."""
     neighbours: list[int] = []
+    reached: set[tuple[int, int, bool]] = set()  # (neighbour, predicate, as the subject)
     for candidate in candidates.values():
         fact = candidate.fact
         if fact.kind != FactKind.RELATION or fact.object_id is None:
             continue
+        if fact.predicate_id not in predicate_ids:
+            continue
         for end in (fact.subject_id, fact.object_id):
-            if end not in linked_ids and end not in neighbours:
-                neighbours.append(end)
+            if end not in linked_ids:
+                reached.add((end, fact.predicate_id, end == fact.subject_id))
+                if end not in neighbours:
+                    neighbours.append(end)
     if not neighbours:
         return
     neighbours = neighbours[:NEIGHBOURS]
@@ -241,6 +252,9 @@ def _add_hop_facts(
     for fact in rows:
         candidate = _candidate(fact, linked_ids, now=now)
         candidate.hop = True
+        candidate.via = fact.subject_id if fact.subject_id in neighbours else fact.object_id
+        as_subject = candidate.via == fact.subject_id
+        candidate.sibling = (candidate.via, fact.predicate_id, as_subject) in reached
         candidates[fact.pk] = candidate
 
 
@@ -296,7 +310,10 @@ def _score(
     predicate = match.score if match else 0.0
     linked = W_HOP if candidate.hop else (W_LINKED if candidate.linked else 0.0)
     both = W_BOTH_ENDS if len(candidate.linked) > 1 else 0.0
-    answer, fits = _answer_fit(fact, candidate.linked, question)
+    # Through a neighbour, the answer is the end that is not the neighbour ("Kenji lives
+    # in Toronto" gives a person, not the place, when the named one lives in Toronto).
+    ends = candidate.linked or ([candidate.via] if candidate.via is not None else [])
+    answer, fits = _answer_fit(fact, ends, question)
     cosine = _cosine_share(candidate.cosine)
     bm25 = candidate.bm25 or 0.0
     prior = candidate.prior / top_prior
@@ -353,8 +370,9 @@ def _asked(question: Question) -> str | None:
 
 
 def _answer_fit(fact: Fact, linked: list[int], question: Question) -> tuple[str, float]:
-    """What the fact gives as the answer (the end the question did not name: an entity
-    type or ``value``) and whether that is what the question asks for (1 or 0)."""
+    """What the fact gives as the answer (the end not in ``linked`` — the ends the
+    question names, or the neighbour it was reached through —: an entity type or
+    ``value``) and whether that is what the question asks for (1 or 0)."""
     if fact.object is None:
         given = "value"
     elif fact.object_id in linked and fact.subject_id not in linked:

@@ -13,6 +13,9 @@ within a token budget. One reader for ``POST context`` and the MCP ``get_context
 - No padding: a fact that shares nothing with the question and a passage found by vector
   similarity alone below the floor are left out and counted in ``left_out``; the facts
   that answer go in before any passage.
+- Focus: once the question names an entity, facts about others only where they answer
+  through it, and one line when nothing trusted is known about it
+  (``memory_context_focus``).
 - Every line names its record (id), its scope and its source, so an agent can cite it or
   come back to it; the same lines come back as data.
 
@@ -40,6 +43,7 @@ from memory.selectors.fact_relevance import (
     shares_with_question,
 )
 from memory.selectors.facts import entity_facts_ranked
+from memory.selectors.memory_context_focus import in_focus, named_keys, nothing_trusted
 from memory.selectors.memory_context_layout import (
     ContextLine,
     MemoryContext,
@@ -124,6 +128,7 @@ def memory_context(
         assert asked is not None
         block.focus = [asked]
         fact_lines = _entity_fact_lines(access, asked, include_pending=include_pending)
+    block.nothing_trusted = nothing_trusted(access=access, entities=block.focus, lines=fact_lines)
     passage_query = query or block.focus[0].name
     passage_lines = finder.passages(passage_query)
     fact_lines, passage_lines = _floor(block, fact_lines, passage_lines, finder=finder)
@@ -171,11 +176,13 @@ def _answering_fact_lines(
     )
     cosines_fill(candidates, finder.embedding(query))
     ranked = fact_relevance(candidates, question=question, links=links, matches=matches)
+    keys = named_keys(links)
     lines = []
     for candidate in ranked:
         line = fact_line(candidate.fact, candidate.relevance)
         line.data["explain"] = candidate.explain
         line.shares = shares_with_question(candidate, min_cosine=FACT_MIN_COSINE)
+        line.in_focus = in_focus(candidate, keys)
         predicate = candidate.explain.get("predicate") or {}
         line.answers = predicate.get("score", 0.0) >= ANSWERING_PREDICATE or (
             candidate.relevance >= ANSWERING_RELEVANCE
@@ -205,11 +212,14 @@ def _floor(
     *,
     finder: BlockFinder,
 ) -> tuple[list[ContextLine], list[ContextLine]]:
-    """Leave out the facts that share nothing with the question (the search already
-    left out passages found by vector similarity alone, below the floor)."""
-    kept = [f for f in facts if f.shares]
-    block.left_out_unrelated = len(facts) - len(kept) + finder.hidden_passages
-    block.left_out += block.left_out_unrelated
+    """Leave out the facts that share nothing with the question and, when it names an
+    entity, the facts about others (the search already left out passages found by vector
+    similarity alone, below the floor)."""
+    related = [f for f in facts if f.shares]
+    kept = [f for f in related if f.in_focus]
+    block.left_out_unrelated = len(facts) - len(related) + finder.hidden_passages
+    block.left_out_others = len(related) - len(kept)
+    block.left_out += block.left_out_unrelated + block.left_out_others
     return kept, passages
 
 
@@ -227,6 +237,9 @@ def _note_left_out(block: MemoryContext) -> None:
         block.notes.append(
             f"{block.left_out_unrelated} left out: they share nothing with the question"
         )
+    if block.left_out_others:
+        named = ", ".join(e.name for e in block.focus)
+        block.notes.append(f"{block.left_out_others} left out: about others than {named}")
     if block.left_out_budget:
         block.notes.append(f"{block.left_out_budget} left out: over the token budget")
 
@@ -260,6 +273,10 @@ def memory_context_data(block: MemoryContext) -> dict[str, Any]:
         "text": block.text,
         "facts": [item(f) for f in block.facts],
         "unconfirmed": [item(f) for f in block.unconfirmed],
+        "nothing_trusted": [
+            {"id": n.entity.pk, "name": n.entity.name, "awaiting_review": n.awaiting_review}
+            for n in block.nothing_trusted
+        ],
         "passages": [item(p) for p in block.passages],
         "budget_tokens": block.budget_tokens,
         "used_tokens": block.used_tokens,

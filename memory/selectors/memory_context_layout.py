@@ -31,7 +31,27 @@ class ContextLine:
     score: float
     data: dict[str, Any]
     shares: bool = True  # shares something with the question (else: padding)
+    # About an entity the question names (or found through one, or naming one by its
+    # name): a fact about others only because it shares a word is padding.
+    in_focus: bool = True
     answers: bool = False  # a fact that answers the question: placed before passages
+
+
+@dataclass(frozen=True)
+class NothingTrusted:
+    """A named entity of which no trusted fact is known: the block says so, and how many
+    of its facts (that the caller may read) wait for review — never what they claim."""
+
+    entity: Entity
+    awaiting_review: int
+
+    def line(self) -> str:
+        waiting = ""
+        if self.awaiting_review == 1:
+            waiting = " (1 fact awaits review)"
+        elif self.awaiting_review:
+            waiting = f" ({self.awaiting_review} facts await review)"
+        return f"Nothing trusted is known about {self.entity.name} yet{waiting}."
 
 
 @dataclass
@@ -45,9 +65,11 @@ class MemoryContext:
     # Pending facts (asked for with include_pending): under their own heading, never
     # among the facts.
     unconfirmed: list[ContextLine] = field(default_factory=list)
+    nothing_trusted: list[NothingTrusted] = field(default_factory=list)
     used_tokens: int = 0
     left_out: int = 0  # candidates left out: unrelated to the question or over budget
     left_out_unrelated: int = 0
+    left_out_others: int = 0  # about entities other than the named ones
     left_out_budget: int = 0
     notes: list[str] = field(default_factory=list)
     text: str = ""
@@ -205,6 +227,7 @@ def block_render(block: MemoryContext) -> str:
     if block.query:
         about.append(f"query {block.query!r}")
     lines = [f"# Memory context ({block.context}): {'; '.join(about)}"]
+    lines += [unknown.line() for unknown in block.nothing_trusted]
     facts = [f for f in block.facts if f.data["trust"] == FactTrust.TRUSTED]
     unconfirmed = [f for f in block.facts + block.unconfirmed if f not in facts]
     if facts:
@@ -216,6 +239,6 @@ def block_render(block: MemoryContext) -> str:
         ]
     if block.passages:
         lines += ["## Passages", *(p.line for p in block.passages)]
-    if not block.facts and not block.unconfirmed and not block.passages:
+    if not (block.facts or block.unconfirmed or block.passages or block.nothing_trusted):
         lines.append("Nothing in memory matches.")
     return "\n".join(lines)

@@ -26,7 +26,12 @@ from memory.models import (
 )
 from memory.selectors.curation import conflict_list
 from memory.selectors.entities import entities_visible
-from memory.selectors.usage import drift_is_visible, predicate_forms, predicate_usage
+from memory.selectors.usage import (
+    drift_is_visible,
+    predicate_forms,
+    predicate_usage,
+    rejected_claims_usage,
+)
 
 DRIFT_RESOLUTIONS = ("drift_alias", "drift_alias_bulk", "drift_reject")
 TOP_VARIED = 5
@@ -99,11 +104,9 @@ def overview_read(*, access: ContextAccess) -> tuple[OverviewCounts, VocabularyH
     )
     facts = sum(use.live for pk, use in usage.items() if pk in status_of)
     on_registered = sum(use.live for pk, use in usage.items() if pk in names)
-    open_drift = sum(
-        1
-        for pk, status in status_of.items()
-        if status == PredicateStatus.OBSERVED and drift_is_visible(usage.get(pk))
-    )
+    observed = [pk for pk, status in status_of.items() if status == PredicateStatus.OBSERVED]
+    rejected = rejected_claims_usage(access=access, predicate_ids=observed)
+    open_drift = sum(1 for pk in observed if drift_is_visible(usage.get(pk), rejected.get(pk)))
     aliases = PredicateAlias.objects.filter(
         context=context, predicate__status=PredicateStatus.REGISTERED
     ).count()

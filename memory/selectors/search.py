@@ -69,6 +69,8 @@ _EMBEDDER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="search-embed")
 # How deep each list is read before fusion: enough that a result ranked k-th by one
 # method and unseen by the other still gets its fair share of the fused score.
 FUSION_DEPTH_MIN = 50
+# hybrid_graph's hop starts from the best max(k, this) hybrid candidates.
+GRAPH_SEEDS_MIN = 10
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,7 @@ def search(
             target=kind,
             visible=visible,
             alpha=graph_alpha,
+            seeds=max(k, GRAPH_SEEDS_MIN),
         )
         if kind == Target.TURN:  # the graph may reach turns the filters exclude
             scores = turns_only(scores, visible=visible_rows)

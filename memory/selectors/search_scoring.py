@@ -10,11 +10,16 @@ from memory.domain.access import ContextAccess
 from memory.infra.replicas import read_connection
 from memory.models import Fact, FactTrust, Turn
 from memory.search.bm25 import ranking_key
-from memory.search.fusion import rrf_fuse
-from memory.search.graph import graph_boosts
+from memory.search.fusion import RRF_K, rrf_fuse
+from memory.search.graph import graph_ranking
 from memory.search.models import Target
 from memory.search.turn_fusion import normalized_sum, window_boosts
 from memory.selectors.search_results import Explain
+
+# The graph's list against BM25's and the vector's (1 each): at the default graph_alpha
+# 0.3 it weighs 0.05, about three places near the top. On SciFact (docs/BENCHMARKS.md)
+# the graph's density at 0.3 cost 0.054 nDCG@10 against hybrid, at 0.05 0.002.
+GRAPH_LIST_WEIGHT = 1 / 6
 
 _TOLD_SQL = f"SELECT id FROM {Fact._meta.db_table} WHERE id = ANY(%s) AND trust = ANY(%s)"  # noqa: S608 - the table name from the model
 
@@ -88,22 +93,31 @@ def graph_scores(
     target: Target,
     visible: Q,
     alpha: float,
+    seeds: int,
 ) -> dict[int, float]:
-    """(1 − α) · fused / max fused + α · graph density (see memory.search.graph)."""
-    density = graph_boosts(
-        context_id=access.context.pk,
-        target=target,
-        candidates=fused,
-        query=query,
-        embedding=embedding,
-        visible=visible,
-    )
-    top = max(fused.values(), default=0.0) or 1.0
+    """Hybrid's scores plus the graph's ranking as one more reciprocal-rank list:
+    ``score = fused + α · GRAPH_LIST_WEIGHT / (60 + graph rank)`` (see
+    memory.search.graph). The graph only adds: a record it does not reach keeps hybrid's
+    score, and with no matching keyword the order is hybrid's. The hop starts from the
+    ``seeds`` best."""
+    if alpha <= 0:
+        ranking: list[int] = []
+    else:
+        ranking = graph_ranking(
+            context_id=access.context.pk,
+            target=target,
+            candidates=best_refs(fused, seeds),
+            query=query,
+            embedding=embedding,
+            visible=visible,
+        )
+    weight = alpha * GRAPH_LIST_WEIGHT
+    boosts = {ref: weight / (RRF_K + rank) for rank, ref in enumerate(ranking, start=1)}
     scores: dict[int, float] = {}
-    for ref in set(fused) | set(density):
+    for ref in set(fused) | set(boosts):
         explain = explains.setdefault(ref, Explain())
-        explain.graph_boost = alpha * density.get(ref, 0.0)
-        scores[ref] = (1 - alpha) * fused.get(ref, 0.0) / top + explain.graph_boost
+        explain.graph_boost = boosts.get(ref, 0.0)
+        scores[ref] = fused.get(ref, 0.0) + explain.graph_boost
     return scores
 
 

@@ -10,14 +10,14 @@ this predicate used" means; pages that show them say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db.models import Max, Sum
 
 from memory.domain.access import ContextAccess
 from memory.infra.replicas import read_connection
-from memory.models import Context, PredicateUsage
+from memory.models import Context, Fact, FactStatus, FactTrust, PredicateUsage
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,53 @@ def predicate_usage(
     }
 
 
-def drift_is_visible(use: PredicateUse | None) -> bool:
+@dataclass(frozen=True)
+class RejectedUse:
+    """Observations of rejected claims (not retracted): the caller's, and in any scope."""
+
+    used: int = 0
+    used_anywhere: int = 0
+
+
+def rejected_claims_usage(
+    *, access: ContextAccess, predicate_ids: list[int]
+) -> dict[int, RejectedUse]:
+    """Per predicate id, what its rejected claims count in ``predicate_usage`` (one
+    query through the partial index ``fact_rejected``: curators reject few claims)."""
+    if not predicate_ids or not access.grants.items:
+        return {}
+    visible = access.grants.read_q() or None
+    rows = (
+        Fact.objects.filter(
+            context=access.context, trust=FactTrust.REJECTED, predicate_id__in=predicate_ids
+        )
+        .exclude(status=FactStatus.RETRACTED)
+        .values("predicate_id")
+        .annotate(seen=Sum("observed_count", filter=visible), anywhere=Sum("observed_count"))
+    )
+    return {
+        row["predicate_id"]: RejectedUse(used=row["seen"] or 0, used_anywhere=row["anywhere"])
+        for row in rows
+    }
+
+
+def drift_use(use: PredicateUse | None, rejected: RejectedUse | None) -> PredicateUse | None:
+    """An observed predicate's use with its rejected claims set aside: a claim curators
+    rejected is no use of a word (the prompt already leaves such words out)."""
+    if use is None or rejected is None:
+        return use
+    return replace(
+        use, used=use.used - rejected.used, used_anywhere=use.used_anywhere - rejected.used_anywhere
+    )
+
+
+def drift_is_visible(use: PredicateUse | None, rejected: RejectedUse | None = None) -> bool:
     """The drift rule: an observed predicate is listed when the caller can see some use
-    of it, or when it has none anywhere (refused in strict mode: registry-wide)."""
+    of it by a claim not rejected, or when it has no facts anywhere (refused in strict
+    mode: registry-wide); not when rejected claims are all that use it."""
+    if rejected is not None and rejected.used_anywhere:
+        kept = drift_use(use, rejected)
+        return kept is not None and kept.used > 0
     return use is None or use.used > 0 or use.used_anywhere == 0
 
 

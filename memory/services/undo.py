@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, NotFound
 from memory.models import AuditEvent, Role
 from memory.selectors.entities import entity_get
@@ -142,7 +142,7 @@ def undo_handler_register(op: str, handler: UndoHandler) -> None:
     UNDO_HANDLERS[op] = handler
 
 
-@transaction.atomic
+@write_transaction
 def audit_undo(*, access: ContextAccess, event_id: int) -> AuditEvent:
     """Undo one event exactly, or explain (409) what later change prevents it."""
     access.require_role(Role.CURATOR)

@@ -21,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from memory.infra.embeddings import embed_texts, embedding_model_id
-from memory.infra.locks import EMBEDDING_DRAIN_LOCK, executor_lock
+from memory.infra.locks import EMBEDDING_DRAIN_LOCK, LockStrength, executor_lock, rows_lock_ordered
+from memory.infra.transactions import transaction_retried
 from memory.kernel.errors import ValidationFailed
 from memory.models import Chunk, Context, Entity, Fact, Keyword, KeywordLink, Turn
 from memory.search.models import FactVector
@@ -140,11 +141,37 @@ _UPDATE_TABLES: dict[str, tuple[str, bool]] = {
 }
 
 
-def _vectors_write(target: VectorTarget, ids: list[int], vectors: list[list[float]]) -> int:
-    """Write one target's vectors with one statement; returns the rows written."""
-    if not ids:
-        return 0
-    literals = [_vector_literal(v) for v in vectors]
+# The rows a vector write locks: the row that holds the vector, or for a fact (whose
+# vector is a row of its own, FactVector, pointing at it) the fact, kept from a delete.
+_LOCKED_ROWS: dict[VectorTarget, tuple[str, LockStrength]] = {
+    "chunks": (Chunk._meta.db_table, "NO KEY UPDATE"),
+    "turns": (Turn._meta.db_table, "NO KEY UPDATE"),
+    "facts": (Fact._meta.db_table, "KEY SHARE"),
+    "entities": (Entity._meta.db_table, "NO KEY UPDATE"),
+    "keywords": (Keyword._meta.db_table, "NO KEY UPDATE"),
+}
+
+
+def _rows_held(target: VectorTarget, ids: list[int], *, skip_held: bool) -> set[int]:
+    """Lock the rows a write of ``target``'s vectors touches, in ascending id order like
+    every writer (docs/decisions/0119), and return the ids locked. ``skip_held``: rows
+    another transaction holds are left out rather than waited for."""
+    table, strength = _LOCKED_ROWS[target]
+    rows = rows_lock_ordered(table, ids, strength=strength, skip_locked=skip_held)
+    return {int(pk) for (pk,) in rows}
+
+
+def _vectors_write(
+    target: VectorTarget, ids: list[int], vectors: list[list[float]], *, skip_held: bool
+) -> list[int]:
+    """Write one target's vectors (the rows locked first, then one statement); returns
+    the ids written."""
+    held = _rows_held(target, ids, skip_held=skip_held) if ids else set()
+    picked = [(pk, v) for pk, v in zip(ids, vectors, strict=True) if pk in held]
+    if not picked:
+        return []
+    ids = [pk for pk, _ in picked]
+    literals = [_vector_literal(v) for _, v in picked]
     model_id = embedding_model_id()
     with connection.cursor() as cursor:
         if target == "facts":
@@ -171,23 +198,37 @@ def _vectors_write(target: VectorTarget, ids: list[int], vectors: list[list[floa
                 """,  # noqa: S608 - table names from the models, values are parameters
                 ([model_id] if with_model else []) + [ids, literals],
             )
-        return int(cursor.rowcount)
+    return ids  # each row is locked, so the statement wrote every one
 
 
-def _embed_and_write(batch: list[tuple[VectorTarget, int, str]]) -> int:
-    """One model call for the whole batch, then one write statement per target."""
+def _embed_and_write(
+    batch: list[tuple[VectorTarget, int, str]], *, skip_held: bool
+) -> dict[VectorTarget, int]:
+    """One model call for the whole batch, then one write per target; returns the rows
+    written per target. ``skip_held`` (the worker's drain): rows a writer holds are left
+    without their vector for a later drain, so the drain never waits on a request."""
+    vectors = embed_texts([text for _, _, text in batch])
+    return transaction_retried(
+        lambda: _write_batch(batch, vectors, skip_held=skip_held), what="embedding write"
+    )
+
+
+def _write_batch(
+    batch: list[tuple[VectorTarget, int, str]], vectors: list[list[float]], *, skip_held: bool
+) -> dict[VectorTarget, int]:
     from memory.services.duplicates.finder import duplicates_check  # it reads no vector module
 
-    vectors = embed_texts([text for _, _, text in batch])
-    written = 0
-    with transaction.atomic():
-        for target in VECTOR_TARGETS:
-            picked = [(pk, v) for (t, pk, _), v in zip(batch, vectors, strict=True) if t == target]
-            written += _vectors_write(target, [pk for pk, _ in picked], [v for _, v in picked])
-        # An entity's embedding neighbours exist only now: check those entities again,
-        # once for the batch, with their vectors (docs/decisions/0048).
-        duplicates_check(sorted({pk for t, pk, _ in batch if t == "entities"}))
-    return written
+    written: dict[VectorTarget, list[int]] = {}
+    for target in VECTOR_TARGETS:
+        picked = [(pk, v) for (t, pk, _), v in zip(batch, vectors, strict=True) if t == target]
+        written[target] = _vectors_write(
+            target, [pk for pk, _ in picked], [v for _, v in picked], skip_held=skip_held
+        )
+    # An entity's embedding neighbours exist only now: check those entities again, once
+    # for the batch, with their vectors (docs/decisions/0048). One passed over is checked
+    # when a later drain writes its vector.
+    duplicates_check(written["entities"])
+    return {target: len(ids) for target, ids in written.items()}
 
 
 def vectors_compute(
@@ -204,13 +245,20 @@ def vectors_compute(
     for start in range(0, len(ids), batch_size):
         texts = _texts(target, ids[start : start + batch_size])
         if texts:
-            written += _embed_and_write([(target, pk, text) for pk, text in texts])
+            batch = [(target, pk, text) for pk, text in texts]
+            written += sum(_embed_and_write(batch, skip_held=False).values())
         if on_progress is not None:
             on_progress(len(texts))
     return written
 
 
 # --- the worker's drain -------------------------------------------------------------------
+
+
+# A row a writer holds is looked at again after a short pause (a request holds its rows for
+# milliseconds), a few times; then it is left to the next drain, so a drain never waits.
+HELD_PASSES = 5
+HELD_PAUSE_SECONDS = 0.2
 
 
 @dataclass
@@ -220,8 +268,9 @@ class DrainReport:
     )
     model_calls: int = 0
     seconds: float = 0.0
-    finished: bool = True  # False: stopped at the time budget with rows still waiting
+    finished: bool = True  # False: stopped with rows still waiting (time budget, held rows)
     skipped: bool = False  # another drain holds the lock
+    passed_over: int = 0  # rows left without a vector in the last pass: writers held them
 
     @property
     def total(self) -> int:
@@ -261,9 +310,11 @@ def embeddings_drain(
     """Embed every row still without a vector, ``batch_size`` texts per model call.
 
     One drain at a time, whatever its context (an advisory lock; a second returns
-    ``skipped``), so no row is embedded twice. Stops once
-    nothing is waiting, or after the batch that passes ``seconds`` (``finished`` False).
-    An embedder failure propagates: the batches before it stay written.
+    ``skipped``), so no row is embedded twice. A row a writer holds locked is passed over,
+    never waited for, and looked at again in the next pass (``HELD_PASSES`` at most).
+    Stops once nothing is waiting, or after the batch that passes ``seconds``, or with
+    rows still held (``finished`` False for the last two). An embedder failure
+    propagates: the batches before it stay written.
     """
     if not 1 <= batch_size <= MAX_BATCH:
         raise ValidationFailed(
@@ -271,29 +322,51 @@ def embeddings_drain(
         )
     report = DrainReport()
     started = time.perf_counter()
+    deadline = None if seconds is None else started + seconds
+    held_passes = 0
     while True:
         with executor_lock(EMBEDDING_DRAIN_LOCK, 0) as held:
             if not held:
                 report.skipped = True
                 break
-            after = dict.fromkeys(VECTOR_TARGETS, 0)
-            while batch := _pending_batch(after, context=context, size=batch_size):
-                _embed_and_write(batch)
-                report.model_calls += 1
-                for target, _, _ in batch:
-                    report.written[target] += 1
-                if on_progress is not None:
-                    on_progress(report)
-                if seconds is not None and time.perf_counter() - started >= seconds:
-                    report.finished = not any(embedding_backlog(context=context).values())
-                    report.seconds = time.perf_counter() - started
-                    return report
-        # Rows committed while the lock was being released were refused by a drain that
-        # found it held: look once more, now that it is free.
+            if not _drain_pass(report, context, batch_size, deadline, on_progress):
+                report.finished = not any(embedding_backlog(context=context).values())
+                break
         if not any(embedding_backlog(context=context).values()):
             break
+        # Rows committed while the lock was being released (refused by a drain that
+        # found it held), or rows a writer held: look once more.
+        if report.passed_over:
+            held_passes += 1
+            if held_passes >= HELD_PASSES:
+                report.finished = False
+                break
+            time.sleep(HELD_PAUSE_SECONDS)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _drain_pass(
+    report: DrainReport,
+    context: Context | None,
+    batch_size: int,
+    deadline: float | None,
+    on_progress: Callable[[DrainReport], None] | None,
+) -> bool:
+    """One pass over the rows waiting now; False when it stopped at the deadline."""
+    report.passed_over = 0
+    after = dict.fromkeys(VECTOR_TARGETS, 0)
+    while batch := _pending_batch(after, context=context, size=batch_size):
+        written = _embed_and_write(batch, skip_held=True)
+        report.model_calls += 1
+        for target, count in written.items():
+            report.written[target] += count
+        report.passed_over += len(batch) - sum(written.values())
+        if on_progress is not None:
+            on_progress(report)
+        if deadline is not None and time.perf_counter() >= deadline:
+            return False
+    return True
 
 
 # --- manage.py reembed --------------------------------------------------------------------

@@ -15,6 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from memory.infra.transactions import write_conflicted, write_contention
 from memory.kernel.errors import DomainError
 
 logger = logging.getLogger(__name__)
@@ -38,8 +39,13 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if write_conflicted(exc):
+        # A deadlock or serialization failure no service ran again: the write was rolled
+        # back as a whole, so the client may send it again (docs/decisions/0119).
+        logger.warning("a write broken by concurrent writes reached the API: %s", exc)
+        exc = write_contention(exc)
     if isinstance(exc, DomainError):  # the engine's errors, scopes' and the LLM's included
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        return _domain_error(exc)
     if isinstance(exc, DjangoValidationError):
         messages = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         return Response(error_body("invalid", "validation failed", messages), status=400)
@@ -64,6 +70,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     else:
         message = str(getattr(exc, "detail", str(exc)))
     response.data = error_body(code, message, details)
+    return response
+
+
+def _domain_error(exc: DomainError) -> Response:
+    response = Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    retry_after = getattr(exc, "retry_after", None)  # a refusal that passes with time
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
     return response
 
 

@@ -492,3 +492,37 @@ def test_an_import_remaps_the_entity_ids_of_constraints(
     new_france = Entity.objects.get(context=target, name="France").pk
     new_maria = Entity.objects.get(context=target, name="Maria").pk
     assert rules[0]["values"] == [new_france] and rules[1]["exceptions"] == [new_maria]
+
+
+def test_a_run_reports_the_constraints_its_facts_break(api: APIClient, base: str) -> None:
+    _register(api, base, "employee_id")
+    _constrain(api, base, "employee_id", {"type": "format", "pattern": r"E\d{4}"})
+    triples = {
+        "entities": [{"name": "Maria", "type": "person"}],
+        "attributes": [
+            {"subject": "Maria", "key": "employee_id", "value": "12-34"},
+            {"subject": "Maria", "key": "favourite_colour", "value": "green"},
+        ],
+    }
+    response = api.post(
+        f"{base}/memories",
+        {"text": "", "scope": "org", "infer": "triples", "triples": triples, "wait": True},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    run, result = response.json()["run"], response.json()["result"]
+
+    assert run["outcome"] == "succeeded_with_warnings"
+    assert run["summary"]["warnings"] == 1 and run["summary"]["unresolved"] == 0
+    wrong, plain = result["facts_created"]
+    (warning,) = wrong["warnings"]  # the shape POST facts answers
+    assert (warning["predicate"], warning["constraint"], warning["status"]) == (
+        "employee_id",
+        "format",
+        "mandatory",
+    )
+    assert warning["fact_ids"] == [wrong["id"]]
+    assert "warnings" not in plain
+    assert result["warnings"] == [
+        f"attributes[0]: {warning['message']} (mandatory format constraint of employee_id)"
+    ]

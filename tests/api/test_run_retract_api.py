@@ -140,7 +140,7 @@ def test_the_retract_endpoint_is_documented(openapi: dict[str, Any]) -> None:
 def test_an_unknown_entity_type_is_a_warning_of_the_run(api: APIClient, base: str) -> None:
     triples = {
         "entities": [{"name": "Merlin", "type": "wizard"}],
-        "attributes": [{"subject": "Merlin", "key": "current_title", "value": "Archmage"}],
+        "attributes": [{"subject": "Merlin", "key": "motto", "value": "Archmage"}],
     }
     body = api.post(
         f"{base}/memories",

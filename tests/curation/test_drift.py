@@ -376,10 +376,10 @@ def test_drift_page_query_count_does_not_grow_with_items(
     for extra in (0, 6):
         _drift(access, memory, extra)
         # session, user, context, membership, contexts (switcher); observed predicates
-        # with their example ids; their usage; the examples; registered predicates;
-        # their aliases; the registered names of the target list; facts waiting for review
-        # (navigation)
-        with django_assert_num_queries(12):
+        # with their example ids; their usage; their rejected claims; the examples;
+        # registered predicates; their aliases; the registered names of the target list;
+        # facts waiting for review (navigation)
+        with django_assert_num_queries(13):
             response = viewer.get(f"{base}/drift/")
         assert len(response.context["rows"]) == 1 + extra
 

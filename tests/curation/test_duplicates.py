@@ -283,6 +283,9 @@ def test_a_second_scan_of_a_context_waits_for_the_running_one(
     try:
         other.execute("SELECT pg_advisory_lock(%s, %s)", [DUPLICATE_SCAN_LOCK, access.context.pk])
         skipped = duplicates_scan_task.call(access.context.pk)
+        # Released here: closing the connection alone returns before the server's
+        # backend has ended and let go of the lock.
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", [DUPLICATE_SCAN_LOCK, access.context.pk])
     finally:
         other.close()
 

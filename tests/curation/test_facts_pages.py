@@ -197,3 +197,44 @@ def test_a_conversation_page_reads_the_same_few_queries_however_many_facts_it_sh
         return len(captured)
 
     assert page_queries(2) == page_queries(8)  # no query per turn or per fact
+
+
+def test_a_subject_name_reads_as_the_api_reads_it_and_the_page_says_what_else_matched(
+    viewer: Client,
+    base: str,
+    access: ContextAccess,
+    context: Context,
+    api_client_for: Callable[..., Any],
+) -> None:
+    acme = entity_upsert(access=access, name="Acme Corp", type="organisation", scope="org/acme")
+    inc = entity_upsert(access=access, name="ACME Inc.", type="organisation", scope="org/globex")
+    mine = fact_write(access=access, subject=acme.entity, predicate="founded_in", value="1999")
+    fact_write(access=access, subject=inc.entity, predicate="founded_in", value="2004")
+    api = api_client_for(context)
+
+    page = viewer.get(f"{base}/facts/", {"subject": "Acme Corp"})
+    answer = api.get(f"/api/v1/contexts/{context.slug}/facts", {"subject": "Acme Corp"}).json()
+
+    assert page.status_code == 200
+    shown = [f.pk for f in page.context["page"].facts]
+    assert shown == [f["id"] for f in answer["results"]] == [mine.fact.pk]
+    text = _text(page)
+    assert "1999" in text and "2004" not in text
+    assert f"also matches ACME Inc. (organisation, org/globex, #{inc.entity.pk})" in text
+
+
+def test_a_subject_that_names_no_entity_reads_as_the_start_of_names_and_names_them(
+    viewer: Client, base: str, access: ContextAccess
+) -> None:
+    acme = entity_upsert(access=access, name="Acme Corp", type="organisation", scope="org/acme")
+    inc = entity_upsert(access=access, name="ACME Inc.", type="organisation", scope="org/globex")
+    fact_write(access=access, subject=acme.entity, predicate="founded_in", value="1999")
+    fact_write(access=access, subject=inc.entity, predicate="founded_in", value="2004")
+
+    text = _text(viewer.get(f"{base}/facts/", {"subject": "acm"}))
+    nothing = _text(viewer.get(f"{base}/facts/", {"subject": "Zyx"}))
+
+    assert "1999" in text and "2004" in text
+    assert "no entity is named &#x27;acm&#x27;: subject reads as the start of names" in text
+    assert f"Acme Corp (#{acme.entity.pk})" in text and f"ACME Inc. (#{inc.entity.pk})" in text
+    assert "no entity you can see is named so" in nothing

@@ -93,11 +93,12 @@ def test_overview_query_count_does_not_grow(
 ) -> None:
     for _ in range(2):
         # session, user, context, membership; drift sightings; drift resolutions;
-        # entities; predicate usage; predicate statuses; registered names; aliases; raw
-        # forms (most varied); documents; conflicts; duplicates; recent runs; embedding
-        # backlog (one statement for every target); contexts; facts waiting for review
-        # (navigation and the overview share one count)
-        with django_assert_num_queries(19):
+        # entities; predicate usage; predicate statuses; registered names; rejected
+        # claims of observed predicates (not open drift); aliases; raw forms (most
+        # varied); documents; conflicts; duplicates; recent runs; embedding backlog (one
+        # statement for every target); contexts; facts waiting for review (navigation
+        # and the overview share one count)
+        with django_assert_num_queries(20):
             viewer.get(f"{base}/")
         Run.objects.create(context=memory.alex.context, scope="org/acme", mode="triples")
 

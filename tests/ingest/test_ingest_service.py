@@ -96,7 +96,7 @@ def test_the_same_triples_again_match_entities_and_reobserve_facts(access: Conte
     assert again.result is not None
     assert again.result["entities_created"] == []
     matched = {e["name"]: e["matched_by"] for e in again.result["entities_matched"]}
-    assert matched == {"Alex Rivera": "identifier", "Acme Corp": "key", "Q3 Offsite": "key"}
+    assert matched == {"Alex Rivera": "identifier", "Acme Corp": "name", "Q3 Offsite": "name"}
     assert again.result["facts_created"] == []
     assert len(again.result["facts_reobserved"]) == 3
     assert Fact.objects.count() == 3
@@ -404,24 +404,27 @@ def test_accepting_a_memory_needs_a_write_grant_and_a_sane_size(
     assert Run.objects.count() == 0
 
 
-def test_mentions_resolve_in_the_write_scope_and_its_ancestors_only(
+def test_keys_match_in_the_write_scope_and_its_ancestors_only(
     access: ContextAccess, make_entity: Callable[..., Entity]
 ) -> None:
     org_acme = make_entity("Acme Corp", "organisation", "org/acme")
+    # Dana-Lee shares Dana Lee's key, not its name: a sibling's entity is no key match
+    # (one bearing exactly the name, in a scope the writer reads, would be: see
+    # tests/api/test_entity_names.py).
     sibling = make_entity("Dana Lee", "person", "org/acme/user/sam")
     triples = {
         "entities": [
             {"name": "ACME Inc.", "type": "organisation"},
-            {"name": "Dana Lee", "type": "person"},
+            {"name": "Dana-Lee", "type": "person"},
         ],
-        "relations": [{"subject": "Dana Lee", "predicate": "works_at", "object": "ACME Inc."}],
+        "relations": [{"subject": "Dana-Lee", "predicate": "works_at", "object": "ACME Inc."}],
     }
     run = _ingest(access, triples, scope="org/acme/user/alex")
     assert run.result is not None
     matched = {e["name"]: (e["id"], e["matched_by"]) for e in run.result["entities_matched"]}
     assert matched == {"Acme Corp": (org_acme.pk, "key")}
     [created] = run.result["entities_created"]
-    assert created["name"] == "Dana Lee" and created["id"] != sibling.pk
+    assert created["name"] == "Dana-Lee" and created["id"] != sibling.pk
     assert created["scope"] == "org/acme/user/alex"
     org_acme.refresh_from_db()
     assert "ACME Inc." in org_acme.aliases

@@ -196,7 +196,13 @@ def test_a_relation_refused_for_its_predicate_leaves_no_entities_and_warns(
     triples = {
         "relations": [
             {"subject": "Mallory", "predicate": "KNOWS]->() DETACH DELETE n //", "object": "Eve"},
-            {"subject": "Alex", "predicate": "works_at", "object": "Acme"},
+            {
+                "subject": "Alex",
+                "subject_type": "person",  # typed: no constraint of works_at to warn of
+                "predicate": "works_at",
+                "object": "Acme",
+                "object_type": "organisation",
+            },
         ]
     }
     body = _post(api, base, scope="s", infer="triples", triples=triples, wait=True).json()

@@ -72,7 +72,7 @@ def test_apple_the_company_and_apple_the_product_stay_apart(
             }
         ],
     )
-    assert _matched(result) == {"Apple": (company.pk, "key")}
+    assert _matched(result) == {"Apple": (company.pk, "name")}
     [product] = result["entities_created"]
     assert (product["name"], product["type"]) == ("apple", "product")
     [fact] = result["facts_created"]
@@ -91,7 +91,7 @@ def test_a_name_without_a_type_that_fits_two_entities_is_unresolved(
     assert result["facts_created"] == []
     codes = {u["code"] for u in result["unresolved"]}
     assert codes == {"ambiguous_entity"}
-    assert _matched(result) == {"Alex": (alex.pk, "key")}  # a name that fits one entity is fine
+    assert _matched(result) == {"Alex": (alex.pk, "name")}  # a name that fits one entity is fine
 
 
 def test_an_identifier_beats_a_different_spelling(

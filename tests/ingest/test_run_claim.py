@@ -16,7 +16,17 @@ from memory.services.ingest.run import RUN_LIFECYCLE, run_create, run_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TRIPLES = {"relations": [{"subject": "Alex", "predicate": "works_at", "object": "Acme"}]}
+TRIPLES = {
+    "relations": [
+        {
+            "subject": "Alex",
+            "subject_type": "person",
+            "predicate": "works_at",
+            "object": "Acme",
+            "object_type": "organisation",
+        }
+    ]
+}
 
 
 @pytest.fixture

@@ -103,3 +103,31 @@ def test_get_context_never_pastes_a_flagged_turn(
     assert "interns on Fridays" in data["text"]
     assert "memory admin" not in data["text"]
     assert all("memory admin" not in p["line"] for p in data["passages"])
+
+
+def test_get_context_says_nothing_trusted_is_known_and_pads_with_no_one_else(
+    mcp_url: str, token_for: Callable[..., str], world: World
+) -> None:
+    """Bob's only fact waits for review: the block says so in one line, without the claim
+    and without Alex's employer (a fact that shares the word the question asks about)."""
+    untrusted = token_for(["read,write:org/acme/*"], role=Role.ADMIN, trust="untrusted")
+
+    async def claim(client: Client) -> Any:
+        bob = {"subject": "Bob", "predicate": "works_at", "object": "EvilCorp"}
+        return await call(client, "add_facts", {"scope": "org/acme", "relations": [bob]})
+
+    error, _ = with_mcp(mcp_url, untrusted, claim)
+    assert not error
+
+    async def ask(client: Client) -> Any:
+        return await call(client, "get_context", {"query": "Where does Bob work?"})
+
+    error, block = with_mcp(mcp_url, token_for(["read:*"]), ask)
+    assert not error
+    assert block["text"].splitlines()[1] == (
+        "Nothing trusted is known about Bob yet (1 fact awaits review)."
+    )
+    assert block["nothing_trusted"][0]["awaiting_review"] == 1
+    assert block["facts"] == []
+    assert "EvilCorp" not in str(block)
+    assert any(note.endswith("left out: about others than Bob") for note in block["notes"])

@@ -67,7 +67,11 @@ def test_concurrent_single_valued_writes_by_api_and_ingest_keep_one_value_per_sc
         for response in responses:
             assert response.status_code in (200, 201), response.content
             if "run" in response.json():
-                assert response.json()["run"]["outcome"] == "succeeded", response.json()
+                # Nothing refused; one current value per scope breaks the registry's
+                # single_value rule for Alex across scopes: a constraint warning at most.
+                run = response.json()["run"]
+                assert run["outcome"] in ("succeeded", "succeeded_with_warnings"), run
+                assert run["summary"]["unresolved"] == 0, response.json()
         _assert_one_value_per_scope(alex_id, writes_so_far=(round_ + 1) * writers)
 
 

@@ -3,15 +3,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.db.models import Q
 
 from memory.domain.access import ContextAccess
+from memory.infra.embeddings import embed_texts
 from memory.models import Chunk, Document, Keyword
 from memory.search.graph import keyword_seeds
 from memory.selectors.search import SearchResponse, search
-from memory.selectors.search_scoring import best_refs
+from memory.selectors.search_scoring import GRAPH_LIST_WEIGHT, best_refs
 
 ALL = ["Other company", "Refund policy", "Alex's notes", "Shipping times", "Laptop warranty"]
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
+
+# What the graph list weighs at the default graph_alpha (0.3).
+W = 0.3 * GRAPH_LIST_WEIGHT
 
 
 def _titles(response: SearchResponse) -> list[str]:
@@ -60,25 +65,42 @@ def test_hybrid_is_reciprocal_rank_fusion_with_k_60(
     assert scores == sorted(scores, reverse=True)
 
 
-def test_hybrid_graph_boosts_chunks_linked_to_the_query_keywords(
+def test_hybrid_graph_adds_the_graph_ranking_to_hybrid_by_reciprocal_rank(
     access: ContextAccess, corpus: dict[str, Document]
 ) -> None:
-    # "Other company" carries three keywords near the query (refunds, company refund
-    # rules, returning purchases): denser than "Refund policy" and its one "full refund".
+    hybrid = search(access=access, query="full refund", mode="hybrid", k=5)
     response = search(access=access, query="full refund", mode="hybrid_graph", k=5)
-    titles = _titles(response)
-    assert titles[0] == "Other company"  # lifted over "Refund policy" by its boost
-    assert set(titles[1:3]) == {"Refund policy", "Alex's notes"}
-    # Unboosted and found by the vector list only: their order is a near tie of
-    # vector similarity, not something the boost decides.
-    assert set(titles[3:]) == {"Laptop warranty", "Shipping times"}
-    boosts = [r.explain.graph_boost for r in response.results]
-    assert boosts[0] == pytest.approx(0.3) and boosts[-2:] == [0.0, 0.0]
-    top_fused = max(r.explain.fused or 0.0 for r in response.results)
+    boosts = {
+        title: r.explain.graph_boost
+        for title, r in zip(_titles(response), response.results, strict=True)
+    }
+    # "Other company" carries three keywords near the query (refunds, company refund
+    # rules, returning purchases): the densest, first in the graph's ranking. The two
+    # other texts about refunds follow; the two the keywords do not reach get nothing.
+    assert boosts["Other company"] == pytest.approx(W / 61)
+    assert sorted(b for b in boosts.values() if b) == pytest.approx([W / 63, W / 62, W / 61])
+    assert boosts["Laptop warranty"] == boosts["Shipping times"] == 0.0
     for result in response.results:
         assert result.score == pytest.approx(
-            0.7 * (result.explain.fused or 0.0) / top_fused + (result.explain.graph_boost or 0.0)
+            (result.explain.fused or 0.0) + (result.explain.graph_boost or 0.0)
         )
+    # The graph only adds to hybrid's ranking: here its evidence is smaller than the gaps
+    # between hybrid's scores, and the order stays hybrid's.
+    assert [r.id for r in response.results] == [r.id for r in hybrid.results]
+
+
+def test_hybrid_graph_without_a_matching_keyword_ranks_and_scores_as_hybrid(
+    access: ContextAccess, corpus: dict[str, Document]
+) -> None:
+    query = "penguin colony"
+    embedding = embed_texts([query])[0]
+    assert not keyword_seeds(
+        context_id=access.context.pk, query=query, embedding=embedding, visible=Q()
+    )
+    hybrid = search(access=access, query=query, mode="hybrid", k=5)
+    graph = search(access=access, query=query, mode="hybrid_graph", k=5)
+    assert [(r.id, r.score) for r in graph.results] == [(r.id, r.score) for r in hybrid.results]
+    assert {r.explain.graph_boost for r in graph.results} == {0.0}
 
 
 def test_hybrid_graph_with_alpha_zero_ranks_like_hybrid(

@@ -8,11 +8,16 @@ from memory.domain.access import ContextAccess
 from memory.models import Entity
 from memory.search.models import SearchDoc
 from memory.selectors.search import search
+from memory.selectors.search_scoring import GRAPH_LIST_WEIGHT
 from memory.services.entities.writes import entity_delete, entity_update, entity_upsert
 from memory.services.facts.write import fact_write
+from memory.services.ingest.documents import document_create, documents_embed
 from memory.services.vectors import vectors_compute
 
 MODES = ["bm25", "vector", "hybrid", "hybrid_graph"]
+
+# What the graph list weighs at the default graph_alpha (0.3).
+W = 0.3 * GRAPH_LIST_WEIGHT
 
 
 @pytest.fixture
@@ -109,3 +114,35 @@ def test_deleting_an_entity_removes_it_and_its_facts_from_the_index(
     facts = search(access=access, query="Sam Lee", mode="bm25", target="facts").results
     assert facts == []
     assert not SearchDoc.objects.filter(entity_id=graph["sam"].pk).exists()
+
+
+def test_hybrid_graph_reaches_facts_and_entities_one_hop_from_a_named_keyword(
+    access: ContextAccess, graph: dict[str, Entity], reader: Callable[..., ContextAccess]
+) -> None:
+    # A document whose keyword "acme corporation" is the normalized name of Acme.
+    document = document_create(
+        access=access,
+        title="Acme Corporation",
+        text="Acme Corporation hired new staff. The annual report of Acme Corporation is out.",
+        scope="org/acme",
+    )
+    documents_embed(document_ids=[document.pk])
+
+    def boosts(who: ContextAccess, target: str) -> dict[str, float]:
+        response = search(
+            access=who, query="Acme Corporation", mode="hybrid_graph", k=5, target=target
+        )
+        return {r.text: r.explain.graph_boost or 0.0 for r in response.results}
+
+    facts = boosts(access, "facts")
+    # Acme's fact through its object, Alex's other fact through Alex; Sam's not at all.
+    assert facts["Alex Kim works_at Acme Corporation"] == pytest.approx(W / 61)
+    assert facts["Alex Kim current_title CTO"] == pytest.approx(W / 62)
+    assert facts["Sam Lee works_at Globex"] == 0.0
+    entities = boosts(access, "entities")
+    # Alex shares no word with the query: the graph reaches him through works_at.
+    assert entities["Acme Corporation"] == pytest.approx(W / 61)
+    assert entities["Alex Kim"] == pytest.approx(W / 62)
+    assert entities["Globex"] == entities["Sam Lee"] == 0.0
+    # The keyword's only link is in org/acme: a reader of Sam's scope alone has no seed.
+    assert set(boosts(reader("read:org/acme/user/sam"), "entities").values()) == {0.0}

@@ -263,7 +263,7 @@ def test_a_run_with_a_refused_item_ends_with_warnings(access: ContextAccess) -> 
     triples = {
         "entities": [{"name": "Alex Rivera", "type": "wizard"}],
         "relations": [
-            {"subject": "Alex Rivera", "predicate": "works_at", "object": "Acme"},
+            {"subject": "Alex Rivera", "predicate": "mentors", "object": "Acme"},
             {"subject": "Alex Rivera", "predicate": "<script>x</script>", "object": "Acme"},
         ],
     }

@@ -25,7 +25,7 @@ from memory.services.drift.alias_move import (
     alias_type_warnings,
 )
 from memory.services.drift.observed import drift_observed_lock
-from memory.services.facts.curation import fact_entities_lock
+from memory.services.entities.writes import entities_lock
 from memory.services.registry.predicates import predicate_alias_attach, registry_lock
 
 
@@ -157,7 +157,7 @@ def _alias_apply(
         for fact in moved:
             _swap_ends(fact)
     # Before reading the target's current facts: writers queue here.
-    fact_entities_lock(f.subject_id for f in moved)
+    entities_lock(f.subject_id for f in moved)
     existing = list(
         Fact.objects.filter(
             predicate=goal, status=FactStatus.CURRENT, subject_id__in={f.subject_id for f in moved}

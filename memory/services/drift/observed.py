@@ -1,6 +1,6 @@
 """The drift item a resolution works on: its observed predicate, locked. (The subjects of
 the facts a resolution moves or retracts are locked as every fact writer locks them,
-``fact_entities_lock``.)
+``entities_lock``.)
 
 Two curators resolving the same item race on the context lock (``registry_lock``, taken
 first by every resolution); the second finds the predicate no longer observed and gets a

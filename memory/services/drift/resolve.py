@@ -20,7 +20,7 @@ from memory.models import AuditEvent, Fact, FactStatus, PredicateStatus, Role
 from memory.services.audit import audit_record
 from memory.services.drift.alias import drift_alias
 from memory.services.drift.observed import drift_observed_lock
-from memory.services.facts.curation import fact_entities_lock
+from memory.services.entities.writes import entities_lock
 from memory.services.registry.predicates import predicate_register, registry_lock
 
 DriftAction = Literal["alias", "promote", "reject"]
@@ -47,7 +47,7 @@ def drift_reject(*, access: ContextAccess, name: str) -> AuditEvent:
     context = registry_lock(access.context)
     observed = drift_observed_lock(access, name)
     facts = list(Fact.objects.filter(predicate=observed, status=FactStatus.CURRENT))
-    fact_entities_lock(f.subject_id for f in facts)
+    entities_lock(f.subject_id for f in facts)
     now = timezone.now()
     Fact.objects.filter(pk__in=[f.pk for f in facts]).update(
         status=FactStatus.RETRACTED, status_changed_at=now

@@ -20,7 +20,7 @@ from memory.selectors.predicates import predicate_get
 from memory.services.audit import audit_record
 from memory.services.drift.alias import AliasRequest, alias_words, drift_alias, drift_alias_bulk
 from memory.services.drift.resolve import drift_reject
-from memory.services.facts.curation import fact_entities_lock
+from memory.services.entities.writes import entities_lock
 from memory.services.registry.predicates import registry_lock
 
 
@@ -100,7 +100,7 @@ def _alias_revert(access: ContextAccess, context: Context, undo: dict[str, Any])
     goal.alias_set.filter(alias=state["name"]).delete()
     observed = Predicate.objects.create(context=context, **state)
     facts = Fact.objects.filter(pk__in=undo["fact_ids"], predicate=goal)
-    fact_entities_lock(f.subject_id for f in facts)
+    entities_lock(f.subject_id for f in facts)
     # Move the facts back first, so restoring a target fact to current cannot collide
     # with a moved fact that is still current on the target.
     facts.update(predicate=observed, single_valued=observed.single_valued)

@@ -30,6 +30,7 @@ from memory.matching.scoring import (
     Record,
     compare,
     name_level,
+    pair_type,
 )
 from memory.matching.weights import AUTO_FIT_UP_TO, model_save
 from memory.models import Entity
@@ -206,11 +207,14 @@ def score_pairs(
 ) -> dict[Pair, Scored]:
     out = {}
     for (a, b), methods in proposed.items():
-        if a not in records or b not in records or records[a].type != records[b].type:
+        if a not in records or b not in records:
             continue
         x, y = records[a], records[b]
-        comparisons = compare(x, y, cosine=similarities.get((a, b)), rare=rare.get(x.type, set()))
-        probability, explain = model.score(comparisons, x.type)
+        type_ = pair_type(x, y)
+        if type_ is None:
+            continue
+        comparisons = compare(x, y, cosine=similarities.get((a, b)), rare=rare.get(type_, set()))
+        probability, explain = model.score(comparisons, type_)
         found = set(methods)
         if x.key == y.key:
             found.add("key")
@@ -314,14 +318,19 @@ def rescore_open(context_id: int, model: Model) -> None:
     for (a, b), pk in open_pairs.items():
         if a not in records or b not in records:
             continue
-        probability, explain = model.score(
-            compare(
-                records[a],
-                records[b],
-                cosine=similarities.get((a, b)),
-                rare=rare.get(records[a].type, set()),
-            ),
-            records[a].type,
+        type_ = pair_type(records[a], records[b])
+        probability, explain = (
+            model.score(
+                compare(
+                    records[a],
+                    records[b],
+                    cosine=similarities.get((a, b)),
+                    rare=rare.get(type_, set()),
+                ),
+                type_,
+            )
+            if type_ is not None
+            else (0.0, [])
         )
         if probability < MATCH_PROBABILITY:
             gone.append(pk)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from memory.domain.access import ContextAccess
@@ -18,8 +18,9 @@ from memory.domain.entity_names import (
     entity_type_normalize,
     identifier_normalize,
 )
-from memory.infra.pg_arrays import int_array_literal
+from memory.infra.locks import rows_lock_ordered
 from memory.infra.queueing import entity_embeddings_enqueue
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.kernel.wording import counted
@@ -85,13 +86,19 @@ def entities_lock_live(
 
 
 def _lock_rows(ids: list[int]) -> list[tuple[int, int | None, str]]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, merged_into_id, name FROM {Entity._meta.db_table} "  # noqa: S608
-            "WHERE id = ANY(%s::bigint[]) ORDER BY id FOR NO KEY UPDATE",
-            [int_array_literal(ids)],
-        )
-        return list(cursor.fetchall())
+    rows = rows_lock_ordered(Entity._meta.db_table, ids, columns="id, merged_into_id, name")
+    return [(int(pk), target, name) for pk, target, name in rows]
+
+
+def entities_lock(ids: Iterable[int], *, for_delete: bool = False) -> list[int]:
+    """Lock these entity rows as they are, redirects not followed (a merge and its undo
+    lock merged rows themselves), in ascending id order like every writer
+    (docs/decisions/0119); returns the ids that exist. ``for_delete``: ``FOR UPDATE``, for
+    the paths that delete entity rows; every other writer takes ``FOR NO KEY UPDATE``."""
+    rows = rows_lock_ordered(
+        Entity._meta.db_table, ids, strength="UPDATE" if for_delete else "NO KEY UPDATE"
+    )
+    return [int(pk) for (pk,) in rows]
 
 
 def _clean_identifiers(
@@ -138,6 +145,27 @@ def _find_existing(
     if by_alias is not None:
         return by_alias, "alias"
     return None, "created"
+
+
+def entity_find(
+    *, access: ContextAccess, name: str, scope: str | None, type: str | None = None
+) -> Entity | None:
+    """The live entity an upsert of this name would match (by key, then alias), read
+    without a lock; None when it would create one, or when the name or scope is not
+    valid (the upsert itself says why). A writer that will upsert several entities
+    locks the ones found here together, in id order, first."""
+    try:
+        clean_name = entity_clean_name(name)
+        found, _ = _find_existing(
+            access=access,
+            scope=scope_validate(scope or ""),
+            type_=entity_type_normalize(type),
+            key=entity_normalize_key(clean_name),
+            identifiers=[],
+        )
+    except ValidationFailed:  # a ScopeError too
+        return None
+    return found
 
 
 def entity_absorb(
@@ -192,7 +220,7 @@ def _attach_identifiers(
             )
 
 
-@transaction.atomic
+@write_transaction
 def entity_upsert(
     *,
     access: ContextAccess,
@@ -299,7 +327,7 @@ def _snapshot(entity: Entity) -> dict[str, Any]:
     }
 
 
-@transaction.atomic
+@write_transaction
 def entity_update(
     *,
     access: ContextAccess,
@@ -313,7 +341,8 @@ def entity_update(
     """A curator's edit. Renaming re-keys the entity; a key clash is refused (merge instead)."""
     access.require_role(Role.CURATOR)
     access.require_write(entity.scope)
-    entity = Entity.objects.select_for_update(no_key=True).get(pk=entity.pk)
+    entities_lock([entity.pk])
+    entity = Entity.objects.get(pk=entity.pk)
     if entity.merged_into_id is not None:
         raise Conflict("this entity was merged; edit the surviving entity", code="entity_merged")
     before = _snapshot(entity)
@@ -370,12 +399,13 @@ def entity_update(
     return entity
 
 
-@transaction.atomic
+@write_transaction
 def entity_delete(*, access: ContextAccess, entity: Entity) -> int:
     """Delete an entity with the facts that mention it; the audit event keeps them all."""
     access.require_role(Role.CURATOR)
     access.require_write(entity.scope)
-    entity = Entity.objects.select_for_update().get(pk=entity.pk)
+    entities_lock([entity.pk], for_delete=True)
+    entity = Entity.objects.get(pk=entity.pk)
     if entity.merged_from.exists():
         raise Conflict(
             "entities were merged into this one; undo those merges first",

@@ -69,6 +69,9 @@ class FactInput:
     importance: float | None = None  # None: the predicate's default
     valid_from: datetime | None = None
     valid_until: datetime | None = None  # None: the predicate's default validity, if any
+    # The caller refused values holding secrets already (an ingest run, before its items
+    # named entities): the writer does not scan the value a second time.
+    value_screened: bool = False
 
 
 @dataclass(slots=True)
@@ -164,7 +167,8 @@ class BatchWriter:
         text = fact_value_text(data.value)
         if self._secret_predicate(data.predicate, pred.name):
             secret_refuse(REDACTED, what=f"a value of {pred.name!r}")
-        secret_refuse(text, what="the fact value")
+        if not data.value_screened:
+            secret_refuse(text, what="the fact value")
         confidence = fact_unit_value("confidence", data.confidence)
         importance = fact_unit_value(
             "importance", pred.default_importance if data.importance is None else data.importance

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, ValidationFailed
 from memory.models import Conflict as ConflictRecord
-from memory.models import Entity, Fact, FactStatus, Role, SourceKind
+from memory.models import Fact, FactStatus, Role, SourceKind
 from memory.models.fact import ConflictStatus
 from memory.services.audit import audit_record
+from memory.services.entities.writes import entities_lock
 from memory.services.facts.write import fact_write
 
 ConflictAction = Literal["keep_current", "keep_new", "keep_both", "edit"]
@@ -27,7 +28,7 @@ def _status_of(fact: Fact) -> dict[str, Any]:
     }
 
 
-@transaction.atomic
+@write_transaction
 def conflict_resolve(
     *,
     access: ContextAccess,
@@ -41,7 +42,7 @@ def conflict_resolve(
     corrected value supersedes the current one and the contested value is retracted."""
     access.require_role(Role.CURATOR)
     access.require_write(conflict.scope)
-    Entity.objects.select_for_update(no_key=True).filter(pk=conflict.subject_id).first()
+    entities_lock([conflict.subject_id])
     conflict = ConflictRecord.objects.select_for_update().get(pk=conflict.pk)
     if conflict.status != ConflictStatus.OPEN:
         raise Conflict("this conflict is already resolved", code="conflict_resolved")
@@ -106,10 +107,10 @@ def _set(fact: Fact, status: str, now: Any) -> None:
 
 def conflict_reopen(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     """Undo a resolution: both facts get their prior status back, the conflict reopens."""
-    conflict = ConflictRecord.objects.select_for_update().get(
-        pk=undo["conflict_id"], context=access.context
-    )
-    Entity.objects.select_for_update(no_key=True).filter(pk=conflict.subject_id).first()
+    # The subject first, then the conflict, as a resolution takes them (docs/decisions/0119).
+    found = ConflictRecord.objects.filter(pk=undo["conflict_id"], context=access.context)
+    entities_lock(found.values_list("subject_id", flat=True))
+    conflict = found.select_for_update().get()
     # Demote first, then restore, so the one-current constraint never sees two.
     states = sorted(undo["facts"], key=lambda s: s["status"] == FactStatus.CURRENT)
     for state in states:

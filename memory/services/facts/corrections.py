@@ -13,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.kernel.wording import with_article
 from memory.models import Entity, Fact, FactKind, FactStatus, Role, SourceKind
 from memory.services.audit import audit_record
+from memory.services.entities.writes import entities_lock, entities_lock_live
 from memory.services.facts.rules import fact_check_entity_types
 from memory.services.facts.write import fact_write
 
@@ -33,7 +34,7 @@ class FactCorrection:
     audit_event_id: int
 
 
-@transaction.atomic
+@write_transaction
 def fact_correct(
     *,
     access: ContextAccess,
@@ -48,7 +49,9 @@ def fact_correct(
     (a correction overrules what the store was told)."""
     access.require_write(fact.scope)
     access.require_role(Role.CURATOR)
-    Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
+    # The subject and the new object together, in id order (docs/decisions/0119): the
+    # write below locks both again, and would otherwise take the object second.
+    entities_lock_live([fact.subject_id, *([object.pk] if object is not None else [])])
     old = Fact.objects.select_for_update().select_related("subject", "predicate").get(pk=fact.pk)
     if old.status != FactStatus.CURRENT:
         raise Conflict(
@@ -129,18 +132,16 @@ def _state(fact: Fact) -> dict[str, Any]:
 def fact_correct_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     """Undo a correction: the correction is retracted and the old fact is current again,
     unless a later change moved either of them (409)."""
-    access.require_write(
-        Fact.objects.filter(pk=undo["old"]["id"], context=access.context)
-        .values_list("scope", flat=True)
-        .first()
-        or ""
-    )
+    scope, subject_id = Fact.objects.filter(
+        pk=undo["old"]["id"], context=access.context
+    ).values_list("scope", "subject_id").first() or ("", None)
+    access.require_write(scope)
+    entities_lock([subject_id] if subject_id is not None else [])  # the subject, then its facts
     old = Fact.objects.select_for_update().filter(pk=undo["old"]["id"], context=access.context)
     new = Fact.objects.select_for_update().filter(pk=undo["new_id"], context=access.context)
     old_fact, new_fact = old.first(), new.first()
     if old_fact is None or new_fact is None:
         raise NotFound("a fact of this correction no longer exists", code="fact_not_found")
-    Entity.objects.select_for_update(no_key=True).filter(pk=old_fact.subject_id).first()
     if new_fact.status != FactStatus.CURRENT or old_fact.status != FactStatus.SUPERSEDED:
         raise Conflict(
             f"fact {new_fact.pk} is {new_fact.status} now: a later change replaced the correction",

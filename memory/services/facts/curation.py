@@ -18,7 +18,6 @@ someone else's word, so they need the curator role as well.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -27,8 +26,9 @@ from django.db import IntegrityError, transaction
 from memory.domain.access import ContextAccess
 from memory.kernel.errors import Conflict, NotFound
 from memory.models import Conflict as ConflictRecord
-from memory.models import Entity, Fact, FactStatus
+from memory.models import Fact, FactStatus
 from memory.search.indexing import facts_index
+from memory.services.entities.writes import entities_lock
 
 # What a status change keeps for its undo.
 STATUS_FIELDS = ("status", "status_changed_at")
@@ -45,24 +45,13 @@ def fact_snapshot(fact: Fact, fields: tuple[str, ...]) -> dict[str, Any]:
     return {"id": fact.pk, **{name: _iso(getattr(fact, name)) for name in fields}}
 
 
-def fact_entities_lock(entity_ids: Iterable[int]) -> None:
-    """Lock the entities facts are about, in id order — the order every fact writer takes
-    them, so that two writers cannot deadlock."""
-    list(
-        Entity.objects.select_for_update(no_key=True)
-        .filter(pk__in=sorted(set(entity_ids)))
-        .order_by("pk")
-        .values_list("pk")
-    )
-
-
 def facts_lock(access: ContextAccess, fact_ids: list[int]) -> list[Fact]:
     """The facts of this context the caller can see, with their subjects (and objects)
     locked in id order — the order every fact writer takes them — then the rows."""
     ids = sorted(set(fact_ids))
     visible = Fact.objects.filter(access.grants.read_q(), context=access.context, pk__in=ids)
     ends = visible.values_list("subject_id", "object_id")
-    fact_entities_lock({e for pair in ends for e in pair if e is not None})
+    entities_lock({e for pair in ends for e in pair if e is not None})
     facts = list(
         visible.select_for_update(of=("self",))
         .select_related("subject", "object", "predicate")

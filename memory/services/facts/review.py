@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory.domain.access import ContextAccess
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
-from memory.models import AuditEvent, Entity, Fact, FactStatus, FactTrust, Role
+from memory.models import AuditEvent, Fact, FactStatus, FactTrust, Role
 from memory.services.audit import audit_record
+from memory.services.entities.writes import entities_lock
 from memory.services.facts.rules import superseded_fields
 
 ReviewAction = Literal["accept", "reject"]
@@ -47,7 +48,7 @@ def _check(access: ContextAccess, action: str, note: str) -> None:
         raise ValidationFailed(f"note: at most {MAX_NOTE_CHARS} characters", code="invalid_note")
 
 
-@transaction.atomic
+@write_transaction
 def fact_review(
     *, access: ContextAccess, fact_id: int, action: str, note: str = ""
 ) -> FactReviewed:
@@ -57,7 +58,7 @@ def fact_review(
     return _review_one(access, fact_id, action, note)
 
 
-@transaction.atomic
+@write_transaction
 def facts_review(
     *, access: ContextAccess, fact_ids: list[int], action: str, note: str = ""
 ) -> list[FactReviewed]:
@@ -65,7 +66,12 @@ def facts_review(
     _check(access, action, note)
     if not fact_ids or len(fact_ids) > MAX_BULK_REVIEW:
         raise ValidationFailed(f"give 1–{MAX_BULK_REVIEW} fact ids", code="invalid_facts")
-    # In id order: two reviews of the same subjects lock them in the same order.
+    # Every subject at once, in id order (docs/decisions/0119), then the facts one by one.
+    entities_lock(
+        Fact.objects.filter(context=access.context, pk__in=fact_ids).values_list(
+            "subject_id", flat=True
+        )
+    )
     return [_review_one(access, fact_id, action, note) for fact_id in sorted(set(fact_ids))]
 
 
@@ -73,7 +79,7 @@ def _review_one(access: ContextAccess, fact_id: int, action: str, note: str) -> 
     found = Fact.objects.filter(context=access.context, pk=fact_id).values("subject_id").first()
     if found is None:
         raise NotFound(f"fact {fact_id} not found", code="fact_not_found")
-    Entity.objects.select_for_update(no_key=True).filter(pk=found["subject_id"]).first()
+    entities_lock([found["subject_id"]])
     fact = Fact.objects.select_for_update().select_related("subject", "predicate").get(pk=fact_id)
     access.require_read(fact.scope)
     access.require_write(fact.scope)
@@ -152,11 +158,13 @@ def _replaced_value(fact: Fact, now: Any) -> dict[str, Any] | None:
 def fact_review_revert(*, access: ContextAccess, undo: dict[str, Any]) -> None:
     """Undo a review: the fact is pending again; a value it replaced is current again,
     unless another value holds the slot now (409)."""
-    fact = Fact.objects.select_for_update().filter(context=access.context, pk=undo["fact"]).first()
+    # The subject first, then the fact, as a review takes them (docs/decisions/0119).
+    found = Fact.objects.filter(context=access.context, pk=undo["fact"])
+    entities_lock(found.values_list("subject_id", flat=True))
+    fact = found.select_for_update().first()
     if fact is None:
         raise Conflict("the reviewed fact no longer exists", code="undo_blocked")
     access.require_write(fact.scope)
-    Entity.objects.select_for_update(no_key=True).filter(pk=fact.subject_id).first()
     fact.trust = FactTrust.PENDING
     fact.reviewed_at, fact.reviewed_by, fact.review_note = None, None, ""
     replaced = undo.get("superseded")

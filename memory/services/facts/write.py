@@ -9,18 +9,27 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
+from memory.domain.entity_names import entity_type_normalize
+from memory.infra.transactions import transaction_retried
 from memory.kernel.errors import ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Conflict, Entity, Fact, FactStatus, SourceKind
 from memory.models import Run as RunModel
 from memory.selectors.constraints import Violation
 from memory.selectors.entities import entity_get
-from memory.services.entities.writes import entity_upsert
-from memory.services.facts.batch import AnyFact, FactInput, WriteOutcome, facts_write_batch
+from memory.selectors.vocabulary import scope_lineage
+from memory.services.entities.exact_names import entity_exact_name_find
+from memory.services.entities.writes import entities_lock_live, entity_find, entity_upsert
+from memory.services.facts.batch import (
+    AnyFact,
+    FactBatchItem,
+    FactInput,
+    WriteOutcome,
+    facts_write_batch,
+)
 from memory.services.registry.resolution import (
     ResolvedPredicate,
     UnknownPredicate,
@@ -108,21 +117,55 @@ def fact_write_with_entities(
     leaves no entity behind; a predicate a strict context refused is recorded as drift
     once that transaction has rolled back. ``fields`` are ``fact_write``'s.
     """
+
+    def write() -> FactWriteResult:
+        refs = [subject, *([object] if object is not None else [])]
+        # The entities that exist already, locked together in id order before the upserts
+        # lock them one at a time in subject–object order (docs/decisions/0119).
+        entities_lock_live(_existing_ids(access, refs, scope))
+        subject_entity = _entity_for(access, subject, scope)
+        object_entity = _entity_for(access, object, scope) if object is not None else None
+        return _write_one(
+            access=access,
+            subject=subject_entity,
+            predicate=predicate,
+            scope=scope,
+            object_=object_entity,
+            **fields,
+        )
+
     try:
-        with transaction.atomic():
-            subject_entity = _entity_for(access, subject, scope)
-            object_entity = _entity_for(access, object, scope) if object is not None else None
-            return _write_one(
-                access=access,
-                subject=subject_entity,
-                predicate=predicate,
-                scope=scope,
-                object_=object_entity,
-                **fields,
-            )
+        return transaction_retried(write, what="fact write")
     except UnknownPredicate:
         predicate_record_refused(context=access.context, raw=predicate)
         raise
+
+
+def _existing_ids(access: ContextAccess, refs: list[EntityRef], scope: str | None) -> list[int]:
+    ids = []
+    for ref in refs:
+        if isinstance(ref, int):
+            ids.append(ref)
+        elif found := _exact_named(access, ref, scope) or entity_find(
+            access=access, name=ref["name"], type=ref.get("type"), scope=ref.get("scope") or scope
+        ):
+            ids.append(found.pk)
+    return ids
+
+
+def _exact_named(access: ContextAccess, ref: dict[str, Any], scope: str | None) -> Entity | None:
+    """The entity bearing exactly this name, wherever the writer may read it
+    (services/entities/exact_names.py); None when there is none or no scope to ask from."""
+    entity_scope = ref.get("scope") or scope
+    if not entity_scope:
+        return None
+    given_type = ref.get("type")
+    return entity_exact_name_find(
+        access=access,
+        name=ref["name"],
+        type_=entity_type_normalize(given_type) if given_type else None,
+        lineage=scope_lineage(scope_validate(entity_scope)),
+    )
 
 
 def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Entity:
@@ -134,6 +177,10 @@ def _entity_for(access: ContextAccess, ref: EntityRef, scope: str | None) -> Ent
             "an entity given by name needs a scope (on the entity or on the fact)",
             code="missing_scope",
         )
+    # The entity bearing exactly this name, wherever the writer may read it, before a new
+    # one or a key match in ``entity_scope``.
+    if (named := _exact_named(access, ref, scope)) is not None:
+        return named
     return entity_upsert(
         access=access, name=ref["name"], type=ref.get("type"), scope=entity_scope
     ).entity
@@ -169,7 +216,8 @@ def _write_one(
         valid_from=valid_from,
         valid_until=valid_until,
     )
-    with transaction.atomic():
+
+    def write() -> FactBatchItem:
         batch = facts_write_batch(
             access=access,
             scope=scope_validate(scope if scope is not None else subject.scope),
@@ -182,6 +230,9 @@ def _write_one(
         item = batch.items[0]
         if item.error is not None:
             raise item.error  # rolls back what resolving its predicate recorded
+        return item
+
+    item = transaction_retried(write, what="fact write")
     assert item.outcome is not None and item.resolved is not None and item.fact is not None
     return FactWriteResult(
         fact=_loaded(item.fact),

@@ -2,12 +2,15 @@
 
 Cheapest first, over the scopes visible from the write scope (nearest scope wins):
 1. identifier (email, domain, url, sku…), whatever the type;
-2. normalized key, then alias key, within the same type ("ACME Inc." → "Acme Corp");
-3. embedding similarity within the same type, comparing vectors of the same model:
+2. an entity bearing exactly the mention's name, in any scope the writer may read
+   (``services/entities/exact_names.py``: "Globex Corporation" means the entity named so,
+   not "Globex", which only shares its key);
+3. normalized key, then alias key, within the same type ("ACME Inc." → "Acme Corp");
+4. embedding similarity within the same type, comparing vectors of the same model:
    at or above the context's ``auto_merge_threshold`` the mention attaches; in the review
    band down to ``review_threshold`` the optional LLM judge may attach it, otherwise a new
    entity is created and the pair becomes a DuplicateCandidate for curators;
-4. otherwise a new entity in the write scope.
+5. otherwise a new entity in the write scope.
 
 Attaching a mention adds its spelling to the entity's aliases; it never merges two
 existing entities (that is a curator's act). Types bound every tier but identifiers:
@@ -38,11 +41,12 @@ from memory.llm.prompt import judge_prompt_render
 from memory.llm.schemas import JudgeAnswer
 from memory.models import Entity, EntityIdentifier, EntityType
 from memory.search.texts import entity_embedding_text
+from memory.services.entities.exact_names import NamedEntity, exact_name_pick
 from memory.services.ingest.triples import Mention
 
 logger = logging.getLogger(__name__)
 
-MatchMethod = Literal["identifier", "key", "alias", "embedding", "llm_judge"]
+MatchMethod = Literal["identifier", "name", "key", "alias", "embedding", "llm_judge"]
 # Up to this many candidates an exact scan is cheap and exact; above it, the HNSW index.
 EXACT_SCAN_LIMIT = 2_000
 HNSW_EF_SEARCH = 200
@@ -82,7 +86,9 @@ def resolution_plan(
         return plan
     nearness = {s: i for i, s in enumerate(visible_scopes)}
     _by_identifier(access, nearness, plans)
-    _by_key_or_alias(access, nearness, [p for p in plans if p.entity_id is None])
+    _by_name_key_or_alias(
+        access, visible_scopes, nearness, [p for p in plans if p.entity_id is None]
+    )
     pending = [
         p for p in plans if p.entity_id is None and p.error is None and p.mention.type is not None
     ]
@@ -112,8 +118,11 @@ def _by_identifier(
                 break
 
 
-def _by_key_or_alias(
-    access: ContextAccess, nearness: dict[str, int], plans: list[MentionPlan]
+def _by_name_key_or_alias(
+    access: ContextAccess,
+    lineage: list[str],
+    nearness: dict[str, int],
+    plans: list[MentionPlan],
 ) -> None:
     if not plans:
         return
@@ -121,22 +130,55 @@ def _by_key_or_alias(
     keys |= {entity_normalize_key(a) for p in plans for a in p.mention.aliases}
     by_key: dict[str, list[tuple[int, int, str]]] = {}  # key → (nearness, id, type)
     by_alias: dict[str, list[tuple[int, int, str]]] = {}
+    named: dict[str, list[NamedEntity]] = {}  # key → readable entities, any scope
     wanted = array_literal(sorted(keys))
     # One plain statement: compiling the ORM's form of it (an OR of an IN list and an
     # array overlap) cost a small run more than running it.
     with connection.cursor() as cursor:
-        cursor.execute(
-            _BY_KEY_OR_ALIAS_SQL,
-            [wanted, access.context.pk, wanted, access.context.pk, array_literal(sorted(nearness))],
-        )
+        cursor.execute(_BY_KEY_OR_ALIAS_SQL, [wanted, access.context.pk, wanted, access.context.pk])
         rows = cursor.fetchall()
-    for pk, type_, scope, key, alias_keys in rows:
+    readable: dict[str, bool] = {}  # a bulk run's rows share a few scopes
+    for pk, type_, scope, key, alias_keys, name in rows:
+        if scope not in readable:
+            readable[scope] = access.grants.can_read(scope)
+        if not readable[scope]:
+            continue
+        named.setdefault(key, []).append(NamedEntity(pk, type_, scope, name))
+        if scope not in nearness:
+            continue  # keys and aliases match in the write's own lineage only
         entry = (nearness[scope], pk, type_)
         by_key.setdefault(key, []).append(entry)
         for alias in alias_keys:
             by_alias.setdefault(alias, []).append(entry)
     for plan in plans:
-        _match_key_or_alias(plan, by_key, by_alias)
+        if not _match_exact_name(plan, named, lineage, access):
+            _match_key_or_alias(plan, by_key, by_alias)
+
+
+def _match_exact_name(
+    plan: MentionPlan,
+    named: dict[str, list[NamedEntity]],
+    lineage: list[str],
+    access: ContextAccess,
+) -> bool:
+    """Attach the mention to the entity bearing exactly its name, if any; whether it did
+    (or refused the mention as ambiguous)."""
+    mention = plan.mention
+    try:
+        found = exact_name_pick(
+            name=mention.name,
+            type_=mention.type,
+            candidates=named.get(mention.key, ()),
+            lineage=lineage,
+            grants=access.grants,
+        )
+    except ValidationFailed as exc:
+        plan.error = exc
+        return True
+    if found is None:
+        return False
+    plan.entity_id, plan.method, plan.score = found.id, "name", 1.0
+    return True
 
 
 # Every step is an index probe whatever the planner believes of the context's size:
@@ -145,7 +187,9 @@ def _by_key_or_alias(
 # into the query around it, so the planner cannot trade the probes for a scan of the
 # context's entities. It did in a young context (no statistics yet: "one row"): a scan of
 # every entity of the context, with the keys merge-joined, 4 ms at 6,000 entities for a
-# 20-fact run and growing with the context (docs/decisions/0111).
+# 20-fact run and growing with the context (docs/decisions/0111). Every scope's rows come
+# back, the few that share a key: the exact-name tier reads any scope the writer may read,
+# the key tiers only the write's lineage, both told apart on the client.
 _BY_KEY_OR_ALIAS_SQL = f"""
     WITH found AS MATERIALIZED (
         SELECT k.id FROM unnest(%s::varchar[]) AS w(key)
@@ -160,13 +204,13 @@ _BY_KEY_OR_ALIAS_SQL = f"""
         ) a
         WHERE a.context_id = %s
     )
-    SELECT e.id, e.type, e.scope, e.normalized_key, e.alias_keys
+    SELECT e.id, e.type, e.scope, e.normalized_key, e.alias_keys, e.name
     FROM found
     CROSS JOIN LATERAL (
-        SELECT id, type, scope, normalized_key, alias_keys, merged_into_id
+        SELECT id, type, scope, normalized_key, alias_keys, name, merged_into_id
         FROM {Entity._meta.db_table} WHERE id = found.id OFFSET 0
     ) e
-    WHERE e.merged_into_id IS NULL AND e.scope = ANY(%s::text[])
+    WHERE e.merged_into_id IS NULL
 """  # noqa: S608 - table names from the models, values are parameters
 
 

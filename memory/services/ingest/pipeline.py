@@ -21,15 +21,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import OperationalError, connection, transaction
+from django.db import transaction
 from django.utils import timezone
-from psycopg.errors import DeadlockDetected
 
 from memory.domain.access import ContextAccess
 from memory.domain.screening import text_screen
 from memory.infra.pg_overlap import foreign_keys_checked_per_statement, overlap_window
 from memory.infra.pg_rows import instance_update
 from memory.infra.stages import StageClock
+from memory.infra.transactions import transaction_retried
 from memory.kernel.scopes import scope_validate
 from memory.llm.schemas import ExtractionOutput, TriplesInput
 from memory.models import DuplicateKey, Fact, Run, RunOutcome
@@ -61,8 +61,6 @@ logger = logging.getLogger("memory.ingest")
 LLM_DEFAULT_CONFIDENCE = 0.8
 TRIPLES_DEFAULT_CONFIDENCE = 1.0
 COMPACT_EVERY_RUNS = 50
-
-WRITE_ATTEMPTS = 3  # a write transaction broken by a deadlock is run again, up to this
 
 
 def memory_ingest(
@@ -123,30 +121,24 @@ def memory_ingest(
     with clock.stage("resolve"):
         plan = resolution_plan(access=access, visible_scopes=visible, mentions=normalized.mentions)
     ingest_record_calls(run, plan)
-    # Inside a caller's transaction a deadlock aborts that one too: nothing to run again.
-    attempts = 1 if connection.in_atomic_block else WRITE_ATTEMPTS
-    for attempt in range(1, attempts + 1):
-        try:
-            result = _write_transaction(
-                access=access,
-                scope=scope,
-                normalized=normalized,
-                plan=plan,
-                run=run,
-                source=source,
-                preview=preview,
-                turn=turn,
-                trust=trust,
-                clock=clock,
-                registry=registry,
-            )
-            break
-        except OperationalError as exc:
-            # PostgreSQL broke a deadlock by rolling this transaction back as a whole;
-            # its advice is to run it again, and nothing of it was stored.
-            if attempt == attempts or not isinstance(exc.__cause__, DeadlockDetected):
-                raise
-            logger.info("ingest write deadlocked (attempt %s); writing again", attempt)
+    # A transaction PostgreSQL breaks (a deadlock) is run again from here: the extraction
+    # and the resolution plan are kept, so no second LLM call (docs/decisions/0056, 0119).
+    result = transaction_retried(
+        lambda: _write_transaction(
+            access=access,
+            scope=scope,
+            normalized=normalized,
+            plan=plan,
+            run=run,
+            source=source,
+            preview=preview,
+            turn=turn,
+            trust=trust,
+            clock=clock,
+            registry=registry,
+        ),
+        what="ingest write",
+    )
     if preview:
         if run is not None:
             _run_succeed(run, result, clock)
@@ -174,8 +166,9 @@ def _write_transaction(
     clock: StageClock,
     registry: RegistryIndex,
 ) -> IngestResult:
-    """The run's writes in one transaction (rolled back for a preview)."""
-    with transaction.atomic(), _overlapped_if_large(normalized):
+    """The run's writes, inside the one transaction ``transaction_retried`` opens (rolled
+    back for a preview)."""
+    with _overlapped_if_large(normalized):
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
             result = ingest_write(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from memory.models import Context, Entity, Predicate, PredicateStatus, Run
 from memory.services.facts.batch import FactBatchResult
-from memory.services.ingest.triples import SECRET_ITEM
+from memory.services.ingest.triples import SECRET_ITEM, refusal_warning
 
 logger = logging.getLogger("memory.ingest")
 
@@ -34,6 +34,12 @@ class IngestResult:
     # point back to it.
     turn: dict[str, Any] | None = None
     preview: bool = False
+
+    def refuse(self, entry: dict[str, Any]) -> None:
+        """An item not written (``{section, position, item, reason, code}``): unresolved,
+        and a warning the summary counts."""
+        self.unresolved.append(entry)
+        self.warnings.append(refusal_warning(entry["section"], entry["position"], entry["reason"]))
 
     def as_dict(self) -> dict[str, Any]:
         # Shallow: the lists already hold plain JSON values (asdict's deep copy of a bulk
@@ -180,7 +186,7 @@ class IngestReport:
                 refused = item.error is not None and item.error.code == "unknown_predicate"
                 error = item.error
                 secret = error is not None and error.code == "secret_refused"
-                result.unresolved.append(
+                result.refuse(
                     {
                         "section": draft.section,
                         "position": draft.position,
@@ -191,13 +197,22 @@ class IngestReport:
                 )
                 if refused and error is not None:
                     canonical = str((error.details or {}).get("canonical", ""))
-                    self._new_predicate(observed, canonical, draft, "refused")
+                    self._new_predicate(
+                        observed, canonical, draft.predicate, _example(draft), "refused"
+                    )
                 continue
             fact = item.fact
             name = item.resolved.predicate.name if item.resolved is not None else ""
             shown = self.fact(fact, outcome=item.outcome, predicate=name)
             if item.rejected_before:
                 shown["rejected_before"] = True
+            if item.warnings:  # constraints it breaks: kept, and said (as POST facts does)
+                shown["warnings"] = [asdict(v) for v in item.warnings]
+                result.warnings += [
+                    f"{draft.section}[{draft.position}]: {v.message} ({v.status} "
+                    f"{v.constraint} constraint of {v.predicate})"
+                    for v in item.warnings
+                ]
             if item.proposes_to_replace is not None:
                 shown["proposes_to_replace"] = item.proposes_to_replace.pk
             if item.outcome in ("reobserved", "updated"):
@@ -224,20 +239,42 @@ class IngestReport:
                     }
                 )
             if item.resolved is not None and not item.resolved.registered:
-                self._new_predicate(observed, item.resolved.canonical, draft, "observed")
+                self._new_predicate(
+                    observed, item.resolved.canonical, draft.predicate, _example(draft), "observed"
+                )
+        result.new_predicates = list(observed.values())
+
+    def refused_before_writing(self, result: IngestResult, unresolved: list[Any]) -> None:
+        """The forms a strict context refused before the write (``unknown_predicate`` from
+        the normalization's predicate check): new predicates ``refused``, as the ones the
+        fact writer refuses, which the pipeline records as drift."""
+        observed = {entry["name"]: entry for entry in result.new_predicates}
+        for u in unresolved:
+            canonical = str((u.details or {}).get("canonical", ""))
+            if u.code != "unknown_predicate" or not canonical:
+                continue
+            item = u.item
+            form = str(item.get("predicate") or item.get("key") or item.get("verb") or "")
+            target = item["object"] if item.get("object") is not None else item.get("value")
+            example = f"{item.get('subject', '')} {form} {target}"
+            self._new_predicate(observed, canonical, form, example, "refused")
         result.new_predicates = list(observed.values())
 
     def _new_predicate(
-        self, observed: dict[str, dict[str, Any]], name: str, draft: Any, status: str
+        self, observed: dict[str, dict[str, Any]], name: str, form: str, example: str, status: str
     ) -> None:
         entry = observed.get(name)
         if entry is None:  # (not setdefault: its default would be built for every fact)
             entry = observed[name] = {"name": name, "forms": [], "status": status, "examples": []}
-        if draft.predicate not in entry["forms"]:
-            entry["forms"].append(draft.predicate)
+        if form not in entry["forms"]:
+            entry["forms"].append(form)
         if len(entry["examples"]) < 3:
-            target = draft.object.name if draft.object is not None else draft.value
-            entry["examples"].append(f"{draft.subject.name} {draft.predicate} {target}")
+            entry["examples"].append(example)
+
+
+def _example(draft: Any) -> str:
+    target = draft.object.name if draft.object is not None else draft.value
+    return f"{draft.subject.name} {draft.predicate} {target}"
 
 
 def refused_forms(result: IngestResult) -> list[str]:

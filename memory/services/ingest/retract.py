@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from memory.domain.access import ContextAccess
 from memory.infra.queueing import entity_embeddings_enqueue
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, PermissionDenied
 from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, FactTrust, Run
 from memory.models import Conflict as ConflictRecord
@@ -35,6 +36,7 @@ from memory.models.run import FINISHED_WRITING, RunOutcome
 from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
 from memory.services.duplicates.finder import duplicates_check
+from memory.services.entities.writes import entities_lock
 
 SHOWN_FACTS = 200  # the preview lists this many facts by name; counts cover them all
 _FACT_STATE = ("id", "status", "status_changed_at", "valid_until")
@@ -156,7 +158,7 @@ def _lock_entities(run: Run) -> None:
         ids.add(subject)
         if object_ is not None:
             ids.add(object_)
-    list(Entity.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk"))
+    entities_lock(ids, for_delete=True)  # a retraction may delete the entities it created
 
 
 def _plan(run: Run) -> RetractPlan:
@@ -292,7 +294,7 @@ def run_retract_preview(*, access: ContextAccess, run: Run) -> RetractPlan:
     return plan
 
 
-@transaction.atomic
+@write_transaction
 def run_retract(*, access: ContextAccess, run: Run) -> tuple[RetractPlan, AuditEvent]:
     """Retract ``run`` (see the module doc); return what changed and its audit event."""
     _check_retractable(access, run)

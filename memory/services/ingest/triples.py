@@ -4,7 +4,10 @@ Pure apart from nothing: no database. Names are trimmed and checked, types mappe
 closed set (never ``agent``/``service``: those are principals' own), identifiers
 canonicalized, dates parsed; subjects and objects, given by name, are tied to the entity
 mentions of the same answer. Whatever cannot be used becomes an ``Unresolved`` entry with
-its reason, and the rest goes on.
+its reason and a warning, and the rest goes on. A refused item leaves nothing behind: an
+entity only it named is not mentioned (so never created), and what it would have written
+is checked before its predicate reaches the registry (``predicate_check``, the value's
+secrets here).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from memory.domain.entity_names import (
     identifier_normalize,
 )
 from memory.domain.predicate_names import predicate_check_text
+from memory.domain.screening import secret_refuse
 from memory.kernel.errors import ValidationFailed
 from memory.llm.schemas import EntityItem, Extraction
 from memory.models import FactKind
+from memory.services.facts.rules import fact_value_text
 
 Ref = tuple[str, str | None]  # (normalized key, type or None when only named)
 
@@ -38,6 +43,8 @@ class Mention:
     key: str
     aliases: list[str] = field(default_factory=list)
     identifiers: list[tuple[str, str]] = field(default_factory=list)
+    # Listed among the answer's entities: kept even when no fact of the answer names it.
+    described: bool = False
 
     @property
     def ref(self) -> Ref:
@@ -65,10 +72,12 @@ SECRET_ITEM = {"redacted": "this item held a secret; it is not kept"}
 @dataclass(frozen=True)
 class Unresolved:
     section: str
-    position: int
+    position: int | None  # None: an entity the answer listed (refused as a secret)
     item: dict[str, Any]
     reason: str
     code: str
+    # The refusal's details (a strict context's ``canonical`` form), not reported.
+    details: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,9 +98,6 @@ class NormalizedExtraction:
     warnings: list[str] = field(default_factory=list)
 
 
-REFUSED_FOR_PREDICATE = ("invalid_predicate", "rejected_predicate")
-
-
 def extraction_normalize(
     extraction: Extraction,
     *,
@@ -100,16 +106,18 @@ def extraction_normalize(
 ) -> NormalizedExtraction:
     """Mentions and fact drafts of ``extraction``. ``predicate_check`` raises
     ValidationFailed for a predicate no write would take (by default: hostile text); such
-    an item is refused before any of its entities is mentioned."""
+    an item is refused before any of its entities is mentioned. An entity only refused
+    items named is left out."""
     book = _MentionBook()
     unresolved: list[Unresolved] = []
+    refused: list[str] = []  # the refused items, in words
     for position, entity in enumerate(extraction.entities):
         try:
             book.describe(entity, unresolved=unresolved, position=position)
         except ValidationFailed as exc:
             unresolved.append(_unresolved("entities", position, entity.model_dump(), exc))
+            refused.append(refusal_warning("entities", position, exc.message))
     facts: list[FactDraft] = []
-    refused: list[str] = []  # items refused for hostile predicate text, in words
     sections: list[tuple[str, str, list[Any]]] = [
         ("relations", FactKind.RELATION, list(extraction.relations)),
         ("attributes", FactKind.ATTRIBUTE, list(extraction.attributes)),
@@ -127,16 +135,26 @@ def extraction_normalize(
                 )  # fmt: skip
             except ValidationFailed as exc:
                 unresolved.append(_unresolved(section, position, raw, exc))
-                if exc.code in REFUSED_FOR_PREDICATE:
-                    refused.append(
-                        f"{section}[{position}]: {exc.message}; nothing of it was written"
-                    )
+                refused.append(refusal_warning(section, position, exc.message))
+    mentions = mentions_kept(book.all(), facts)
     return NormalizedExtraction(
-        mentions=book.all(),
+        mentions=mentions,
         facts=facts,
         unresolved=unresolved,
-        warnings=book.warnings() + refused,
+        warnings=book.warnings(mentions) + refused,
     )
+
+
+def refusal_warning(section: str, position: int | None, reason: str) -> str:
+    where = section if position is None else f"{section}[{position}]"
+    return f"{where}: {reason}; nothing of it was written"
+
+
+def mentions_kept(mentions: list[Mention], facts: list[FactDraft]) -> list[Mention]:
+    """The mentions an answer's entities list, or a fact it keeps names: an entity only
+    a refused item named is never created for it."""
+    named = {m.ref for f in facts for m in (f.subject, f.object) if m is not None}
+    return [m for m in mentions if m.described or m.ref in named]
 
 
 def _draft(
@@ -169,6 +187,9 @@ def _draft(
         value = item.value.strip() if isinstance(item.value, str) else item.value
         if value == "":
             raise ValidationFailed("an attribute needs a value", code="missing_value")
+        # The fact writer's own check, before the item reaches the writer (and its
+        # predicate the registry): a value that is a secret is refused whole.
+        secret_refuse(fact_value_text(value), what="the fact value")
         when = item.valid_from
     else:
         if item.object is not None:
@@ -205,8 +226,8 @@ def parse_when(text: str | None) -> datetime | None:
 def _unresolved(
     section: str, position: int, item: dict[str, Any], exc: ValidationFailed
 ) -> Unresolved:
-    kept = SECRET_ITEM if exc.code == "secret_refused" else item
-    return Unresolved(section, position, kept, exc.message, exc.code)
+    kept = SECRET_ITEM if exc.code == SECRET_CODE else item
+    return Unresolved(section, position, kept, exc.message, exc.code, exc.details)
 
 
 class _MentionBook:
@@ -226,8 +247,15 @@ class _MentionBook:
             self._coerced[(name, given.strip()[:40] if given else "")] = None
         return type_
 
-    def warnings(self) -> list[str]:
-        return [entity_type_coerced_warning(name, given) for name, given in self._coerced]
+    def warnings(self, kept: list[Mention]) -> list[str]:
+        """The types stored as ``other``, of the ``kept`` mentions (one only a refused
+        item named is never stored)."""
+        names = {n for m in kept for n in (m.name, *m.aliases)}
+        return [
+            entity_type_coerced_warning(name, given)
+            for name, given in self._coerced
+            if name in names
+        ]
 
     def _keyed(self, name: str) -> tuple[str, str]:
         """The cleaned name and its normalized key (raises ValidationFailed)."""
@@ -244,6 +272,7 @@ class _MentionBook:
         name = self._keyed(item.name)[0]
         type_ = self._type(name, item.type)
         mention = self._get_or_add(name, type_)
+        mention.described = True
         for alias in item.aliases:
             try:
                 clean = entity_clean_name(alias)
@@ -314,22 +343,31 @@ def extraction_drop_secrets(
 
     leaking = {m.ref for m in normalized.mentions if holds(m.name)}
     unresolved = list(normalized.unresolved)
+    warnings = list(normalized.warnings)
+
+    def refuse(section: str, position: int | None) -> None:
+        unresolved.append(Unresolved(section, position, SECRET_ITEM, SECRET_REASON, SECRET_CODE))
+        warnings.append(refusal_warning(section, position, SECRET_REASON))
+
+    for mention in normalized.mentions:
+        if mention.described and mention.ref in leaking:
+            refuse("entities", None)
     facts = []
     for draft in normalized.facts:
         value = draft.value if isinstance(draft.value, str) else json.dumps(draft.value)
         refs = {draft.subject.ref} | ({draft.object.ref} if draft.object else set())
         if holds(value or "") or holds(draft.predicate) or refs & leaking:
-            unresolved.append(
-                Unresolved(
-                    draft.section,
-                    draft.position,
-                    SECRET_ITEM,
-                    "it holds a secret (a password, key, token, code or card number); "
-                    "secrets are never stored as memory",
-                    "secret_refused",
-                )
-            )
+            refuse(draft.section, draft.position)
             continue
         facts.append(draft)
-    mentions = [m for m in normalized.mentions if m.ref not in leaking]
-    return replace(normalized, mentions=mentions, facts=facts, unresolved=unresolved)
+    mentions = mentions_kept([m for m in normalized.mentions if m.ref not in leaking], facts)
+    return replace(
+        normalized, mentions=mentions, facts=facts, unresolved=unresolved, warnings=warnings
+    )
+
+
+SECRET_CODE = "secret_refused"  # noqa: S105 - an error code, not a secret
+SECRET_REASON = (
+    "it holds a secret (a password, key, token, code or card number); "  # noqa: S105 - words
+    "secrets are never stored as memory"
+)

@@ -48,7 +48,7 @@ def ingest_write(
     errors = {p.mention.ref: p.error for p in plan.plans if p.error is not None}
     for item in plan.plans:
         if item.error is not None:
-            result.unresolved.append(
+            result.refuse(
                 {
                     "section": "entities",
                     "position": None,
@@ -80,7 +80,7 @@ def ingest_write(
         if subject is None or (draft.object is not None and object_ is None):
             missing = draft.subject if subject is None else draft.object
             error = errors.get(missing.ref) if missing is not None else None
-            result.unresolved.append(
+            result.refuse(
                 {
                     "section": draft.section,
                     "position": draft.position,
@@ -100,6 +100,7 @@ def ingest_write(
                 value=draft.value,
                 confidence=draft.confidence,
                 valid_from=draft.valid_from,
+                value_screened=True,  # by the normalization (triples.py)
             )
         )
     with stage("facts"):
@@ -116,6 +117,7 @@ def ingest_write(
             new_entities=report.created_entities,
         )
     report.facts(result, batch, drafts)
+    report.refused_before_writing(result, normalized.unresolved)
     if _examples_may_be_missing(result, registry):
         new_predicate_examples_note(access.context, result, status="observed")
     return result

@@ -18,6 +18,7 @@ from django.utils import timezone
 from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_normalize_key
 from memory.infra.queueing import entity_embeddings_enqueue
+from memory.infra.transactions import write_transaction
 from memory.kernel.errors import Conflict, NotFound
 from memory.models import AuditEvent, Entity, EntityIdentifier, Fact, FactStatus, Role
 from memory.models import Conflict as ConflictRecord
@@ -26,6 +27,7 @@ from memory.models.merge import Merge
 from memory.search.indexing import entities_index, facts_index
 from memory.services.audit import audit_record
 from memory.services.duplicates.finder import duplicates_check
+from memory.services.entities.writes import entities_lock
 from memory.services.facts.batch import fact_fold_identical
 from memory.services.facts.rules import (
     contested_fields,
@@ -34,7 +36,6 @@ from memory.services.facts.rules import (
 from memory.services.merges.plan import (
     MergePlan,
     merge_load,
-    merge_lock_ordered,
     merge_plan,
 )
 
@@ -53,7 +54,7 @@ def entity_merge_preview(
     return plan
 
 
-@transaction.atomic
+@write_transaction
 def entity_merge(
     *, access: ContextAccess, survivor_id: int, merged_ids: list[int], name: str | None = None
 ) -> Merge:
@@ -248,7 +249,7 @@ def _absorb_into_survivor(survivor: Entity, merged: list[Entity], plan: MergePla
     survivor.save()
 
 
-@transaction.atomic
+@write_transaction
 def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
     """Restore every entity, fact, identifier and conflict the merge changed, or explain
     (409) which later change prevents an exact undo."""
@@ -261,7 +262,7 @@ def merge_undo(*, access: ContextAccess, merge_id: int) -> Merge:
     snap = record.snapshot
     ids = sorted(e["id"] for e in snap["entities"])
     # The subjects of the facts we restore, as the merge took them (see _lock_with_incoming).
-    merge_lock_ordered(sorted({*ids, *(f["subject_id"] for f in snap["facts"])}))
+    entities_lock({*ids, *(f["subject_id"] for f in snap["facts"])})
     entities = {
         e.pk: e
         for e in Entity.objects.select_for_update(no_key=True).filter(pk__in=ids).order_by("pk")

@@ -12,6 +12,7 @@ from memory.domain.access import ContextAccess
 from memory.domain.entity_names import entity_clean_name
 from memory.kernel.errors import Conflict, NotFound, ValidationFailed
 from memory.models import Entity, EntityIdentifier, Fact, FactStatus
+from memory.services.entities.writes import entities_lock
 from memory.services.facts.rules import (
     FactIdentity,
     FactSlot,
@@ -101,17 +102,8 @@ def _lock_with_incoming(ids: list[int], *, incoming_to: list[int]) -> None:
         new = sorted(wanted - locked)
         if not new:
             return
-        merge_lock_ordered(new)
+        entities_lock(new)
         locked |= set(new)
-
-
-def merge_lock_ordered(ids: list[int]) -> None:
-    list(
-        Entity.objects.select_for_update(no_key=True)
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk")
-    )
 
 
 def merge_plan(

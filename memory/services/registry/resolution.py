@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.domain.predicate_names import predicate_check_text, predicate_normalize
+from memory.domain.screening import secret_name, secret_refusal
 from memory.infra.pg_arrays import int_array_literal
 from memory.infra.pg_overlap import execute_overlapped
 from memory.kernel.errors import DomainError, ValidationFailed
@@ -145,16 +146,20 @@ def _resolve_form(
     if known is not None and known.status == PredicateStatus.REJECTED:
         raise _rejected(result.canonical)
     if context.predicate_mode == PredicateMode.STRICT:
-        raise UnknownPredicate(
-            f"unknown predicate {raw[:80]!r} (as {result.canonical!r}): context "
-            f"{context.slug!r} accepts only registered predicates and their aliases",
-            canonical=result.canonical,
-        )
+        raise _unknown(context, raw, result.canonical)
     if known is not None and known.status == PredicateStatus.OBSERVED:
         seen_drift.add(known.pk)  # drift the registry holds: stamped once, in bulk
         return ResolvedPredicate(known, known.name, "none", False)
     predicate = predicate_observe(context=context, name=result.canonical)
     return ResolvedPredicate(predicate, result.canonical, "none", False)
+
+
+def _unknown(context: Context, raw: str, canonical: str) -> UnknownPredicate:
+    return UnknownPredicate(
+        f"unknown predicate {raw[:80]!r} (as {canonical!r}): context "
+        f"{context.slug!r} accepts only registered predicates and their aliases",
+        canonical=canonical,
+    )
 
 
 def _rejected(canonical: str) -> ValidationFailed:
@@ -167,9 +172,12 @@ def _rejected(canonical: str) -> ValidationFailed:
 
 def predicate_refusal_check(*, context: Context, index: RegistryIndex) -> Callable[[str], None]:
     """A check, from the registry load ``index``, that raises for a predicate form every
-    write refuses whatever its entities are — hostile text (``invalid_predicate``) or a
-    predicate curators rejected (``rejected_predicate``) — with the write's own error,
-    so an ingest can refuse such an item before it resolves (and creates) its entities."""
+    write refuses whatever its entities are — hostile text (``invalid_predicate``), a
+    predicate curators rejected (``rejected_predicate``), a name whose values are secrets
+    (``secret_refused``: ``password``, ``api_key``) or, in a strict context, one that is
+    not registered (``unknown_predicate``) — with the write's own error, so an ingest
+    can refuse such an item before it resolves (and creates) its entities and before its
+    form becomes drift (a strict refusal is recorded as drift by the caller, as ever)."""
 
     # A bulk turn states each form many times: each is canonicalized once, and a form
     # that refuses refuses every time with the error it raised first.
@@ -187,9 +195,15 @@ def predicate_refusal_check(*, context: Context, index: RegistryIndex) -> Callab
             result = predicate_canonicalize(context=context, name=raw, index=index)
         except ValidationFailed as exc:
             return exc
+        if secret_name(raw) or secret_name(result.canonical):
+            return secret_refusal(what=f"a value of {result.canonical!r}")
+        if result.registered:
+            return None
         known = result.predicate
-        if not result.registered and known is not None and known.status == PredicateStatus.REJECTED:
+        if known is not None and known.status == PredicateStatus.REJECTED:
             return _rejected(result.canonical)
+        if context.predicate_mode == PredicateMode.STRICT:
+            return _unknown(context, raw, result.canonical)
         return None
 
     return check

@@ -19,9 +19,10 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError
 from django.utils import timezone
 
 from memory.domain.access import ContextAccess
@@ -29,11 +30,17 @@ from memory.infra.queueing import (
     entity_embeddings_collect,
     entity_embeddings_enqueue,
 )
+from memory.infra.transactions import transaction_retried
 from memory.kernel.errors import DomainError, ValidationFailed
 from memory.models import Entity, Role
 from memory.services.audit import audit_record
 from memory.services.duplicates.finder import duplicates_check_batch
-from memory.services.entities.writes import IdentifierInput, entity_upsert
+from memory.services.entities.writes import (
+    IdentifierInput,
+    entities_lock_live,
+    entity_find,
+    entity_upsert,
+)
 from memory.services.vectors import vectors_compute
 
 logger = logging.getLogger(__name__)
@@ -138,20 +145,50 @@ def entities_import(
         report.notes.append(f"fields kept as attributes: {', '.join(extra)}")
     for start in range(0, len(records), BATCH_ROWS):
         batch = records[start : start + BATCH_ROWS]
-        with entity_embeddings_collect() as changed, transaction.atomic():
-            # One duplicate check for the batch's entities, in its transaction.
-            with duplicates_check_batch():
-                entries = [
-                    _import_one(access=access, record=r, scope_default=scope_default) for r in batch
-                ]
-            if seeded:
-                _seed_batch(access, entries)
+        with entity_embeddings_collect() as changed:
+            write = partial(_batch_write, access, batch, scope_default, seeded, changed)
+            entries = transaction_retried(write, what="entity import batch")
         for entry in entries:
             report.add(entry)
         _embed(changed, now=embed_now)
         if on_progress is not None:
             on_progress(start + len(batch), report.total)
     return report
+
+
+def _batch_write(
+    access: ContextAccess,
+    batch: list[_Record],
+    scope_default: str | None,
+    seeded: bool,
+    changed: list[int],
+) -> list[ImportRow]:
+    """One batch's rows in one transaction (``changed`` collects the entities to embed)."""
+    changed.clear()  # what a broken attempt collected was rolled back
+    # The entities the rows match already, locked together in id order before each row's
+    # upsert locks its own in file order (docs/decisions/0119).
+    entities_lock_live(_matches(access, batch, scope_default))
+    # One duplicate check for the batch's entities, in its transaction.
+    with duplicates_check_batch():
+        entries = [_import_one(access=access, record=r, scope_default=scope_default) for r in batch]
+    if seeded:
+        _seed_batch(access, entries)
+    return entries
+
+
+def _matches(access: ContextAccess, batch: list[_Record], scope_default: str | None) -> list[int]:
+    ids = []
+    for record in batch:
+        try:
+            values = _row_values(record.fields, scope_default=scope_default)
+        except _RowError:
+            continue  # reported by its upsert
+        found = entity_find(
+            access=access, name=values["name"], type=values["type"], scope=values["scope"]
+        )
+        if found is not None:
+            ids.append(found.pk)
+    return ids
 
 
 def _seed_batch(access: ContextAccess, entries: list[ImportRow]) -> None:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0021_fact_trust_reason_relayed_source"),
+        ("memory", "0024_keyword_embedding_hnsw"),
     ]
 
     operations = [
