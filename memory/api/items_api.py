@@ -184,8 +184,9 @@ class MatchConditionSerializer(JsonInput):
 
 class ListNamespacesOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["list_namespaces"])
-    match_conditions = MatchConditionSerializer(  # type: ignore[call-arg]
-        many=True, required=False, allow_null=True, max_length=10
+    # A ListField, not many=True: the schema then says maxItems (the server's limit).
+    match_conditions = serializers.ListField(
+        child=MatchConditionSerializer(), required=False, allow_null=True, max_length=10
     )
     max_depth = _page("max_depth", 1, 100)
     limit = _page("limit", 1, MAX_LIMIT)

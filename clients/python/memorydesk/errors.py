@@ -173,6 +173,7 @@ _CODES: dict[type[MemoryDeskError], str] = {
         chat_model_not_configured embedder_unavailable embedding_unavailable
         llm_call_failed:502 llm_error:502 llm_http_error:502 llm_invalid_output:502
         llm_not_configured llm_rate_limited llm_timeout llm_unreachable unavailable
+        write_contention
     """,
 }
 
