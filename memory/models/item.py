@@ -63,9 +63,7 @@ class Item(models.Model):
             # A search without a query: newest first.
             models.Index(fields=["context", "-updated_at"], name="item_recent"),
             # A run's items, when the run is deleted (SET_NULL); most items have none.
-            models.Index(
-                fields=["run"], condition=models.Q(run__isnull=False), name="item_run"
-            ),
+            models.Index(fields=["run"], condition=models.Q(run__isnull=False), name="item_run"),
             # The sweep: the items whose time is up.
             models.Index(
                 fields=["expires_at"],
