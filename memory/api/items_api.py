@@ -59,8 +59,9 @@ class ItemSerializer(serializers.Serializer):
 class ItemHitSerializer(ItemSerializer):
     score = serializers.FloatField(
         allow_null=True,
-        help_text="the fused hybrid score (BM25 and vector, reciprocal rank fusion) for a "
-        "query; null without a query or for an item that is not indexed",
+        help_text="for a query, the cosine similarity of the item's vector and the query's "
+        "(results are ranked by the hybrid fusion of BM25 and vector ranks); null without a "
+        "query, for an item that is not indexed, or one stored without a vector",
     )
 
 
@@ -183,7 +184,7 @@ class MatchConditionSerializer(JsonInput):
 
 class ListNamespacesOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["list_namespaces"])
-    # A ListField, not ``many=True``: only the field states its bound in the schema.
+    # A ListField, not many=True: the schema then says maxItems (the server's limit).
     match_conditions = serializers.ListField(
         child=MatchConditionSerializer(), required=False, allow_null=True, max_length=10
     )

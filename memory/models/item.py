@@ -21,7 +21,10 @@ class Item(models.Model):
     returned and the task worker deletes it.
     """
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the indexes below lead with it (each is one more to write a put).
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     namespace = ArrayField(models.TextField())
     scope = models.CharField(max_length=300)
     key = models.TextField()
@@ -35,7 +38,12 @@ class Item(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     # The run that extracted facts from the item (``extract: true``), if any.
     run = models.ForeignKey(
-        "memory.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "memory.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # item_run below: only the few items that have one
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -54,6 +62,8 @@ class Item(models.Model):
             ),
             # A search without a query: newest first.
             models.Index(fields=["context", "-updated_at"], name="item_recent"),
+            # A run's items, when the run is deleted (SET_NULL); most items have none.
+            models.Index(fields=["run"], condition=models.Q(run__isnull=False), name="item_run"),
             # The sweep: the items whose time is up.
             models.Index(
                 fields=["expires_at"],
