@@ -56,6 +56,8 @@ def _database() -> dict[str, object]:
 
         url = embedded_database_url(VAR_DIR / "pgdata")
     config = _database_config(url)
+    # Django's backend with a health check that sends nothing (memory/infra/postgres).
+    config["ENGINE"] = "memory.infra.postgres"
     config["TEST"] = {"NAME": env_str("MEMORY_TEST_DATABASE", "test_memorydesk")}
     return config
 

@@ -59,8 +59,9 @@ class ItemSerializer(serializers.Serializer):
 class ItemHitSerializer(ItemSerializer):
     score = serializers.FloatField(
         allow_null=True,
-        help_text="the fused hybrid score (BM25 and vector, reciprocal rank fusion) for a "
-        "query; null without a query or for an item that is not indexed",
+        help_text="for a query, the cosine similarity of the item's vector and the query's "
+        "(results are ranked by the hybrid fusion of BM25 and vector ranks); null without a "
+        "query, for an item that is not indexed, or one stored without a vector",
     )
 
 
@@ -184,8 +185,9 @@ class MatchConditionSerializer(JsonInput):
 
 class ListNamespacesOpSerializer(JsonInput):
     op = serializers.ChoiceField(choices=["list_namespaces"])
-    match_conditions = MatchConditionSerializer(  # type: ignore[call-arg]
-        many=True, required=False, allow_null=True, max_length=10
+    # A ListField, not many=True: the schema then says maxItems (the server's limit).
+    match_conditions = serializers.ListField(
+        child=MatchConditionSerializer(), required=False, allow_null=True, max_length=10
     )
     max_depth = _page("max_depth", 1, 100)
     limit = _page("limit", 1, MAX_LIMIT)

@@ -66,12 +66,12 @@ def system_access(context: Context) -> ContextAccess:
 
 def context_access_resolve(*, user: Any, slug: str, token: ApiToken | None = None) -> ContextAccess:
     """The caller's access to context ``slug``; NotFound if it may not see the context."""
-    context = Context.objects.filter(slug=slug).first()
+    context = _context_named(slug, token)
     if context is None or user is None or not user.is_authenticated:
         raise NotFound(f"context {slug[:100]!r} not found", code="context_not_found")
     if token is not None and token.context_id != context.pk:
         raise NotFound(f"context {slug[:100]!r} not found", code="context_not_found")
-    membership = ContextMembership.objects.filter(user=user, context=context).first()
+    membership = _membership(user, context, token)
     if user.is_superuser:
         role = Role.ADMIN
         member_grants = DEFAULT_MEMBER_GRANTS
@@ -83,3 +83,25 @@ def context_access_resolve(*, user: Any, slug: str, token: ApiToken | None = Non
     grants = Grants.from_strings(token.grants if token is not None else member_grants)
     trusted = token is None or token.trust == TokenTrust.TRUSTED
     return ContextAccess(context=context, user=user, role=role, grants=grants, trusted=trusted)
+
+
+def _context_named(slug: str, token: ApiToken | None) -> Context | None:
+    # A token names its one context: read with it (``token_authenticate``), no second
+    # look-up; any other slug is not found for this token either way.
+    if token is not None:
+        return token.context if token.context.slug == slug else None
+    return Context.objects.filter(slug=slug).first()
+
+
+_NOT_READ = object()
+
+
+def _membership(user: Any, context: Context, token: ApiToken | None) -> ContextMembership | None:
+    """The user's membership (only its role is read when a token brings the grants).
+    ``token_authenticate`` reads the role with the token, as ``member_role``."""
+    role = getattr(token, "member_role", _NOT_READ)
+    if role is _NOT_READ:
+        return ContextMembership.objects.filter(user=user, context=context).first()
+    if role is None:
+        return None
+    return ContextMembership(user=user, context=context, role=str(role))

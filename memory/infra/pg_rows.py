@@ -286,6 +286,19 @@ def instance_read(
     return None if row is None else select.build(row)
 
 
+def instances_build(
+    model: type[models.Model], field_names: Sequence[str], rows: Sequence[Sequence[object]]
+) -> list[Any]:
+    """Instances of ``model`` from rows of the named fields' columns in that order (the
+    primary key among them), as ``.only(*field_names)`` builds them: each value through
+    its field's ``from_db_value``."""
+    # ``from_db`` takes a subset of the fields in the model's order, whatever the select's.
+    order = [f.attname for f in model._meta.concrete_fields]
+    given = sorted(range(len(field_names)), key=lambda i: order.index(field_names[i]))
+    fields = [model._meta.get_field(field_names[i]) for i in given]
+    return [_from_row(model, fields, [row[i] for i in given]) for row in rows]
+
+
 def _from_row(
     model: type[models.Model], fields: Sequence[Any], values: Sequence[object]
 ) -> models.Model | None:

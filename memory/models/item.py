@@ -20,7 +20,10 @@ class Item(models.Model):
     returned and the task worker deletes it.
     """
 
-    context = models.ForeignKey("memory.Context", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the indexes below lead with it (each is one more to write a put).
+    context = models.ForeignKey(
+        "memory.Context", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     namespace = ArrayField(models.TextField())
     scope = models.CharField(max_length=300)
     key = models.TextField()
@@ -34,7 +37,12 @@ class Item(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     # The run that extracted facts from the item (``extract: true``), if any.
     run = models.ForeignKey(
-        "memory.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "memory.Run",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # item_run below: only the few items that have one
     )
     # The turn that run read: its facts point back to it (``Fact.turn``), retries of the
     # run included, and it travels in a memory export where runs do not.
@@ -68,6 +76,8 @@ class Item(models.Model):
             models.Index(fields=["context", "-updated_at"], name="item_recent"),
             # A fact's page: the item its turn came from.
             models.Index(fields=["turn"], condition=models.Q(turn__isnull=False), name="item_turn"),
+            # A run's items, when the run is deleted (SET_NULL); most items have none.
+            models.Index(fields=["run"], condition=models.Q(run__isnull=False), name="item_run"),
             # The sweep: the items whose time is up.
             models.Index(
                 fields=["expires_at"],

@@ -17,6 +17,7 @@ So a filtered query returns k rows whenever k visible rows exist.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,36 @@ def _corpus_sizes(*, context_id: int, target: Target) -> tuple[int, int]:
     return int(mine), int(everyone)
 
 
+def _visible_count(rows: QuerySet[Any], exact_max: int) -> int:
+    """How many rows a filter leaves, as far as choosing the plan needs: exactly up to
+    ``exact_max`` (then they are scanned exactly), else an estimate never below it.
+
+    The planner's estimate comes first. Far above the cap (four times) it is taken as it
+    is: counting 5,001 rows cost more than the walk of a filter that keeps most of them (a
+    store's search under a wide namespace prefix). Otherwise the rows are counted up to
+    the cap, and past it the count is a lower bound only, which walked the graph of a wide
+    filter as if it kept a sliver, at the widest ef_search; so then it is half the
+    planner's estimate, never below the bound: a filter near the bound (one team of ten)
+    walks as it did. An estimate that is wrong costs time, never results: a walk short of
+    rows widens, then scans exactly."""
+    estimate = _estimated_rows(rows)
+    if estimate > 4 * exact_max:
+        return estimate
+    counted = int(rows.values("pk")[: exact_max + 1].count())
+    return counted if counted <= exact_max else max(counted, estimate // 2)
+
+
+def _estimated_rows(rows: QuerySet[Any]) -> int:
+    """The planner's estimate of how many rows ``rows`` holds; no row is read."""
+    sql, params = rows.values("pk").query.sql_with_params()
+    with read_connection().cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()
+    if isinstance(plan, str):  # psycopg hands json back decoded, a driver may not
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
 def _exact(rows: QuerySet[Any], embedding: list[float], limit: int) -> list[VectorHit]:
     # "+ 0" hides the ORDER BY from the HNSW index: every visible row is measured.
     ranked = rows.annotate(distance=CosineDistance("embedding", embedding) + Value(0.0))
@@ -111,7 +142,7 @@ def vector_rank(
         return _exact(rows, embedding, limit)
     visible_rows = mine
     if visible:  # a scope filter: how much of the context does it leave?
-        visible_rows = rows.values("pk")[: exact_max + 1].count()
+        visible_rows = _visible_count(rows, exact_max)
         if visible_rows <= exact_max:
             return _exact(rows, embedding, limit)
     # The share of the index's rows this query may return; the graph walk must look at

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, FloatField, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
+from pgvector.django import CosineDistance
 
 from memory.domain.access import ContextAccess
 from memory.domain.namespaces import Namespace, namespace_scope
 from memory.infra.embeddings import embed_for_request
+from memory.infra.pg_rows import instances_build, json_text
 from memory.kernel.errors import ValidationFailed
 from memory.models import Item
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
@@ -68,18 +70,36 @@ def items_visible(access: ContextAccess) -> QuerySet[Item]:
     )
 
 
+# The live, visible items among (namespace, key) pairs: one probe of item_unique each
+# (``OFFSET 0`` keeps it one whatever a young table's statistics suggest).
+_GET_SQL = f"""
+SELECT i.* FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)
+CROSS JOIN LATERAL (
+    SELECT {", ".join(_ITEM_FIELDS)} FROM memory_item
+    WHERE context_id = %s AND key = r.key
+        AND namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns))
+        AND (expires_at IS NULL OR expires_at > now()) AND {{visible}}
+    OFFSET 0
+) i
+"""  # noqa: S608 - column names from the model
+
+
 def items_get(
     *, access: ContextAccess, refs: Sequence[tuple[Namespace, str]]
 ) -> dict[tuple[Namespace, str], Item]:
-    """The live, visible items among ``refs`` by (namespace, key)."""
+    """The live, visible items among ``refs`` by (namespace, key).
+
+    A store's get is the API's most frequent call: one plain statement, no ORM
+    compilation; the grants' filter is the one the ORM reads use (``q_where_sql``)."""
     if not refs:
         return {}
-    refs = list(dict.fromkeys(refs))
-    wanted = Q(pk__in=[])
-    for namespace, key in refs:
-        wanted |= Q(namespace=list(namespace), key=key)
-    rows = items_visible(access).filter(wanted).only(*_ITEM_FIELDS)
-    return {(tuple(item.namespace), item.key): item for item in rows}
+    wanted = json_text([{"ns": list(ns), "key": key} for ns, key in dict.fromkeys(refs)])
+    visible, params = q_where_sql(Item, access.grants.read_q("scope"))
+    with connection.cursor() as cursor:
+        cursor.execute(_GET_SQL.format(visible=visible), [wanted, access.context.pk, *params])
+        rows = cursor.fetchall()
+    items: list[Item] = instances_build(Item, _ITEM_FIELDS, rows)
+    return {(tuple(item.namespace), item.key): item for item in items}
 
 
 def filter_validate(spec: object) -> dict[str, Any]:
@@ -181,7 +201,13 @@ def _ranked(
 ) -> list[ItemHit]:
     """The indexed items among ``rows`` ranked for ``query``: BM25 and vector rankings
     of the visible corpus under the prefix, fused; candidates are read past ``depth``
-    so that the filter and the expiry, applied after, still leave enough."""
+    so that the filter and the expiry, applied after, still leave enough.
+
+    Ranked by the fusion, each scored by its vector's cosine similarity to the query's
+    (1 − cosine distance, the score LangGraph's PostgresStore reports): a fused score
+    says only where an item stands among the others — one item alone scores the same for
+    any query — while the similarity says how near it is to this one. An item stored
+    without a vector (the embedder was down) that BM25 found scores None."""
     visible = access.grants.read_q("scope") & namespace_prefix_q(prefix)
     candidates = min(max(depth * 3, depth + 50), 3 * MAX_LIMIT)
     bm25 = bm25_rank(
@@ -200,9 +226,14 @@ def _ranked(
         limit=candidates,
     )
     fused = rrf_fuse([[h.ref_id for h in bm25], [h.ref_id for h in nearest]])
-    found = {item.pk: item for item in rows.filter(pk__in=list(fused))}
+    similarity = ExpressionWrapper(
+        Value(1.0) - CosineDistance("embedding", vector), output_field=FloatField()
+    )
+    found = {
+        item.pk: item for item in rows.filter(pk__in=list(fused)).annotate(similarity=similarity)
+    }
     order = sorted(found, key=lambda pk: (-fused[pk], pk))
-    return [ItemHit(found[pk], fused[pk]) for pk in order]
+    return [ItemHit(found[pk], found[pk].similarity) for pk in order]
 
 
 def namespaces_list(

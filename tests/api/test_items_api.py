@@ -11,6 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from memory.models import Context, Item, Role
+from memory.search.models import SearchDoc
 from memory.services.items.ttl import items_sweep
 from tests.api.conftest import assert_error
 
@@ -171,6 +172,41 @@ def test_search_with_a_query_ranks_indexed_text_then_the_rest(api: APIClient, ba
     # "coffee" is in the value but not under the index path: BM25 does not find it
     coffee = batch(api, base, search(["m"], query="coffee", limit=1))[0]
     assert len(coffee) == 1
+
+
+def test_overwrites_and_deletes_keep_the_search_index_true(api: APIClient, base: str) -> None:
+    def found(query: str) -> list[tuple[str, bool]]:
+        hits = batch(api, base, search(["n"], query=query))[0]
+        return [(hit["key"], hit["score"] is not None) for hit in hits]
+
+    def documents() -> int:
+        return SearchDoc.objects.filter(item__isnull=False).count()
+
+    batch(api, base, put(["n"], "k", {"text": "harbor lights"}, index=["text"]))
+    assert found("harbor") == [("k", True)] and documents() == 1
+    batch(api, base, put(["n"], "k", {"text": "meadow flowers"}, index=["text"]))
+    assert found("harbor") == [("k", True)]  # the vector still ranks it, BM25 no more
+    assert batch(api, base, search(["n"], query="harbor"))[0][0]["value"]["text"] == (
+        "meadow flowers"
+    )
+    assert documents() == 1
+    batch(api, base, put(["n"], "k", {"text": "meadow flowers"}, index=False))
+    assert found("meadow") == [("k", False)] and documents() == 0  # listed, unranked
+    batch(api, base, put(["n"], "k", {"text": "river stones"}, index=["text"]))
+    assert documents() == 1
+    batch(api, base, put(["n"], "k", None))
+    assert found("river") == [] and documents() == 0
+
+
+def test_plain_puts_and_gets_are_one_statement_each(
+    api: APIClient, base: str, django_assert_num_queries: Any
+) -> None:
+    batch(api, base, put(["p"], "k", {"v": 1}, index=False))  # and the token's use stamped
+    with django_assert_num_queries(2):  # the token with the caller's access; the puts
+        batch(api, base, put(["p"], "k", {"v": 2}, index=False), put(["p"], "j", {}, index=False))
+    with django_assert_num_queries(2):  # the token; the items, both in one statement
+        found = batch(api, base, get(["p"], "k"), get(["p"], "j"))
+    assert [item["value"] for item in found] == [{"v": 2}, {}]
 
 
 def test_index_paths_reach_into_lists(api: APIClient, base: str) -> None:

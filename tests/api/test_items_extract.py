@@ -55,11 +55,13 @@ def test_an_extracted_item_is_a_turn_whose_facts_point_back_to_it(
     assert item.value == {"text": "Maria Chen works at Globex."}  # the item stays exact
 
 
+# Not indexed, the new value would be a plain write, but not over an item with a run.
+@pytest.mark.parametrize("index", [{}, {"index": False}])
 def test_overwriting_the_item_retracts_what_it_extracted(
-    api: APIClient, base: str, fake_llm: FakeLLM
+    api: APIClient, base: str, fake_llm: FakeLLM, index: dict[str, Any]
 ) -> None:
     extracted(api, base, fake_llm)
-    assert put(api, base, {"text": "Maria left."}).status_code == 200
+    assert put(api, base, {"text": "Maria left."}, **index).status_code == 200
     assert not Fact.objects.filter(status=FactStatus.CURRENT).exists()
     assert Run.objects.get().retracted_at is not None
     assert Item.objects.get().run is None

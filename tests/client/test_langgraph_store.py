@@ -103,6 +103,25 @@ def test_search_ranks_indexed_text_and_filters(desk: Desk) -> None:
         assert ranked[-1].key == "hidden" and ranked[-1].score is None
 
 
+def test_a_hit_scores_its_similarity_to_the_query_not_its_place(desk: Desk) -> None:
+    # One item is first in both rankings whatever the query: a fused score would be the
+    # same for every query. The score is the cosine similarity of the vectors.
+    with MemoryDeskStore(**desk.kwargs(), index={"fields": ["text"]}) as store:
+        store.put(("docs",), "orchard", {"text": "green apples ripen in the orchard"})
+
+        def score(query: str) -> float:
+            (hit,) = store.search(("docs",), query=query)
+            assert hit.key == "orchard" and hit.score is not None
+            return hit.score
+
+        near, far = score("apples in an orchard"), score("quarterly tax invoice")
+        assert -1.0 <= far < near <= 1.0
+        assert score("green apples ripen in the orchard") == pytest.approx(1.0, abs=1e-3)
+        # sharing a word puts it first in the BM25 ranking too, not at the top of the scale
+        assert score("orchard !@#$%^&*()") < score("green apples ripen in the orchard")
+        assert store.search(("docs",), query="")[0].score is None
+
+
 def test_ttl_expired_items_are_gone_and_reads_refresh(desk: Desk) -> None:
     ttl = {"default_ttl": 10.0, "refresh_on_read": True}
     with MemoryDeskStore(**desk.kwargs(), ttl=ttl) as store:  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
@@ -88,17 +89,29 @@ def caught_up(alias: str) -> bool:
     """Whether the standby has replayed everything the primary has written so far."""
     position = primary_position()
     try:
-        with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [position])
-            return bool(cursor.fetchone()[0])
-    except Exception:
-        connections[alias].close()
+        with standby_session(alias) as session:
+            row = session.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", [position]
+            ).fetchone()
+            return bool(row and row[0])
+    except psycopg.OperationalError:  # a standby still starting refuses sessions
         return False
 
 
+def standby_session(alias: str) -> psycopg.Connection[Any]:
+    """A session on the standby outside Django's connections, closed by its ``with``.
+
+    Tests that count the standby's sessions and transactions need their own controls to
+    leave none behind; a Django connection lives as long as the context that opened it."""
+    params = connections[alias].get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return psycopg.connect(**params)
+
+
 def set_replay(alias: str, *, paused: bool) -> None:
-    with connections[alias].cursor() as cursor:
-        cursor.execute(f"SELECT pg_wal_replay_{'pause' if paused else 'resume'}()")
+    with standby_session(alias) as session:
+        session.execute(f"SELECT pg_wal_replay_{'pause' if paused else 'resume'}()")
 
 
 @pytest.fixture

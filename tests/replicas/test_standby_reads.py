@@ -11,26 +11,33 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connections
 from rest_framework.test import APIClient
 
 from memory.infra.replicas import forget_replica_health
 from memory.models import Context, Role
-from tests.replicas.conftest import caught_up, set_replay, wait_for
+from tests.replicas.conftest import caught_up, set_replay, standby_session, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 SERVED_BY = "X-Memory-Served-By"
 
 
-def _probe(alias: str) -> psycopg.Connection[Any]:
-    """A session on the standby outside Django's connections."""
-    params = connections[alias].get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    return psycopg.connect(**params)
+def end_sessions(alias: str) -> None:
+    """Close this test's session on the standby and end any other left on it.
+
+    A Django connection belongs to the context that opened it (``asgiref.local``), and a
+    session opened where the test cannot reach it (Playwright's greenlets run the browser
+    tests' loop in the same thread) would stay open to the end of the run: it is ended
+    here, so what follows counts and reads only this test's sessions."""
+    connections[alias].close()
+    with standby_session(alias) as probe:
+        probe.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND backend_type = 'client backend' "
+            "AND pid <> pg_backend_pid()"
+        )
 
 
 def standby_commits(aliases: tuple[str, ...]) -> int:
@@ -41,18 +48,20 @@ def standby_commits(aliases: tuple[str, ...]) -> int:
     probe asks in one transaction of its own (a constant the callers measure)."""
     total = 0
     for alias in aliases:
-        connections[alias].close()
-        with _probe(alias) as probe, probe.cursor() as cursor:
+        end_sessions(alias)
+        with standby_session(alias) as probe, probe.cursor() as cursor:
             deadline = time.monotonic() + 30
             while True:
                 cursor.execute("SELECT pg_stat_clear_snapshot()")
                 cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "SELECT application_name, client_port, backend_start, state, query "
+                    "FROM pg_stat_activity WHERE datname = current_database() "
                     "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
                 )
-                if cursor.fetchone()[0] == 0:  # type: ignore[index]
+                left = cursor.fetchall()
+                if not left:
                     break
-                assert time.monotonic() < deadline, f"sessions left on {alias}"
+                assert time.monotonic() < deadline, f"sessions left on {alias}: {left}"
                 time.sleep(0.02)
             cursor.execute(
                 "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
@@ -63,7 +72,7 @@ def standby_commits(aliases: tuple[str, ...]) -> int:
 
 def standby_last_statements(alias: str) -> list[str]:
     """What each of this process's sessions on the standby ran last."""
-    with _probe(alias) as probe, probe.cursor() as cursor:
+    with standby_session(alias) as probe, probe.cursor() as cursor:
         cursor.execute(
             "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
             "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
@@ -91,6 +100,8 @@ def steady(settings: Any, replicated: tuple[str, ...]) -> tuple[str, ...]:
     settings.MEMORY_REPLICA_CHECK_SECONDS = 3600.0
     settings.MEMORY_REPLICA_RETRY_SECONDS = 3600.0
     forget_replica_health()
+    for alias in replicated:
+        end_sessions(alias)
     return replicated
 
 

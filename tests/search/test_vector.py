@@ -56,3 +56,19 @@ def test_graph_walk_and_exact_scan_agree(
 def test_k_is_capped_by_the_visible_rows(access: ContextAccess, crowded: None) -> None:
     response = search(access=access, query="refund", mode="vector", k=50, scopes=["org/rare"])
     assert len(response.results) == 6
+
+
+def test_a_wide_filter_walks_the_graph_and_finds_what_the_exact_scan_finds(
+    access: ContextAccess, crowded: None, settings: Any
+) -> None:
+    def found() -> set[int]:
+        response = search(access=access, query="delivery", mode="vector", k=10, scopes=["org/bulk"])
+        assert len(response.results) == 10
+        return {r.id for r in response.results}
+
+    # With no exact scan, the filter's rows are not counted: the planner's estimate is taken
+    # and the graph walked; the walk must keep what the exact scan of the same rows keeps.
+    settings.MEMORY_SEARCH_EXACT_SCAN_MAX = 0
+    walked = found()
+    settings.MEMORY_SEARCH_EXACT_SCAN_MAX = 5000
+    assert walked == found()

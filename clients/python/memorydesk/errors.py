@@ -5,7 +5,10 @@ Every refusal of the API is ``{"error": {"code", "message", "details"}}`` with a
 ``ItemNotFoundError``…), or of the status for a code this version does not know, so a
 caller catches as narrowly as it likes: ``except memorydesk.NotFoundError``.
 
-Generated from the server's error codes; ``tests/client/test_errors.py`` checks that every
+The classes of the codes are made at import from one table (``_CODES``: each code under
+the class of its status), named after the code: ``item_not_found`` → ``ItemNotFoundError``
+(``database_error`` → ``DatabaseError``: no second "Error"); a code named like a status
+class (``not_found``) is that class. ``tests/client/test_errors.py`` checks that every
 code the server raises has its class here.
 """
 
@@ -108,884 +111,99 @@ _BY_STATUS: dict[int, type[MemoryDeskError]] = {
 }
 
 
-class AliasNotFoundError(NotFoundError):
-    code = "alias_not_found"
-
-
-class AliasOntoSelfError(BadRequestError):
-    code = "alias_onto_self"
-
-
-class AlreadyRetractedError(ConflictError):
-    code = "already_retracted"
-
-
-class AlreadyUndoneError(ConflictError):
-    code = "already_undone"
-
-
-class AmbiguousEntityError(BadRequestError):
-    code = "ambiguous_entity"
-
-
-class AuthenticationFailedError(AuthenticationError):
-    code = "authentication_failed"
-
-
-class BadTargetError(BadRequestError):
-    code = "bad_target"
-
-
-class ChatModelNotConfiguredError(ServiceUnavailableError):
-    code = "chat_model_not_configured"
-
-
-class ConflictNotFoundError(NotFoundError):
-    code = "conflict_not_found"
-
-
-class ConflictResolvedError(ConflictError):
-    code = "conflict_resolved"
-
-
-class ConflictStaleError(ConflictError):
-    code = "conflict_stale"
-
-
-class ConstraintViolationError(ConflictError):
-    code = "constraint_violation"
-
-
-class ContextExistsError(ConflictError):
-    code = "context_exists"
-
-
-class ContextNotEmptyError(ConflictError):
-    code = "context_not_empty"
-
-
-class ContextNotFoundError(NotFoundError):
-    code = "context_not_found"
-
-
-class CorrectionStaleError(ConflictError):
-    code = "correction_stale"
-
-
-class DatabaseError(ServerError):
-    code = "database_error"
-
-
-class DocumentNotFoundError(NotFoundError):
-    code = "document_not_found"
-
-
-class DriftNotOpenError(ConflictError):
-    code = "drift_not_open"
-
-
-class EmbedderUnavailableError(ServiceUnavailableError):
-    code = "embedder_unavailable"
-
-
-class EmbeddingUnavailableError(ServiceUnavailableError):
-    code = "embedding_unavailable"
-
-
-class EmptyFileError(BadRequestError):
-    code = "empty_file"
-
-
-class EmptyTextError(BadRequestError):
-    code = "empty_text"
-
-
-class EntityHasMergesError(ConflictError):
-    code = "entity_has_merges"
-
-
-class EntityKeyTakenError(ConflictError):
-    code = "entity_key_taken"
-
-
-class EntityMergedError(ConflictError):
-    code = "entity_merged"
-
-
-class EntityNotFoundError(NotFoundError):
-    code = "entity_not_found"
-
-
-class EventNotFoundError(NotFoundError):
-    code = "event_not_found"
-
-
-class ExportTruncatedError(BadRequestError):
-    code = "export_truncated"
-
-
-class FactNotCurrentError(ConflictError):
-    code = "fact_not_current"
-
-
-class FactNotFoundError(NotFoundError):
-    code = "fact_not_found"
-
-
-class FactNotPendingError(ConflictError):
-    code = "fact_not_pending"
-
-
-class FactNotRetractedError(ConflictError):
-    code = "fact_not_retracted"
-
-
-class FileTooLargeError(PayloadTooLargeError):
-    code = "file_too_large"
-
-
-class ForbiddenError(PermissionDeniedError):
-    code = "forbidden"
-
-
-class IdenticalFactError(ConflictError):
-    code = "identical_fact"
-
-
-class IdentifierTakenError(ConflictError):
-    code = "identifier_taken"
-
-
-class ImportNotFailedError(ConflictError):
-    code = "import_not_failed"
-
-
-class ImportNotFoundError(NotFoundError):
-    code = "import_not_found"
-
-
-class InternalError(ServerError):
-    code = "internal"
-
-
-class InvalidError(BadRequestError):
-    code = "invalid"
-
-
-class InvalidActionError(BadRequestError):
-    code = "invalid_action"
-
-
-class InvalidAgentError(BadRequestError):
-    code = "invalid_agent"
-
-
-class InvalidBatchSizeError(BadRequestError):
-    code = "invalid_batch_size"
-
-
-class InvalidBodyError(BadRequestError):
-    code = "invalid_body"
-
-
-class InvalidBudgetTokensError(BadRequestError):
-    code = "invalid_budget_tokens"
-
-
-class InvalidChecksError(BadRequestError):
-    code = "invalid_checks"
-
-
-class InvalidCorrectionError(BadRequestError):
-    code = "invalid_correction"
-
-
-class InvalidCursorError(BadRequestError):
-    code = "invalid_cursor"
-
-
-class InvalidDateError(BadRequestError):
-    code = "invalid_date"
-
-
-class InvalidDismissError(BadRequestError):
-    code = "invalid_dismiss"
-
-
-class InvalidEntityError(BadRequestError):
-    code = "invalid_entity"
-
-
-class InvalidExportError(BadRequestError):
-    code = "invalid_export"
-
-
-class InvalidExtendError(BadRequestError):
-    code = "invalid_extend"
-
-
-class InvalidFactsError(BadRequestError):
-    code = "invalid_facts"
-
-
-class InvalidFieldError(BadRequestError):
-    code = "invalid_field"
-
-
-class InvalidFilterError(BadRequestError):
-    code = "invalid_filter"
-
-
-class InvalidFlagsError(BadRequestError):
-    code = "invalid_flags"
-
-
-class InvalidFormatError(BadRequestError):
-    code = "invalid_format"
-
-
-class InvalidGrantsError(BadRequestError):
-    code = "invalid_grants"
-
-
-class InvalidGraphAlphaError(BadRequestError):
-    code = "invalid_graph_alpha"
-
-
-class InvalidIdError(BadRequestError):
-    code = "invalid_id"
-
-
-class InvalidIdentifierError(BadRequestError):
-    code = "invalid_identifier"
-
-
-class InvalidIndexError(BadRequestError):
-    code = "invalid_index"
-
-
-class InvalidInferError(BadRequestError):
-    code = "invalid_infer"
-
-
-class InvalidKError(BadRequestError):
-    code = "invalid_k"
-
-
-class InvalidKeyError(BadRequestError):
-    code = "invalid_key"
-
-
-class InvalidKindError(BadRequestError):
-    code = "invalid_kind"
-
-
-class InvalidLimitError(BadRequestError):
-    code = "invalid_limit"
-
-
-class InvalidMatchConditionsError(BadRequestError):
-    code = "invalid_match_conditions"
-
-
-class InvalidMergeError(BadRequestError):
-    code = "invalid_merge"
-
-
-class InvalidModeError(BadRequestError):
-    code = "invalid_mode"
-
-
-class InvalidNameError(BadRequestError):
-    code = "invalid_name"
-
-
-class InvalidNamespaceError(BadRequestError):
-    code = "invalid_namespace"
-
-
-class InvalidNoteError(BadRequestError):
-    code = "invalid_note"
-
-
-class InvalidOpError(BadRequestError):
-    code = "invalid_op"
-
-
-class InvalidPredicateError(BadRequestError):
-    code = "invalid_predicate"
-
-
-class InvalidPrefixError(BadRequestError):
-    code = "invalid_prefix"
-
-
-class InvalidPropertyError(BadRequestError):
-    code = "invalid_property"
-
-
-class InvalidQueryError(BadRequestError):
-    code = "invalid_query"
-
-
-class InvalidRegistryFileError(BadRequestError):
-    code = "invalid_registry_file"
-
-
-class InvalidRoleError(BadRequestError):
-    code = "invalid_role"
-
-
-class InvalidSaidAtError(BadRequestError):
-    code = "invalid_said_at"
-
-
-class InvalidScopeError(BadRequestError):
-    code = "invalid_scope"
-
-
-class InvalidSortError(BadRequestError):
-    code = "invalid_sort"
-
-
-class InvalidSourceError(BadRequestError):
-    code = "invalid_source"
-
-
-class InvalidTargetError(BadRequestError):
-    code = "invalid_target"
-
-
-class InvalidTextError(BadRequestError):
-    code = "invalid_text"
-
-
-class InvalidThreadError(BadRequestError):
-    code = "invalid_thread"
-
-
-class InvalidThresholdsError(BadRequestError):
-    code = "invalid_thresholds"
-
-
-class InvalidTitleError(BadRequestError):
-    code = "invalid_title"
-
-
-class InvalidTriplesError(BadRequestError):
-    code = "invalid_triples"
-
-
-class InvalidTrustError(BadRequestError):
-    code = "invalid_trust"
-
-
-class InvalidTtlError(BadRequestError):
-    code = "invalid_ttl"
-
-
-class InvalidTypeError(BadRequestError):
-    code = "invalid_type"
-
-
-class InvalidUserError(BadRequestError):
-    code = "invalid_user"
-
-
-class InvalidUsernameError(BadRequestError):
-    code = "invalid_username"
-
-
-class InvalidValidityError(BadRequestError):
-    code = "invalid_validity"
-
-
-class InvalidValueError(BadRequestError):
-    code = "invalid_value"
-
-
-class InvalidVersionError(BadRequestError):
-    code = "invalid_version"
-
-
-class InverseNotRelationError(BadRequestError):
-    code = "inverse_not_relation"
-
-
-class InversePredicateError(BadRequestError):
-    code = "inverse_predicate"
-
-
-class ItemNotFoundError(NotFoundError):
-    code = "item_not_found"
-
-
-class KeywordNotFoundError(NotFoundError):
-    code = "keyword_not_found"
-
-
-class KindMismatchError(ConflictError):
-    code = "kind_mismatch"
-
-
-class LastAdminError(ConflictError):
-    code = "last_admin"
-
-
-class LlmCallFailedError(ServiceUnavailableError):
-    code = "llm_call_failed"
-    status = 502
-
-
-class LlmError(ServiceUnavailableError):
-    code = "llm_error"
-    status = 502
-
-
-class LlmHttpError(ServiceUnavailableError):
-    code = "llm_http_error"
-    status = 502
-
-
-class LlmInvalidOutputError(ServiceUnavailableError):
-    code = "llm_invalid_output"
-    status = 502
-
-
-class LlmNotConfiguredError(ServiceUnavailableError):
-    code = "llm_not_configured"
-
-
-class LlmRateLimitedError(ServiceUnavailableError):
-    code = "llm_rate_limited"
-
-
-class LlmTimeoutError(ServiceUnavailableError):
-    code = "llm_timeout"
-
-
-class LlmUnreachableError(ServiceUnavailableError):
-    code = "llm_unreachable"
-
-
-class MalformedError(BadRequestError):
-    code = "malformed"
-
-
-class MergeNotFoundError(NotFoundError):
-    code = "merge_not_found"
-
-
-class MethodNotAllowedError(BadRequestError):
-    code = "method_not_allowed"
-    status = 405
-
-
-class MissingFileError(BadRequestError):
-    code = "missing_file"
-
-
-class MissingObjectError(BadRequestError):
-    code = "missing_object"
-
-
-class MissingPrefixError(BadRequestError):
-    code = "missing_prefix"
-
-
-class MissingQueryError(BadRequestError):
-    code = "missing_query"
-
-
-class MissingScopeError(BadRequestError):
-    code = "missing_scope"
-
-
-class MissingTargetError(BadRequestError):
-    code = "missing_target"
-
-
-class MissingTextError(BadRequestError):
-    code = "missing_text"
-
-
-class MissingTriplesError(BadRequestError):
-    code = "missing_triples"
-
-
-class MissingValueError(BadRequestError):
-    code = "missing_value"
-
-
-class NameTooLongError(BadRequestError):
-    code = "name_too_long"
-
-
-class NoFactsError(BadRequestError):
-    code = "no_facts"
-
-
-class NotAMemberError(BadRequestError):
-    code = "not_a_member"
-
-
-class NotARelationError(BadRequestError):
-    code = "not_a_relation"
-
-
-class NotAcceptableError(BadRequestError):
-    code = "not_acceptable"
-    status = 406
-
-
-class NotAuthenticatedError(AuthenticationError):
-    code = "not_authenticated"
-
-
-class NotUndoableError(ConflictError):
-    code = "not_undoable"
-
-
-class NothingToRetractError(ConflictError):
-    code = "nothing_to_retract"
-
-
-class PredicateCollisionError(ConflictError):
-    code = "predicate_collision"
-
-
-class PredicateExistsAsObservedError(ConflictError):
-    code = "predicate_exists_as_observed"
-
-
-class PredicateKindMismatchError(BadRequestError):
-    code = "predicate_kind_mismatch"
-
-
-class PredicateNotRegisteredError(BadRequestError):
-    code = "predicate_not_registered"
-
-
-class RegistryImportFailedError(BadRequestError):
-    code = "registry_import_failed"
-
-
-class RejectedPredicateError(BadRequestError):
-    code = "rejected_predicate"
-
-
-class RoleRequiredError(PermissionDeniedError):
-    code = "role_required"
-
-
-class RunNotFailedError(ConflictError):
-    code = "run_not_failed"
-
-
-class RunNotFinishedError(ConflictError):
-    code = "run_not_finished"
-
-
-class RunNotFoundError(NotFoundError):
-    code = "run_not_found"
-
-
-class ScopeForbiddenError(PermissionDeniedError):
-    code = "scope_forbidden"
-
-
-class SecretRefusedError(BadRequestError):
-    code = "secret_refused"
-
-
-class SeveralValuesError(ConflictError):
-    code = "several_values"
-
-
-class StaffRequiredError(PermissionDeniedError):
-    code = "staff_required"
-
-
-class TextTooLargeError(PayloadTooLargeError):
-    code = "text_too_large"
-
-
-class ThreadNeedsTurnsError(BadRequestError):
-    code = "thread_needs_turns"
-
-
-class ThreadNotFoundError(NotFoundError):
-    code = "thread_not_found"
-
-
-class ThrottledError(RateLimitError):
-    code = "throttled"
-
-
-class TokenNotFoundError(NotFoundError):
-    code = "token_not_found"
-
-
-class TokenRevokedError(ConflictError):
-    code = "token_revoked"
-
-
-class TooManyAliasesError(BadRequestError):
-    code = "too_many_aliases"
-
-
-class TooManyOpsError(BadRequestError):
-    code = "too_many_ops"
-
-
-class TooManyQueriesError(BadRequestError):
-    code = "too_many_queries"
-
-
-class TooManyRowsError(BadRequestError):
-    code = "too_many_rows"
-
-
-class TurnNotFoundError(NotFoundError):
-    code = "turn_not_found"
-
-
-class UnavailableError(ServiceUnavailableError):
-    code = "unavailable"
-
-
-class UndecodableError(BadRequestError):
-    code = "undecodable"
-
-
-class UndoBlockedError(ConflictError):
-    code = "undo_blocked"
-
-
-class UnexpectedObjectError(BadRequestError):
-    code = "unexpected_object"
-
-
-class UnexpectedTriplesError(BadRequestError):
-    code = "unexpected_triples"
-
-
-class UnknownFieldError(BadRequestError):
-    code = "unknown_field"
-
-
-class UnknownParameterError(BadRequestError):
-    code = "unknown_parameter"
-
-
-class UnknownPredicateError(BadRequestError):
-    code = "unknown_predicate"
-
-
-class UnsupportedMediaTypeError(BadRequestError):
-    code = "unsupported_media_type"
-    status = 415
-
-
-class UserExistsError(ConflictError):
-    code = "user_exists"
-
-
-class ValueTooLongError(BadRequestError):
-    code = "value_too_long"
-
-
-class WeakPasswordError(BadRequestError):
-    code = "weak_password"
-
-
-class WrongContextError(BadRequestError):
-    code = "wrong_context"
-
-
-class WrongEntityTypeError(BadRequestError):
-    code = "wrong_entity_type"
-
-
-ERRORS: dict[str, type[MemoryDeskError]] = {
-    "alias_not_found": AliasNotFoundError,
-    "alias_onto_self": AliasOntoSelfError,
-    "already_retracted": AlreadyRetractedError,
-    "already_undone": AlreadyUndoneError,
-    "ambiguous_entity": AmbiguousEntityError,
-    "authentication_failed": AuthenticationFailedError,
-    "bad_request": BadRequestError,
-    "bad_target": BadTargetError,
-    "chat_model_not_configured": ChatModelNotConfiguredError,
-    "conflict": ConflictError,
-    "conflict_not_found": ConflictNotFoundError,
-    "conflict_resolved": ConflictResolvedError,
-    "conflict_stale": ConflictStaleError,
-    "constraint_violation": ConstraintViolationError,
-    "context_exists": ContextExistsError,
-    "context_not_empty": ContextNotEmptyError,
-    "context_not_found": ContextNotFoundError,
-    "correction_stale": CorrectionStaleError,
-    "database_error": DatabaseError,
-    "document_not_found": DocumentNotFoundError,
-    "drift_not_open": DriftNotOpenError,
-    "embedder_unavailable": EmbedderUnavailableError,
-    "embedding_unavailable": EmbeddingUnavailableError,
-    "empty_file": EmptyFileError,
-    "empty_text": EmptyTextError,
-    "entity_has_merges": EntityHasMergesError,
-    "entity_key_taken": EntityKeyTakenError,
-    "entity_merged": EntityMergedError,
-    "entity_not_found": EntityNotFoundError,
-    "event_not_found": EventNotFoundError,
-    "export_truncated": ExportTruncatedError,
-    "fact_not_current": FactNotCurrentError,
-    "fact_not_found": FactNotFoundError,
-    "fact_not_pending": FactNotPendingError,
-    "fact_not_retracted": FactNotRetractedError,
-    "file_too_large": FileTooLargeError,
-    "forbidden": ForbiddenError,
-    "identical_fact": IdenticalFactError,
-    "identifier_taken": IdentifierTakenError,
-    "import_not_failed": ImportNotFailedError,
-    "import_not_found": ImportNotFoundError,
-    "internal": InternalError,
-    "invalid": InvalidError,
-    "invalid_action": InvalidActionError,
-    "invalid_agent": InvalidAgentError,
-    "invalid_batch_size": InvalidBatchSizeError,
-    "invalid_body": InvalidBodyError,
-    "invalid_budget_tokens": InvalidBudgetTokensError,
-    "invalid_checks": InvalidChecksError,
-    "invalid_correction": InvalidCorrectionError,
-    "invalid_cursor": InvalidCursorError,
-    "invalid_date": InvalidDateError,
-    "invalid_dismiss": InvalidDismissError,
-    "invalid_entity": InvalidEntityError,
-    "invalid_export": InvalidExportError,
-    "invalid_extend": InvalidExtendError,
-    "invalid_facts": InvalidFactsError,
-    "invalid_field": InvalidFieldError,
-    "invalid_filter": InvalidFilterError,
-    "invalid_flags": InvalidFlagsError,
-    "invalid_format": InvalidFormatError,
-    "invalid_grants": InvalidGrantsError,
-    "invalid_graph_alpha": InvalidGraphAlphaError,
-    "invalid_id": InvalidIdError,
-    "invalid_identifier": InvalidIdentifierError,
-    "invalid_index": InvalidIndexError,
-    "invalid_infer": InvalidInferError,
-    "invalid_k": InvalidKError,
-    "invalid_key": InvalidKeyError,
-    "invalid_kind": InvalidKindError,
-    "invalid_limit": InvalidLimitError,
-    "invalid_match_conditions": InvalidMatchConditionsError,
-    "invalid_merge": InvalidMergeError,
-    "invalid_mode": InvalidModeError,
-    "invalid_name": InvalidNameError,
-    "invalid_namespace": InvalidNamespaceError,
-    "invalid_note": InvalidNoteError,
-    "invalid_op": InvalidOpError,
-    "invalid_predicate": InvalidPredicateError,
-    "invalid_prefix": InvalidPrefixError,
-    "invalid_property": InvalidPropertyError,
-    "invalid_query": InvalidQueryError,
-    "invalid_registry_file": InvalidRegistryFileError,
-    "invalid_role": InvalidRoleError,
-    "invalid_said_at": InvalidSaidAtError,
-    "invalid_scope": InvalidScopeError,
-    "invalid_sort": InvalidSortError,
-    "invalid_source": InvalidSourceError,
-    "invalid_target": InvalidTargetError,
-    "invalid_text": InvalidTextError,
-    "invalid_thread": InvalidThreadError,
-    "invalid_thresholds": InvalidThresholdsError,
-    "invalid_title": InvalidTitleError,
-    "invalid_triples": InvalidTriplesError,
-    "invalid_trust": InvalidTrustError,
-    "invalid_ttl": InvalidTtlError,
-    "invalid_type": InvalidTypeError,
-    "invalid_user": InvalidUserError,
-    "invalid_username": InvalidUsernameError,
-    "invalid_validity": InvalidValidityError,
-    "invalid_value": InvalidValueError,
-    "invalid_version": InvalidVersionError,
-    "inverse_not_relation": InverseNotRelationError,
-    "inverse_predicate": InversePredicateError,
-    "item_not_found": ItemNotFoundError,
-    "keyword_not_found": KeywordNotFoundError,
-    "kind_mismatch": KindMismatchError,
-    "last_admin": LastAdminError,
-    "llm_call_failed": LlmCallFailedError,
-    "llm_error": LlmError,
-    "llm_http_error": LlmHttpError,
-    "llm_invalid_output": LlmInvalidOutputError,
-    "llm_not_configured": LlmNotConfiguredError,
-    "llm_rate_limited": LlmRateLimitedError,
-    "llm_timeout": LlmTimeoutError,
-    "llm_unreachable": LlmUnreachableError,
-    "malformed": MalformedError,
-    "merge_not_found": MergeNotFoundError,
-    "method_not_allowed": MethodNotAllowedError,
-    "missing_file": MissingFileError,
-    "missing_object": MissingObjectError,
-    "missing_prefix": MissingPrefixError,
-    "missing_query": MissingQueryError,
-    "missing_scope": MissingScopeError,
-    "missing_target": MissingTargetError,
-    "missing_text": MissingTextError,
-    "missing_triples": MissingTriplesError,
-    "missing_value": MissingValueError,
-    "name_too_long": NameTooLongError,
-    "no_facts": NoFactsError,
-    "not_a_member": NotAMemberError,
-    "not_a_relation": NotARelationError,
-    "not_acceptable": NotAcceptableError,
-    "not_authenticated": NotAuthenticatedError,
-    "not_found": NotFoundError,
-    "not_undoable": NotUndoableError,
-    "nothing_to_retract": NothingToRetractError,
-    "predicate_collision": PredicateCollisionError,
-    "predicate_exists_as_observed": PredicateExistsAsObservedError,
-    "predicate_kind_mismatch": PredicateKindMismatchError,
-    "predicate_not_registered": PredicateNotRegisteredError,
-    "registry_import_failed": RegistryImportFailedError,
-    "rejected_predicate": RejectedPredicateError,
-    "role_required": RoleRequiredError,
-    "run_not_failed": RunNotFailedError,
-    "run_not_finished": RunNotFinishedError,
-    "run_not_found": RunNotFoundError,
-    "scope_forbidden": ScopeForbiddenError,
-    "secret_refused": SecretRefusedError,
-    "server_error": ServerError,
-    "several_values": SeveralValuesError,
-    "staff_required": StaffRequiredError,
-    "text_too_large": TextTooLargeError,
-    "thread_needs_turns": ThreadNeedsTurnsError,
-    "thread_not_found": ThreadNotFoundError,
-    "throttled": ThrottledError,
-    "token_not_found": TokenNotFoundError,
-    "token_revoked": TokenRevokedError,
-    "too_many_aliases": TooManyAliasesError,
-    "too_many_ops": TooManyOpsError,
-    "too_many_queries": TooManyQueriesError,
-    "too_many_rows": TooManyRowsError,
-    "turn_not_found": TurnNotFoundError,
-    "unavailable": UnavailableError,
-    "undecodable": UndecodableError,
-    "undo_blocked": UndoBlockedError,
-    "unexpected_object": UnexpectedObjectError,
-    "unexpected_triples": UnexpectedTriplesError,
-    "unknown_field": UnknownFieldError,
-    "unknown_parameter": UnknownParameterError,
-    "unknown_predicate": UnknownPredicateError,
-    "unsupported_media_type": UnsupportedMediaTypeError,
-    "user_exists": UserExistsError,
-    "value_too_long": ValueTooLongError,
-    "weak_password": WeakPasswordError,
-    "wrong_context": WrongContextError,
-    "wrong_entity_type": WrongEntityTypeError,
+# Every error code of the API under the class of its HTTP status; ``code:status`` where
+# the code's own status is not its class's (a 405 is a bad request too).
+_CODES: dict[type[MemoryDeskError], str] = {
+    BadRequestError: """
+        alias_onto_self ambiguous_entity bad_request bad_target empty_file empty_text
+        export_truncated invalid invalid_action invalid_agent invalid_batch_size
+        invalid_body invalid_budget_tokens invalid_checks invalid_constraint
+        invalid_correction invalid_cursor invalid_date invalid_dismiss invalid_entity
+        invalid_export invalid_extend invalid_facts invalid_field invalid_filter
+        invalid_flags invalid_format invalid_grants invalid_graph_alpha invalid_id
+        invalid_identifier invalid_index invalid_infer invalid_k invalid_key
+        invalid_kind invalid_limit invalid_match_conditions invalid_merge invalid_mode
+        invalid_name invalid_namespace invalid_note invalid_op invalid_predicate
+        invalid_prefix invalid_property invalid_query invalid_registry_file invalid_role
+        invalid_said_at invalid_scope invalid_sort invalid_source invalid_target
+        invalid_text invalid_thread invalid_thresholds invalid_title invalid_triples
+        invalid_trust invalid_ttl invalid_type invalid_user invalid_username
+        invalid_validity invalid_value invalid_version inverse_not_relation
+        inverse_predicate malformed method_not_allowed:405 missing_file missing_object
+        missing_prefix missing_query missing_scope missing_target missing_text
+        missing_triples missing_value name_too_long no_facts not_a_member not_a_relation
+        not_acceptable:406 predicate_kind_mismatch predicate_not_registered
+        registry_import_failed rejected_predicate secret_refused thread_needs_turns
+        too_many_aliases too_many_ops too_many_queries too_many_rows undecodable
+        unexpected_object unexpected_triples unknown_field unknown_parameter
+        unknown_predicate unsupported_media_type:415 value_too_long weak_password
+        wrong_context wrong_entity_type
+    """,
+    AuthenticationError: """
+        authentication_failed not_authenticated
+    """,
+    PermissionDeniedError: """
+        forbidden role_required scope_forbidden staff_required untrusted_retract
+    """,
+    NotFoundError: """
+        alias_not_found conflict_not_found constraint_not_found context_not_found
+        document_not_found entity_not_found event_not_found fact_not_found
+        import_not_found item_not_found keyword_not_found merge_not_found
+        namespace_not_found not_found run_not_found thread_not_found token_not_found
+        turn_not_found
+    """,
+    ConflictError: """
+        already_retracted already_undone conflict conflict_resolved conflict_stale
+        constraint_violation context_exists context_not_empty correction_stale
+        drift_not_open entity_has_merges entity_key_taken entity_merged fact_not_current
+        fact_not_pending fact_not_retracted identical_fact identifier_taken
+        import_not_failed kind_mismatch last_admin not_undoable nothing_to_retract
+        predicate_collision predicate_exists_as_observed run_not_failed run_not_finished
+        several_values token_revoked undo_blocked user_exists
+    """,
+    PayloadTooLargeError: """
+        file_too_large text_too_large
+    """,
+    RateLimitError: """
+        throttled
+    """,
+    ServerError: """
+        database_error internal server_error
+    """,
+    ServiceUnavailableError: """
+        chat_model_not_configured embedder_unavailable embedding_unavailable
+        llm_call_failed:502 llm_error:502 llm_http_error:502 llm_invalid_output:502
+        llm_not_configured llm_rate_limited llm_timeout llm_unreachable unavailable
+        write_contention
+    """,
 }
+
+
+def _class_name(code: str) -> str:
+    return "".join(part.capitalize() for part in code.removesuffix("_error").split("_")) + "Error"
+
+
+def _error_class(code: str, status: int, base: type[MemoryDeskError]) -> type[MemoryDeskError]:
+    name = _class_name(code)
+    if name == base.__name__:
+        return base
+    doc = f"The API's ``{code}`` error (HTTP {status})."
+    return type(
+        name, (base,), {"code": code, "status": status, "__module__": __name__, "__doc__": doc}
+    )
+
+
+ERRORS: dict[str, type[MemoryDeskError]] = {}
+for _base, _entries in _CODES.items():
+    for _code, _, _status in (entry.partition(":") for entry in _entries.split()):
+        ERRORS[_code] = _error_class(_code, int(_status or _base.status), _base)
+globals().update({cls.__name__: cls for cls in ERRORS.values()})
+
+
+def __getattr__(name: str) -> type[MemoryDeskError]:
+    """Only for type checkers: the classes made above from ``_CODES`` are the module's
+    own names at run time, and to mypy each is a ``MemoryDeskError`` class."""
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def error_for(status: int, body: Any, *, retry_after: float | None = None) -> MemoryDeskError:

@@ -61,8 +61,8 @@ def items_batch(*, access: ContextAccess, ops: Sequence[Op]) -> list[Result]:
     list of hits for a search, a list of namespaces for a list_namespaces."""
     results: list[Result] = [None] * len(ops)
     puts = [op for op in ops if isinstance(op, ItemPut)]
-    for put in puts:  # refuse the batch before reading anything
-        access.require_write(namespace_scope(put.namespace))
+    for scope in {namespace_scope(put.namespace) for put in puts}:
+        access.require_write(scope)  # refuse the batch before reading anything
     gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
     found = items_get(access=access, refs=[(op.namespace, op.key) for _, op in gets])
     touched: set[int] = set()

@@ -103,10 +103,16 @@ def ttl_validate(ttl: object) -> float | None:
 
 
 def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
-    """Apply ``puts`` (validated by the caller) in one transaction, after checking the
-    caller's write grant on every namespace."""
-    for put in puts:
-        access.require_write(namespace_scope(put.namespace))
+    """Apply ``puts`` (validated by the caller) atomically, after checking the caller's
+    write grant on every namespace.
+
+    Set-based: one statement for the batch's deletes and one for its other puts, each
+    returning what the rows held before (their extractions' run and turn, whether they
+    were indexed), so what those extracted is taken back and stale postings dropped
+    only when there are any. Puts of plain values over plain items — a store's usual write — need
+    nothing else: their one statement is the whole write (``_plain_write``)."""
+    for scope in {namespace_scope(put.namespace) for put in puts}:
+        access.require_write(scope)
     last: dict[tuple[Namespace, str], ItemPut] = {}
     for put in puts:
         last.pop((put.namespace, put.key), None)  # the last put decides, in its place
@@ -115,15 +121,34 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
     ordered = sorted(last.values(), key=lambda p: (p.namespace, p.key))
     writes = [p for p in ordered if p.value is not None]
     deletes = [p for p in ordered if p.value is None]
+    if not _plain_write(access.context.pk, writes, deletes):
+        _write(access, writes, deletes)
+    ttls = [p.ttl for p in writes if p.ttl is not None]
+    if ttls:
+        items_sweep_enqueue(run_after=timezone.now() + dt.timedelta(minutes=min(ttls)))
+
+
+def _plain_write(context_id: int, writes: Sequence[ItemPut], deletes: Sequence[ItemPut]) -> bool:
+    """Write the puts as one statement, outside any transaction of ours (a BEGIN and a
+    COMMIT are two round trips of a store's three), when that is the whole write: no
+    delete, nothing to index or extract, and no item it overwrites with an extraction
+    (run or turn) to take back or postings to drop — which the statement itself checks, writing
+    nothing otherwise. False: not written, take the transactional way."""
+    if deletes or not writes or any(p.index or p.extract for p in writes):
+        return False
+    return bool(_upsert(context_id, writes, {}, {}, plain=True))
+
+
+def _write(access: ContextAccess, writes: Sequence[ItemPut], deletes: Sequence[ItemPut]) -> None:
     texts = {(p.namespace, p.key): text_at_paths(p.value, p.index) for p in writes if p.index}
     vectors = _vectors(texts)
     with transaction.atomic():
-        extractions = _extractions_of(access.context.pk, ordered)
-        if deletes:
-            _delete(access.context.pk, deletes)
-        ids = _upsert(access.context.pk, writes, texts, vectors) if writes else {}
+        gone = _delete(access.context.pk, deletes) if deletes else []
+        written = _upsert(access.context.pk, writes, texts, vectors) if writes else []
+        extractions = [row.old_extraction for row in (*gone, *written) if row.old_extraction]
         if extractions:
             item_extractions_take_back(access=access, extractions=extractions)
+        ids = {row.ref: row.item_id for row in written}
         for put in writes:
             text = texts.get((put.namespace, put.key), "")
             if extract_wanted(access=access, asked=put.extract) and text.strip():
@@ -134,9 +159,6 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
                     key=put.key,
                     text=text,
                 )
-    ttls = [p.ttl for p in writes if p.ttl is not None]
-    if ttls:
-        items_sweep_enqueue(run_after=timezone.now() + dt.timedelta(minutes=min(ttls)))
 
 
 def _vectors(texts: dict[K, str]) -> dict[K, str]:
@@ -194,38 +216,49 @@ def items_vectors_fill(*, context_id: int) -> int:
     return done
 
 
-_RECORDS = "jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)"
+@dataclass(frozen=True)
+class _Written:
+    """A row a put wrote or deleted, and what it held before."""
+
+    item_id: int
+    ref: tuple[Namespace, str]
+    # The extraction (run, turn) of the value it replaced, to take back; None if none.
+    old_extraction: tuple[int | None, int | None] | None
+    was_indexed: bool  # the value it replaced had text, so postings may be left
 
 
-def _extractions_of(
-    context_id: int, puts: Sequence[ItemPut]
-) -> list[tuple[int | None, int | None]]:
-    """The extractions, (run, turn), of the items these puts overwrite or delete (the
-    items locked)."""
-    rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in puts])
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT i.run_id, i.turn_id FROM memory_item i, {_RECORDS} "  # noqa: S608
-            "WHERE i.context_id = %s AND i.key = r.key "
-            "AND (i.run_id IS NOT NULL OR i.turn_id IS NOT NULL) "
-            "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns)) "
-            "ORDER BY i.id FOR UPDATE OF i",
-            [rows, context_id],
-        )
-        return [(run_id, turn_id) for run_id, turn_id in cursor.fetchall()]
+# The deleted rows with their old extractions (run, turn) and whether they had text
+# (postings), in one statement. Each (namespace, key) is a probe of item_unique
+# (``OFFSET 0`` keeps it one: a young table's statistics let the planner scan the whole
+# context instead).
+_DELETE = """
+DELETE FROM memory_item WHERE id = ANY(ARRAY(
+    SELECT i.id FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)
+    CROSS JOIN LATERAL (
+        SELECT id FROM memory_item
+        WHERE context_id = %s AND key = r.key
+            AND namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns))
+        OFFSET 0
+    ) i
+))
+RETURNING id, namespace, key, run_id, turn_id, text <> ''
+"""
 
 
-def _delete(context_id: int, deletes: Sequence[ItemPut]) -> None:
+def _extraction(run_id: int | None, turn_id: int | None) -> tuple[int | None, int | None] | None:
+    return (run_id, turn_id) if run_id is not None or turn_id is not None else None
+
+
+def _delete(context_id: int, deletes: Sequence[ItemPut]) -> list[_Written]:
     rows = json_text([{"ns": list(p.namespace), "key": p.key} for p in deletes])
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT i.id FROM memory_item i, {_RECORDS} "  # noqa: S608 - fixed text
-            "WHERE i.context_id = %s AND i.key = r.key "
-            "AND i.namespace = ARRAY(SELECT jsonb_array_elements_text(r.ns))",
-            [rows, context_id],
-        )
-        ids = [row[0] for row in cursor.fetchall()]
-    items_delete_ids(ids)
+        cursor.execute(_DELETE, [rows, context_id])
+        gone = [
+            _Written(item_id, (tuple(namespace), key), _extraction(run_id, turn_id), had_text)
+            for item_id, namespace, key, run_id, turn_id, had_text in cursor.fetchall()
+        ]
+    postings_delete(target=Target.ITEM, ref_ids=[row.item_id for row in gone if row.was_indexed])
+    return gone
 
 
 def items_delete_ids(ids: Sequence[int]) -> None:
@@ -237,21 +270,50 @@ def items_delete_ids(ids: Sequence[int]) -> None:
         cursor.execute("DELETE FROM memory_item WHERE id = ANY(%s)", [list(ids)])
 
 
+# Every put of a batch in one statement. ``old`` locks the items about to be overwritten
+# (FOR UPDATE waits for a concurrent writer and reads its committed row), one probe of
+# item_unique each, in the puts' order, and keeps what they held; the insert's InitPlan
+# (the count over ``old``) makes it run to the end first: sub-statements of one WITH
+# share a snapshot and would otherwise run in any order. The count is also the plain
+# write's check: of the old items, at most the last parameter may have a run, a turn or
+# text (0: none, else nothing is written). The outer join hands each written row its old
+# extraction (run, turn) and whether it was indexed.
 _UPSERT = """
-INSERT INTO memory_item (context_id, namespace, scope, key, value, index, text, embedding,
-    embedding_model, ttl_minutes, expires_at, created_at, updated_at)
-SELECT %s, ARRAY(SELECT jsonb_array_elements_text(r.ns)), r.scope, r.key, r.value, r.idx,
-    r.text, r.vec::vector, r.model, r.ttl,
-    CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + make_interval(secs => r.ttl * 60) END,
-    now(), now()
-FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, scope text, key text, value jsonb,
-    idx jsonb, text text, vec text, model text, ttl float8)
-ON CONFLICT (context_id, namespace, key) DO UPDATE SET
-    value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
-    embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
-    ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
-    run_id = NULL, turn_id = NULL, updated_at = now()
-RETURNING id, xmax = 0, key, namespace
+WITH r AS MATERIALIZED (
+    SELECT ARRAY(SELECT jsonb_array_elements_text(x.ns)) AS namespace, x.*
+    FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (ns jsonb, scope text, key text,
+        value jsonb, idx jsonb, text text, vec text, model text, ttl float8))
+        WITH ORDINALITY AS x(ns, scope, key, value, idx, text, vec, model, ttl, n)
+), old AS MATERIALIZED (
+    SELECT i.id, i.run_id, i.turn_id, i.had_text
+    FROM r CROSS JOIN LATERAL (
+        SELECT id, run_id, turn_id, text <> '' AS had_text FROM memory_item
+        WHERE context_id = %s AND namespace = r.namespace AND key = r.key
+        FOR UPDATE
+    ) i
+    ORDER BY r.n
+), written AS (
+    INSERT INTO memory_item (context_id, namespace, scope, key, value, index, text,
+        embedding, embedding_model, ttl_minutes, expires_at, created_at, updated_at)
+    SELECT %s, r.namespace, r.scope, r.key, r.value, r.idx, r.text, r.vec::vector,
+        r.model, r.ttl,
+        CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + make_interval(secs => r.ttl * 60) END,
+        now(), now()
+    FROM r
+    WHERE (SELECT count(*) FILTER (
+        WHERE run_id IS NOT NULL OR turn_id IS NOT NULL OR had_text
+    ) FROM old) <= %s
+    ORDER BY r.n
+    ON CONFLICT (context_id, namespace, key) DO UPDATE SET
+        value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
+        embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
+        ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
+        run_id = NULL, turn_id = NULL, updated_at = now()
+    RETURNING id, xmax = 0 AS inserted, namespace, key
+)
+SELECT written.id, written.inserted, written.namespace, written.key, old.run_id, old.turn_id,
+    coalesce(old.had_text, false)
+FROM written LEFT JOIN old ON old.id = written.id
 """
 
 
@@ -260,8 +322,11 @@ def _upsert(
     writes: Sequence[ItemPut],
     texts: dict[tuple[Namespace, str], str],
     vectors: dict[tuple[Namespace, str], str],
-) -> dict[tuple[Namespace, str], int]:
-    """Insert or overwrite the items; their ids by (namespace, key)."""
+    *,
+    plain: bool = False,
+) -> list[_Written]:
+    """Insert or overwrite the items, and (re-)index the ones with text. ``plain``: only
+    if no item overwritten has an extraction run or text (else nothing, and [])."""
     model = embedding_model_id() if vectors else ""
     rows = [
         {
@@ -278,20 +343,23 @@ def _upsert(
         for p in writes
     ]
     with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, [context_id, json_text(rows)])
+        limit = 0 if plain else len(rows)
+        cursor.execute(_UPSERT, [json_text(rows), context_id, context_id, limit])
         returned = cursor.fetchall()
+    written: list[_Written] = []
     indexed: list[IndexItem] = []
     inserted: list[int] = []
     unindex: list[int] = []
-    for item_id, was_inserted, key, namespace in returned:
+    for item_id, was_inserted, namespace, key, old_run, old_turn, had_text in returned:
         ref = (tuple(namespace), key)
+        written.append(_Written(item_id, ref, _extraction(old_run, old_turn), had_text))
         terms = analyze(texts[ref]) if ref in texts else []
-        if terms and was_inserted:
-            inserted.append(item_id)
         if terms:
             indexed.append(IndexItem(ref_id=item_id, scope=namespace_scope(ref[0]), terms=terms))
-        elif not was_inserted:
+            if was_inserted or not had_text:
+                inserted.append(item_id)  # nothing indexed under it yet
+        elif had_text:
             unindex.append(item_id)
     postings_delete(target=Target.ITEM, ref_ids=unindex)
     postings_replace(context_id=context_id, target=Target.ITEM, items=indexed, unindexed=inserted)
-    return {(tuple(namespace), key): item_id for item_id, _, key, namespace in returned}
+    return written
