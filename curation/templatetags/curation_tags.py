@@ -114,6 +114,21 @@ def duration_ms(value: Any) -> str:
 
 
 @register.filter
+def minutes_words(value: Any) -> str:
+    """A span of minutes for a person: "90 minutes", "12 hours", "30 days"."""
+    try:
+        minutes = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    for size, unit in ((1440, "day"), (60, "hour")):
+        if minutes >= 2 * size:
+            amount = f"{minutes / size:.1f}".removesuffix(".0")
+            return f"{amount} {unit}s"
+    amount = f"{minutes:.2f}".rstrip("0").rstrip(".")
+    return f"{amount} minute{'' if amount == '1' else 's'}"
+
+
+@register.filter
 def plural(count: Any, forms: str) -> str:
     """``3|plural:"fact,facts"`` → "3 facts"; ``1`` → "1 fact" (with thousands commas)."""
     singular, _, many = forms.partition(",")

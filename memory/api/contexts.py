@@ -88,6 +88,11 @@ class ContextDetailApi(APIView):
             help_text="which new facts wait for a curator: off, untrusted (facts written "
             "through an untrusted token), all (also every fact the chat model extracts)",
         )
+        item_extract = serializers.BooleanField(
+            required=False,
+            help_text="every item put extracts facts from its indexed text (as with extract: "
+            "true) unless the put says extract: false",
+        )
 
     @extend_schema(responses=ContextDetailOutputSerializer)
     def get(self, request: Request, ctx: str) -> Response:

@@ -153,7 +153,8 @@ class PutOpSerializer(JsonInput):
         required=False,
         allow_null=True,
         help_text="send the indexed text through ingest as a turn (the chat model extracts "
-        "facts); overwriting or deleting the item retracts them",
+        "facts); overwriting or deleting the item retracts them. Omitted or null: as the "
+        "context's item_extract setting says (default false)",
     )
 
 
@@ -264,7 +265,9 @@ class ItemDetailApi(ItemsApi):
         value = serializers.DictField(help_text="the JSON object to keep")
         index = IndexField(required=False, help_text="as in a batch put")
         ttl = _ttl()
-        extract = serializers.BooleanField(required=False, allow_null=True)
+        extract = serializers.BooleanField(
+            required=False, allow_null=True, help_text="as in a batch put"
+        )
 
     @extend_schema(
         parameters=[

@@ -99,7 +99,7 @@ def put_parse(op: dict[str, Any]) -> ItemPut:
         value=value_validate(op["value"]),
         index=paths_validate(DEFAULT_INDEX if index is None or index is True else index),
         ttl=ttl_validate(op.get("ttl")),
-        extract=_bool(op, "extract", False),
+        extract=_maybe_bool(op, "extract"),
     )
 
 
@@ -114,9 +114,14 @@ def _query(query: object) -> str | None:
 
 
 def _bool(op: dict[str, Any], name: str, default: bool) -> bool:
-    value = op.get(name, default)
+    value = _maybe_bool(op, name)
+    return default if value is None else value
+
+
+def _maybe_bool(op: dict[str, Any], name: str) -> bool | None:
+    value = op.get(name)
     if value is None:
-        return default
+        return None
     if not isinstance(value, bool):
         raise ValidationFailed(f"{name} must be true or false", code="invalid")
     return value

@@ -26,6 +26,8 @@ MAX_KEY_CHARS = 1000
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 ENCODED_PREFIX = "x:"
+# How the turn of an item's extraction begins its ``ref`` (``item:<scope>#<key>``).
+ITEM_REF_PREFIX = "item:"
 
 Namespace = tuple[str, ...]
 
@@ -64,6 +66,11 @@ def segment_label(segment: str) -> str:
 def namespace_scope(namespace: Namespace) -> str:
     """The scope that spells a (validated, non-empty) namespace."""
     return "/".join(label_segment(label) for label in namespace)
+
+
+def scope_namespace(scope: str) -> Namespace:
+    """The namespace an item's scope spells (the inverse of ``namespace_scope``)."""
+    return tuple(segment_label(segment) for segment in scope.split("/"))
 
 
 def namespace_validate(

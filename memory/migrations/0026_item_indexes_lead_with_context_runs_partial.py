@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0024_keyword_embedding_hnsw"),
+        ("memory", "0025_item_turn_context_item_extract"),
     ]
 
     operations = [

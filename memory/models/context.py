@@ -14,6 +14,7 @@ SETTING_FIELDS = (
     "review_threshold",
     "llm_judge_enabled",
     "fact_review",
+    "item_extract",
 )
 
 
@@ -59,6 +60,9 @@ class Context(models.Model):
         default=FactReview.UNTRUSTED,
         db_default=FactReview.UNTRUSTED,
     )
+    # Every item put extracts facts unless the put says ``extract: false``
+    # (memory/services/items/extract.py).
+    item_extract = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

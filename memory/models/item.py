@@ -4,7 +4,6 @@ such as LangGraph read and write)."""
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
-from django.contrib.postgres.indexes import OpClass
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
@@ -45,6 +44,16 @@ class Item(models.Model):
         related_name="+",
         db_index=False,  # item_run below: only the few items that have one
     )
+    # The turn that run read: its facts point back to it (``Fact.turn``), retries of the
+    # run included, and it travels in a memory export where runs do not.
+    turn = models.ForeignKey(
+        "memory.Turn",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # partial: see Meta.indexes
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -55,13 +64,18 @@ class Item(models.Model):
         ]
         indexes = [
             # Search and list under a namespace prefix: scope = P OR scope LIKE 'P/%'.
+            # With the expiry beside it, the namespace tree's count of live items per
+            # scope is an index-only scan (the heap rows carry values and vectors).
             models.Index(
-                "context",
-                OpClass("scope", name="varchar_pattern_ops"),
-                name="item_scope_prefix",
+                fields=["context", "scope"],
+                opclasses=["int8_ops", "varchar_pattern_ops"],
+                include=["expires_at"],
+                name="item_scope_live",
             ),
             # A search without a query: newest first.
             models.Index(fields=["context", "-updated_at"], name="item_recent"),
+            # A fact's page: the item its turn came from.
+            models.Index(fields=["turn"], condition=models.Q(turn__isnull=False), name="item_turn"),
             # A run's items, when the run is deleted (SET_NULL); most items have none.
             models.Index(fields=["run"], condition=models.Q(run__isnull=False), name="item_run"),
             # The sweep: the items whose time is up.

@@ -43,6 +43,8 @@ ACTION_LABELS: dict[str, str] = {
     "merge_undo": "Merge undone",
     "duplicates_dismiss": "Not duplicates",
     "document_delete": "Document deleted",
+    "item_delete": "Item deleted",
+    "item_restore": "Item restored",
     "token_issue": "Token created",
     "token_revoke": "Token revoked",
     "membership_set": "Member added or role changed",

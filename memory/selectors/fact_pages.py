@@ -18,14 +18,16 @@ from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
 from memory.domain.access import ContextAccess
+from memory.domain.namespaces import ITEM_REF_PREFIX
 from memory.domain.predicate_names import predicate_normalize
 from memory.kernel.errors import NotFound, ValidationFailed
-from memory.models import AuditEvent, Conflict, Document, Entity, Fact, Run, Turn
+from memory.models import AuditEvent, Conflict, Document, Entity, Fact, Item, Run, Turn
 from memory.search.bm25 import bm25_rank, corpus_visible_sql
 from memory.search.models import Target
 from memory.selectors.entities import entity_list
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.facts import fact_get, facts_visible
+from memory.selectors.item_pages import item_of_turn
 from memory.selectors.predicates import predicate_canonicalize
 
 # Only orders an index walks (``fact_recent``): a confidence order over a million facts
@@ -216,6 +218,10 @@ class Provenance:
     run: Run | None = None
     document: Document | None = None
     seeded_by: str = ""  # the user whose token or seeding wrote it
+    # The item whose put extracted it (its turn names the item), while the item holds
+    # the value it was extracted from; ``item_gone`` when it was overwritten or deleted.
+    item: Item | None = None
+    item_gone: bool = False
 
 
 @dataclass
@@ -261,6 +267,9 @@ def _provenance(access: ContextAccess, fact: Fact) -> Provenance:
             found.hidden = True
         else:
             found.turn = turn
+            if turn is not None and turn.ref.startswith(ITEM_REF_PREFIX):
+                found.item = item_of_turn(access=access, turn_id=turn.pk)
+                found.item_gone = found.item is None
     if fact.run_id is not None:
         run = Run.objects.filter(pk=fact.run_id).defer("input_payload").first()
         if run is not None and not grants.can_read(run.scope):
@@ -274,7 +283,8 @@ def _provenance(access: ContextAccess, fact: Fact) -> Provenance:
         else:
             found.document = document
     if found.hidden:
-        found.turn = found.run = found.document = None
+        found.turn = found.run = found.document = found.item = None
+        found.item_gone = False
     return found
 
 

@@ -55,14 +55,16 @@ def _live() -> Q:
     return Q(expires_at__isnull=True) | Q(expires_at__gt=Now())
 
 
-def _prefix_q(prefix: Namespace) -> Q:
+def namespace_prefix_q(prefix: Namespace) -> Q:
+    """Items in ``prefix`` or below it, label by label (the scope index answers it)."""
     if not prefix:
         return Q()
     scope = namespace_scope(prefix)
     return Q(scope=scope) | Q(scope__startswith=scope + "/")
 
 
-def _visible(access: ContextAccess) -> QuerySet[Item]:
+def items_visible(access: ContextAccess) -> QuerySet[Item]:
+    """The live items of the context whose namespace the caller's grants read."""
     return Item.objects.filter(access.grants.read_q("scope"), context=access.context).filter(
         _live()
     )
@@ -173,7 +175,9 @@ def items_search(
 ) -> list[ItemHit]:
     """Items under ``namespace_prefix`` (label by label) matching ``filter``: ranked by
     ``query`` when there is one, else newest first."""
-    rows = _filtered(_visible(access).filter(_prefix_q(namespace_prefix)), filter or {})
+    rows = _filtered(
+        items_visible(access).filter(namespace_prefix_q(namespace_prefix)), filter or {}
+    )
     rows = rows.only(*_ITEM_FIELDS)
     if not (query and query.strip()):
         page = rows.order_by("-updated_at", "-id")[offset : offset + limit]
@@ -204,7 +208,7 @@ def _ranked(
     says only where an item stands among the others — one item alone scores the same for
     any query — while the similarity says how near it is to this one. An item stored
     without a vector (the embedder was down) that BM25 found scores None."""
-    visible = access.grants.read_q("scope") & _prefix_q(prefix)
+    visible = access.grants.read_q("scope") & namespace_prefix_q(prefix)
     candidates = min(max(depth * 3, depth + 50), 3 * MAX_LIMIT)
     bm25 = bm25_rank(
         context_id=access.context.pk,

@@ -26,6 +26,7 @@ from memory.services.facts import restore as fact_restore
 from memory.services.facts import retraction as fact_retraction
 from memory.services.facts import review as fact_review
 from memory.services.ingest import retract as run_retract
+from memory.services.items import delete as items_delete
 from memory.services.merges import merge as merges
 from memory.services.registry import constraint_exceptions, predicates
 
@@ -83,6 +84,18 @@ def _context_restore(access: ContextAccess, undo: dict[str, Any]) -> None:
     contexts.context_update(access=access, **undo["restore"])
 
 
+def _item_restore(access: ContextAccess, undo: dict[str, Any]) -> None:
+    """The item back, then what deleting it retracted (unless that was undone already)."""
+    retraction = items_delete.item_restore(access=access, undo=undo)
+    if (
+        retraction is not None
+        and AuditEvent.objects.filter(
+            context=access.context, pk=retraction, undone_at__isnull=True
+        ).exists()
+    ):
+        audit_undo(access=access, event_id=retraction)
+
+
 def _discard(_: object) -> None:
     return None
 
@@ -134,6 +147,7 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "fact_review_revert": lambda access, undo: fact_review.fact_review_revert(
         access=access, undo=undo
     ),
+    "item_restore": _item_restore,
 }
 
 

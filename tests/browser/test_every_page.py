@@ -1,7 +1,7 @@
 """Every dashboard page at a desktop (1280 px) and a phone (390 px) width: no horizontal
 overflow, no word broken mid-word, no console error or warning, and no two texts of the
 neighbourhood picture overlapping, each readable — with a hub of 50 neighbours, a
-duplicate cluster, documents, a run, a token and audit events to show."""
+duplicate cluster, documents, a run, a token, items and audit events to show."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from playwright.sync_api import Page
 
 from curation.templatetags.curation_tags import DUPLICATE_METHOD_WORDS
 from memory.domain.access import system_access
-from memory.models import ContextMembership, Fact, ImportJob, Role, Run, RunOutcome, Turn
+from memory.models import ContextMembership, Fact, ImportJob, Item, Role, Run, RunOutcome, Turn
 from memory.models.duplicate import DuplicateCandidate
 from memory.services.contexts import context_create
 from memory.services.entities.writes import entity_upsert
 from memory.services.facts.write import fact_write
 from memory.services.ingest.documents import document_create
 from memory.services.ingest.run import run_create, run_execute
+from memory.services.items.writes import ItemPut, items_write
 from memory.services.tokens import token_issue
 from memory.services.transfer.jobs import import_job_create, import_job_execute
 from tests.browser.conftest import log_in, screenshot
@@ -169,9 +170,23 @@ def desk(transactional_db: None) -> dict[str, Any]:
         status="failed",
         error="the file has no end line: the export is cut short",
     )
+    # Items in nested namespaces; one stands for an item whose extraction read the turn.
+    for key, namespace in (
+        ("preferences-of-the-weekly-sync", ("org", "acme", "user", "alex-rivera")),
+        ("onboarding-notes", ("org", "acme", "user", "alex-rivera")),
+        ("handbook", ("org", "acme", "documents")),
+    ):
+        items_write(access=access, puts=[ItemPut(
+            namespace=namespace, key=key, index=["$"], ttl=60.0 * 24 * 30,
+            value={"summary": "Alex Rivera takes over the onboarding handbook next week. " * 3,
+                   "tags": ["onboarding", "handbook"], "weekly": {"day": "Tuesday", "at": "10:00"}},
+        )])  # fmt: skip
+    item = Item.objects.get(context=context, key="preferences-of-the-weekly-sync")
+    Item.objects.filter(pk=item.pk).update(turn=turn)
     return {
         "context": context,
         "hub": hub,
+        "item": item,
         "document": document,
         "job": job,
         "memory_job": memory_job,
@@ -193,6 +208,8 @@ def _pages(desk: dict[str, Any]) -> list[str]:
         f"facts/{fact}/",
         "conversations/", "conversations/weekly%20sync/2024-05/",
         "memory/", f"memory/jobs/{desk['memory_job'].pk}/",
+        "items/", "items/?namespace=org&namespace=acme&namespace=user&namespace=alex-rivera",
+        f"items/{desk['item'].pk}/",
     ]  # fmt: skip
     return ["/", "/people/", *(base + path for path in paths)]
 

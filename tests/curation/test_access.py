@@ -34,6 +34,7 @@ PAGES = [
     "conversations/",
     "review/",
     "constraints/",
+    "items/",
 ]
 ADMIN_PAGES = ["registry/export.json", "tokens/", "memory/", "memory/export.jsonl"]
 
@@ -72,6 +73,8 @@ ACTIONS: list[tuple[str, dict[str, Any], Role]] = [
     ("turns/999999/retract", {"preview": "1"}, Role.CURATOR),
     ("review/decide", {"action": "reject", "fact": ["1"]}, Role.CURATOR),
     ("review/policy", {"fact_review": "all"}, Role.ADMIN),
+    ("items/999999/delete", {}, Role.CURATOR),
+    ("items/extract", {"item_extract": "on"}, Role.ADMIN),
     ("constraints/retract", {"fact": "1"}, Role.CURATOR),
     ("constraints/correct", {"fact": "1", "value": "CEO"}, Role.CURATOR),
     (
@@ -266,4 +269,5 @@ def test_every_dashboard_url_has_a_permission_test() -> None:
     covered |= {"token-revoke"}  # test_tokens: needs a token
     covered |= {"memory-job", "memory-job-retry"}  # test_memory_page: need a job
     covered |= {"conversation"}  # test_facts_pages: needs a thread
+    covered |= {"item"}  # test_items_page: needs an item
     assert {p.name for p in context_patterns} == covered

@@ -148,8 +148,9 @@ _CODES: dict[type[MemoryDeskError], str] = {
     NotFoundError: """
         alias_not_found conflict_not_found constraint_not_found context_not_found
         document_not_found entity_not_found event_not_found fact_not_found
-        import_not_found item_not_found keyword_not_found merge_not_found not_found
-        run_not_found thread_not_found token_not_found turn_not_found
+        import_not_found item_not_found keyword_not_found merge_not_found
+        namespace_not_found not_found run_not_found thread_not_found token_not_found
+        turn_not_found
     """,
     ConflictError: """
         already_retracted already_undone conflict conflict_resolved conflict_stale

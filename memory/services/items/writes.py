@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -28,9 +28,15 @@ from memory.kernel.errors import ValidationFailed
 from memory.search.analyzer import analyze
 from memory.search.bm25 import IndexItem, postings_delete, postings_replace
 from memory.search.models import Target
-from memory.services.items.extract import item_extract, item_runs_take_back
+from memory.services.items.extract import (
+    extract_wanted,
+    item_extract,
+    item_extractions_take_back,
+)
 
 logger = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 MAX_TTL_MINUTES = 60.0 * 24 * 365 * 100
 MAX_VALUE_DEPTH = 64
@@ -46,8 +52,9 @@ class ItemPut:
     value: dict[str, Any] | None
     index: list[str] | None = None
     ttl: float | None = None
-    # Send the indexed text through ingest (memory.services.items.extract).
-    extract: bool = False
+    # Send the indexed text through ingest (memory.services.items.extract); None: as the
+    # context's ``item_extract`` says.
+    extract: bool | None = None
 
 
 def value_validate(value: object) -> dict[str, Any] | None:
@@ -100,9 +107,9 @@ def items_write(*, access: ContextAccess, puts: Sequence[ItemPut]) -> None:
     write grant on every namespace.
 
     Set-based: one statement for the batch's deletes and one for its other puts, each
-    returning what the rows held before (their extraction runs, whether they were
-    indexed), so the runs are taken back and stale postings dropped only when there
-    are any. Puts of plain values over plain items — a store's usual write — need
+    returning what the rows held before (their extractions' run and turn, whether they
+    were indexed), so what those extracted is taken back and stale postings dropped
+    only when there are any. Puts of plain values over plain items — a store's usual write — need
     nothing else: their one statement is the whole write (``_plain_write``)."""
     for scope in {namespace_scope(put.namespace) for put in puts}:
         access.require_write(scope)
@@ -125,7 +132,7 @@ def _plain_write(context_id: int, writes: Sequence[ItemPut], deletes: Sequence[I
     """Write the puts as one statement, outside any transaction of ours (a BEGIN and a
     COMMIT are two round trips of a store's three), when that is the whole write: no
     delete, nothing to index or extract, and no item it overwrites with an extraction
-    run to take back or postings to drop — which the statement itself checks, writing
+    (run or turn) to take back or postings to drop — which the statement itself checks, writing
     nothing otherwise. False: not written, take the transactional way."""
     if deletes or not writes or any(p.index or p.extract for p in writes):
         return False
@@ -138,13 +145,13 @@ def _write(access: ContextAccess, writes: Sequence[ItemPut], deletes: Sequence[I
     with transaction.atomic():
         gone = _delete(access.context.pk, deletes) if deletes else []
         written = _upsert(access.context.pk, writes, texts, vectors) if writes else []
-        runs = [row.old_run for row in (*gone, *written) if row.old_run is not None]
-        if runs:
-            item_runs_take_back(access=access, run_ids=runs)
+        extractions = [row.old_extraction for row in (*gone, *written) if row.old_extraction]
+        if extractions:
+            item_extractions_take_back(access=access, extractions=extractions)
         ids = {row.ref: row.item_id for row in written}
         for put in writes:
             text = texts.get((put.namespace, put.key), "")
-            if put.extract and text.strip():
+            if extract_wanted(access=access, asked=put.extract) and text.strip():
                 item_extract(
                     access=access,
                     item_id=ids[(put.namespace, put.key)],
@@ -154,7 +161,7 @@ def _write(access: ContextAccess, writes: Sequence[ItemPut], deletes: Sequence[I
                 )
 
 
-def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, str], str]:
+def _vectors(texts: dict[K, str]) -> dict[K, str]:
     """The embeddings of the indexed texts, as pgvector literals. A down embedder leaves
     the items without a vector (BM25 still finds them) rather than refusing the write."""
     wanted = [(ref, text) for ref, text in texts.items() if text.strip()]
@@ -171,19 +178,59 @@ def _vectors(texts: dict[tuple[Namespace, str], str]) -> dict[tuple[Namespace, s
     }
 
 
+VECTOR_BATCH = 256  # items embedded at a time by items_vectors_fill
+
+
+def items_vectors_fill(*, context_id: int) -> int:
+    """Embed the context's indexed items that have no vector (those of a memory import),
+    a batch at a time, and queue the sweep for the earliest expiry among them; returns
+    how many were embedded. A down embedder leaves them as it found them, as a put does."""
+    done, after = 0, 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, text FROM memory_item WHERE context_id = %s AND id > %s "
+                "AND embedding IS NULL AND text <> '' ORDER BY id LIMIT %s",
+                [context_id, after, VECTOR_BATCH],
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            break
+        after = rows[-1][0]
+        vectors = _vectors(dict(rows))
+        if not vectors:
+            break
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE memory_item SET embedding = %s::vector, embedding_model = %s WHERE id = %s",
+                [(vector, embedding_model_id(), pk) for pk, vector in vectors.items()],
+            )
+        done += len(vectors)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT min(expires_at) FROM memory_item WHERE context_id = %s", [context_id]
+        )
+        (first_expiry,) = cursor.fetchone()
+    if first_expiry is not None:
+        items_sweep_enqueue(run_after=first_expiry)
+    return done
+
+
 @dataclass(frozen=True)
 class _Written:
     """A row a put wrote or deleted, and what it held before."""
 
     item_id: int
     ref: tuple[Namespace, str]
-    old_run: int | None  # the extraction run of the value it replaced, to take back
+    # The extraction (run, turn) of the value it replaced, to take back; None if none.
+    old_extraction: tuple[int | None, int | None] | None
     was_indexed: bool  # the value it replaced had text, so postings may be left
 
 
-# The deleted rows with their old runs and whether they had text (postings), in one
-# statement. Each (namespace, key) is a probe of item_unique (``OFFSET 0`` keeps it one:
-# a young table's statistics let the planner scan the whole context instead).
+# The deleted rows with their old extractions (run, turn) and whether they had text
+# (postings), in one statement. Each (namespace, key) is a probe of item_unique
+# (``OFFSET 0`` keeps it one: a young table's statistics let the planner scan the whole
+# context instead).
 _DELETE = """
 DELETE FROM memory_item WHERE id = ANY(ARRAY(
     SELECT i.id FROM jsonb_to_recordset(%s::jsonb) AS r(ns jsonb, key text)
@@ -194,8 +241,12 @@ DELETE FROM memory_item WHERE id = ANY(ARRAY(
         OFFSET 0
     ) i
 ))
-RETURNING id, namespace, key, run_id, text <> ''
+RETURNING id, namespace, key, run_id, turn_id, text <> ''
 """
+
+
+def _extraction(run_id: int | None, turn_id: int | None) -> tuple[int | None, int | None] | None:
+    return (run_id, turn_id) if run_id is not None or turn_id is not None else None
 
 
 def _delete(context_id: int, deletes: Sequence[ItemPut]) -> list[_Written]:
@@ -203,8 +254,8 @@ def _delete(context_id: int, deletes: Sequence[ItemPut]) -> list[_Written]:
     with connection.cursor() as cursor:
         cursor.execute(_DELETE, [rows, context_id])
         gone = [
-            _Written(item_id, (tuple(namespace), key), run_id, had_text)
-            for item_id, namespace, key, run_id, had_text in cursor.fetchall()
+            _Written(item_id, (tuple(namespace), key), _extraction(run_id, turn_id), had_text)
+            for item_id, namespace, key, run_id, turn_id, had_text in cursor.fetchall()
         ]
     postings_delete(target=Target.ITEM, ref_ids=[row.item_id for row in gone if row.was_indexed])
     return gone
@@ -224,9 +275,9 @@ def items_delete_ids(ids: Sequence[int]) -> None:
 # item_unique each, in the puts' order, and keeps what they held; the insert's InitPlan
 # (the count over ``old``) makes it run to the end first: sub-statements of one WITH
 # share a snapshot and would otherwise run in any order. The count is also the plain
-# write's check: of the old items, at most the last parameter may have a run or text
-# (0: none, else nothing is written). The outer join hands each written row its old run
-# and whether it was indexed.
+# write's check: of the old items, at most the last parameter may have a run, a turn or
+# text (0: none, else nothing is written). The outer join hands each written row its old
+# extraction (run, turn) and whether it was indexed.
 _UPSERT = """
 WITH r AS MATERIALIZED (
     SELECT ARRAY(SELECT jsonb_array_elements_text(x.ns)) AS namespace, x.*
@@ -234,9 +285,9 @@ WITH r AS MATERIALIZED (
         value jsonb, idx jsonb, text text, vec text, model text, ttl float8))
         WITH ORDINALITY AS x(ns, scope, key, value, idx, text, vec, model, ttl, n)
 ), old AS MATERIALIZED (
-    SELECT i.id, i.run_id, i.had_text
+    SELECT i.id, i.run_id, i.turn_id, i.had_text
     FROM r CROSS JOIN LATERAL (
-        SELECT id, run_id, text <> '' AS had_text FROM memory_item
+        SELECT id, run_id, turn_id, text <> '' AS had_text FROM memory_item
         WHERE context_id = %s AND namespace = r.namespace AND key = r.key
         FOR UPDATE
     ) i
@@ -249,16 +300,18 @@ WITH r AS MATERIALIZED (
         CASE WHEN r.ttl IS NULL THEN NULL ELSE now() + make_interval(secs => r.ttl * 60) END,
         now(), now()
     FROM r
-    WHERE (SELECT count(*) FILTER (WHERE run_id IS NOT NULL OR had_text) FROM old) <= %s
+    WHERE (SELECT count(*) FILTER (
+        WHERE run_id IS NOT NULL OR turn_id IS NOT NULL OR had_text
+    ) FROM old) <= %s
     ORDER BY r.n
     ON CONFLICT (context_id, namespace, key) DO UPDATE SET
         value = EXCLUDED.value, index = EXCLUDED.index, text = EXCLUDED.text,
         embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model,
         ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at,
-        run_id = NULL, updated_at = now()
+        run_id = NULL, turn_id = NULL, updated_at = now()
     RETURNING id, xmax = 0 AS inserted, namespace, key
 )
-SELECT written.id, written.inserted, written.namespace, written.key, old.run_id,
+SELECT written.id, written.inserted, written.namespace, written.key, old.run_id, old.turn_id,
     coalesce(old.had_text, false)
 FROM written LEFT JOIN old ON old.id = written.id
 """
@@ -297,9 +350,9 @@ def _upsert(
     indexed: list[IndexItem] = []
     inserted: list[int] = []
     unindex: list[int] = []
-    for item_id, was_inserted, namespace, key, old_run, had_text in returned:
+    for item_id, was_inserted, namespace, key, old_run, old_turn, had_text in returned:
         ref = (tuple(namespace), key)
-        written.append(_Written(item_id, ref, old_run, had_text))
+        written.append(_Written(item_id, ref, _extraction(old_run, old_turn), had_text))
         terms = analyze(texts[ref]) if ref in texts else []
         if terms:
             indexed.append(IndexItem(ref_id=item_id, scope=namespace_scope(ref[0]), terms=terms))

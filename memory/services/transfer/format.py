@@ -3,14 +3,16 @@
 The format is the context's own rows, field by field (each model's concrete fields by
 their attribute names, ``subject_id`` and the like holding the exporting database's ids),
 so a field a model gains is carried without a change here. Left out: vectors (the worker
-embeds the imported rows again), the context row itself (the header carries its
-settings), and what belongs to the installation rather than the memory — users, tokens,
-runs, audit events, merge undo snapshots, duplicate candidates (the finder rebuilds them).
+embeds the imported rows again; the import embeds items itself), the context row itself
+(the header carries its settings), and what belongs to the installation rather than the
+memory — users, tokens, runs, audit events, merge undo snapshots, duplicate candidates
+(the finder rebuilds them). An item keeps the turn it extracted from (``turn_id``), which
+its facts point to, so what it extracted is still taken back when it changes.
 
 Record types, in the order an export writes them (an import reads them in any order):
 ``header``, ``predicate``, ``predicate_alias``, ``duplicate_model``, ``entity``,
 ``identifier``, ``turn``, ``document``, ``chunk``, ``keyword``, ``keyword_link``,
-``fact``, ``conflict``, ``end`` (the counts, checked by the import).
+``fact``, ``conflict``, ``item``, ``end`` (the counts, checked by the import).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from memory.models import (
     Entity,
     EntityIdentifier,
     Fact,
+    Item,
     Keyword,
     KeywordLink,
     Predicate,
     PredicateAlias,
     Turn,
 )
+from memory.models.context import SETTING_FIELDS
 
 FORMAT = "memory-desk-export"
 FORMAT_VERSION = 1
@@ -71,15 +75,9 @@ KINDS: tuple[Kind, ...] = (
     Kind("keyword_link", KeywordLink, "keyword__context"),
     Kind("fact", Fact, "context"),
     Kind("conflict", Conflict, "context"),
+    Kind("item", Item, "context"),
 )
 KIND_OF_MODEL: dict[type[models.Model], Kind] = {k.model: k for k in KINDS}
 KIND_BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}
-# Context settings the header carries (and an import may apply).
-CONTEXT_SETTINGS = (
-    "description",
-    "predicate_mode",
-    "auto_supersede",
-    "auto_merge_threshold",
-    "review_threshold",
-    "llm_judge_enabled",
-)
+# Context settings the header carries (and an import may apply): every one an admin sets.
+CONTEXT_SETTINGS = SETTING_FIELDS

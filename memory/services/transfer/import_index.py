@@ -31,7 +31,7 @@ from django.db import connection, models
 from memory.matching.blocking import blocking_keys
 from memory.matching.records import records_of
 from memory.matching.scoring import Record
-from memory.models import Chunk, Context, Entity, Fact, Turn
+from memory.models import Chunk, Context, Entity, Fact, Item, Turn
 from memory.models.duplicate import DuplicateKey
 from memory.search.bm25_load import PostingsSpool, postings_load, postings_load_spooled
 from memory.search.models import Target
@@ -207,7 +207,7 @@ class ImportTexts:
 
 
 def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target, str]) -> bool:
-    """Search postings of every imported fact, entity, chunk and turn, loaded in bulk:
+    """Search postings of every imported fact, entity, chunk, turn and item, in bulk:
     none of them is indexed yet (the context was empty). ``texts`` holds the facts' and
     entities' postings, analyzed from the file's rows under the file's ids; ``refs``
     names each one's map from those ids to the rows'. Returns whether those were used
@@ -234,6 +234,9 @@ def memory_import_index(context: Context, texts: ImportTexts, refs: dict[Target,
         (pk, scope, turn_index_text(text=text, speaker=speaker, said_at=said_at))
         for pk, scope, text, speaker, said_at in _stream(turns)
     ))  # fmt: skip
+    # An item's indexed text is kept on its row, as its put selected it.
+    items = Item.objects.filter(context=context).exclude(text="").values_list("pk", "scope", "text")
+    postings_load(context_id=context.pk, target=Target.ITEM, items=_stream(items))
     return spools is not None
 
 

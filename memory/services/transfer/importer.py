@@ -10,7 +10,7 @@ counts that disagree with the ``end`` line stop the import before anything is wr
 Then the search postings are loaded in bulk (``import_index.py``: the facts' and
 entities' texts are analyzed from the rows read, in a thread, while the connection
 writes them), the blocking keys of the duplicate finder written, and the embedding queue
-told.
+told; items are embedded once the import has committed.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from memory.infra.restore_writes import replica_role_leave
 from memory.kernel.errors import Conflict, ValidationFailed
 from memory.matching.model import Model
 from memory.matching.weights import model_save
-from memory.models import Context, Document, Entity, Fact, Role, Turn
+from memory.models import Context, Document, Entity, Fact, Item, Role, Turn
 from memory.search.models import Target
+from memory.services.items.writes import items_vectors_fill
 from memory.services.transfer.format import CONTEXT_SETTINGS, KINDS
 from memory.services.transfer.import_constraints import import_constraints_remap
 from memory.services.transfer.import_index import ImportKeys, memory_import_index
@@ -62,7 +63,7 @@ class MemoryImportReport:
 
 def memory_import_check_empty(context: Context) -> None:
     """An import adds a whole memory: only into a context that holds none."""
-    for model in (Entity, Fact, Turn, Document):
+    for model in (Entity, Fact, Turn, Document, Item):
         if model._default_manager.filter(context=context).exists():
             raise Conflict(
                 f"context {context.slug!r} already holds {model._meta.verbose_name_plural}; "
@@ -138,6 +139,9 @@ def memory_import(
         keys.close()
         staging.drop()
     embeddings_drain_enqueue()
+    if report.counts.get("item"):
+        # Items have no place in the worker's embedding queue: a put embeds its own.
+        items_vectors_fill(context_id=context.pk)
     return report
 
 
