@@ -20,7 +20,7 @@ from memory.api.facts import ENTITY_PARAM_HELP, ConstraintViolationSerializer, E
 from memory.api.fields import JsonInput, PredicateTextField, ScopeFilterField
 from memory.domain.constraints import CONSTRAINT_STATUSES, CONSTRAINT_TYPES
 from memory.kernel.scopes import grant_parse
-from memory.selectors.constraints import MAX_PAGE, constraint_violations
+from memory.selectors.constraints import MAX_PAGE, constraint_violations, violation_as_dict
 from memory.selectors.entities import entity_get
 from memory.selectors.entity_lookup import resolve_entity_name
 from memory.selectors.predicates import predicate_get
@@ -97,7 +97,7 @@ class ConstraintViolationsApi(APIView):
             "counts": [asdict(c) for c in report.counts],
             "next_cursor": report.next_cursor,
             "next": next_url,
-            "results": [asdict(v) for v in report.results],
+            "results": [violation_as_dict(v) for v in report.results],
         }
         return Response(self.OutputSerializer(body).data)
 

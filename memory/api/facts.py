@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -23,6 +22,7 @@ from memory.domain.constraints import CONSTRAINT_STATUSES, CONSTRAINT_TYPES
 from memory.domain.entity_names import MAX_NAME_LENGTH
 from memory.kernel.scopes import MAX_SCOPE_LENGTH
 from memory.models import Fact, FactKind, FactStatus
+from memory.selectors.constraints import violation_as_dict
 from memory.selectors.entity_lookup import MAX_REF_CHARS, resolve_entity_name
 from memory.selectors.facts import fact_get, fact_list
 from memory.services.facts.retraction import fact_retract
@@ -281,7 +281,7 @@ class FactListApi(APIView):
             "conflict": result.conflict.pk if result.conflict else None,
             "proposes_to_replace": result.proposes_to_replace,
             "rejected_before": result.rejected_before,
-            "warnings": [asdict(w) for w in result.warnings],
+            "warnings": [violation_as_dict(w) for w in result.warnings],
         }
         code = (
             status.HTTP_201_CREATED

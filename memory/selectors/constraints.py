@@ -57,6 +57,22 @@ class Violation:
     message: str
 
 
+def violation_as_dict(v: Violation) -> dict[str, Any]:
+    """``asdict(v)`` without its deep copy: what an answer shows of a violation."""
+    other = v.other_entity
+    return {
+        "predicate": v.predicate,
+        "constraint": v.constraint,
+        "status": v.status,
+        "entity": {"id": v.entity.id, "name": v.entity.name, "type": v.entity.type},
+        "other_entity": (
+            {"id": other.id, "name": other.name, "type": other.type} if other else None
+        ),
+        "fact_ids": list(v.fact_ids),
+        "message": v.message,
+    }
+
+
 @dataclass(frozen=True)
 class ViolationCount:
     predicate: str

@@ -59,6 +59,7 @@ __all__ = [
     "FactInput",
     "WriteOutcome",
     "fact_batch_record_refused",
+    "fact_batch_warn",
     "fact_fold_identical",
     "facts_write_batch",
 ]
@@ -70,6 +71,8 @@ class FactBatchResult:
     # Raw forms a strict context refused: record them with fact_batch_record_refused
     # once the caller's transaction has committed.
     refused_predicates: list[str] = field(default_factory=list)
+    # The registry load the batch resolved its predicates with (fact_batch_warn reads it).
+    registry: RegistryIndex | None = None
 
 
 def facts_write_batch(
@@ -85,6 +88,7 @@ def facts_write_batch(
     turn_id: int | None = None,
     registry: RegistryIndex | None = None,
     new_entities: Collection[int] = (),
+    warn: bool = True,
 ) -> FactBatchResult:
     """Write ``facts`` into ``scope``; one item per input, in order (see the module doc).
 
@@ -94,7 +98,11 @@ def facts_write_batch(
     re-observed or updated in place keep the turn they first came from. ``registry``: the
     caller's registry load to resolve predicates with (predicates_resolve_for_write).
     ``new_entities``: entities the caller created in its transaction, which have no
-    facts yet to read (a run's new entities: often every subject of a bulk turn)."""
+    facts yet to read (a run's new entities: often every subject of a bulk turn).
+    ``warn``: attach the constraint violations each new fact is part of (``item.warnings``)
+    before returning; ``False`` leaves that to the caller's ``fact_batch_warn``, which an
+    ingest run sends last, once its overlapped writes are on their way (the statement
+    reads the new facts, so it waits for them)."""
     scope = scope_validate(scope)
     access.require_write(scope)
     items = [FactBatchItem(input=f) for f in facts]
@@ -116,6 +124,7 @@ def facts_write_batch(
             trust=trust,
             registry=registry,
             new_entities=new_entities,
+            warn=warn,
         )
 
 
@@ -128,6 +137,7 @@ def _write_checked(
     trust: WriteTrust | None,
     registry: RegistryIndex | None,
     new_entities: Collection[int],
+    warn: bool,
 ) -> FactBatchResult:
     """``facts_write_batch`` once its grants and entities are checked: resolve, lock,
     read the current state, decide each item, write."""
@@ -183,13 +193,18 @@ def _write_checked(
         except ValidationFailed as exc:
             item.error = exc
     writer.flush()
-    _warn(access, items, registry)
-    return FactBatchResult(items=items, refused_predicates=refused)
+    batch = FactBatchResult(items=items, refused_predicates=refused, registry=registry)
+    if warn:
+        fact_batch_warn(access, batch)
+    return batch
 
 
-def _warn(access: ContextAccess, items: list[FactBatchItem], registry: RegistryIndex) -> None:
-    """Attach to each written fact the constraint violations it is part of: one
+def fact_batch_warn(access: ContextAccess, batch: FactBatchResult) -> None:
+    """Attach to each fact the batch wrote the constraint violations it is part of: one
     statement for the batch, none when no constraint concerns what it wrote."""
+    items, registry = batch.items, batch.registry
+    if registry is None:
+        return
     written = [
         (item.fact.pk, item.fact.subject_id, item.resolved.predicate)
         for item in items

@@ -171,7 +171,7 @@ def _write_transaction(
     with _overlapped_if_large(normalized):
         # Search postings are refreshed in a few statements when this block ends.
         with clock.stage("write"), search_index_batch():
-            result = ingest_write(
+            written = ingest_write(
                 access=access,
                 scope=scope,
                 normalized=normalized,
@@ -185,7 +185,11 @@ def _write_transaction(
                 turn=turn if not preview else None,
                 registry=registry,
             )
+            result = written.result
             result.turn = ingest_turn_summary(turn)
+        # Last, once the postings are sent: it waits for the run's writes (see warn).
+        with clock.stage("warnings"):
+            written.warn()
         if preview:
             transaction.set_rollback(True)
         elif run is not None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from memory.models import Context, Entity, Predicate, PredicateStatus, Run
+from memory.selectors.constraints import violation_as_dict
 from memory.services.facts.batch import FactBatchResult
 from memory.services.ingest.triples import SECRET_ITEM, refusal_warning
 
@@ -105,6 +106,9 @@ class IngestReport:
         self.preview = preview
         self.created_entities = created
         self.entity_names: dict[int, str] = {}
+        # Each written fact's item, its draft and what the result shows of it, in order:
+        # ``fact_warnings`` adds the constraint warnings to them once they are known.
+        self._shown: list[tuple[Any, Any, dict[str, Any]]] = []
 
     def entity(self, entity: Entity) -> dict[str, Any]:
         self.entity_names[entity.pk] = entity.name
@@ -206,13 +210,7 @@ class IngestReport:
             shown = self.fact(fact, outcome=item.outcome, predicate=name)
             if item.rejected_before:
                 shown["rejected_before"] = True
-            if item.warnings:  # constraints it breaks: kept, and said (as POST facts does)
-                shown["warnings"] = [asdict(v) for v in item.warnings]
-                result.warnings += [
-                    f"{draft.section}[{draft.position}]: {v.message} ({v.status} "
-                    f"{v.constraint} constraint of {v.predicate})"
-                    for v in item.warnings
-                ]
+            self._shown.append((item, draft, shown))
             if item.proposes_to_replace is not None:
                 shown["proposes_to_replace"] = item.proposes_to_replace.pk
             if item.outcome in ("reobserved", "updated"):
@@ -243,6 +241,23 @@ class IngestReport:
                     observed, item.resolved.canonical, draft.predicate, _example(draft), "observed"
                 )
         result.new_predicates = list(observed.values())
+
+    def fact_warnings(self, result: IngestResult) -> None:
+        """The constraints each written fact breaks (``fact_batch_warn``): the fact is
+        kept and its entry says so, as ``POST facts`` does, and the run's warnings list
+        them. A violation several facts share is rendered once."""
+        rendered: dict[int, dict[str, Any]] = {}
+        for item, draft, shown in self._shown:
+            if not item.warnings:
+                continue
+            shown["warnings"] = [
+                rendered.setdefault(id(v), violation_as_dict(v)) for v in item.warnings
+            ]
+            result.warnings += [
+                f"{draft.section}[{draft.position}]: {v.message} ({v.status} "
+                f"{v.constraint} constraint of {v.predicate})"
+                for v in item.warnings
+            ]
 
     def refused_before_writing(self, result: IngestResult, unresolved: list[Any]) -> None:
         """The forms a strict context refused before the write (``unknown_predicate`` from

@@ -3,13 +3,19 @@ written in one batch, and the result that reports both (services/ingest/report.p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from memory.domain.access import ContextAccess
 from memory.infra.stages import stage
 from memory.models import Run, SourceKind, Turn
 from memory.selectors.predicates import RegistryIndex
-from memory.services.facts.batch import FactInput, facts_write_batch
+from memory.services.facts.batch import (
+    FactBatchResult,
+    FactInput,
+    fact_batch_warn,
+    facts_write_batch,
+)
 from memory.services.facts.trust import WriteTrust
 from memory.services.ingest.entity_resolution import ResolutionPlan
 from memory.services.ingest.entity_resolution_apply import resolution_apply
@@ -19,6 +25,22 @@ from memory.services.ingest.report import (
     new_predicate_examples_note,
 )
 from memory.services.ingest.triples import NormalizedExtraction
+
+
+@dataclass
+class IngestWritten:
+    """What ``ingest_write`` wrote. Its facts' constraint warnings are attached last
+    (``warn``): the statement reads the new facts, so it waits for the run's overlapped
+    writes, and sent before them it would keep Python from preparing what follows."""
+
+    result: IngestResult
+    access: ContextAccess
+    batch: FactBatchResult
+    report: IngestReport
+
+    def warn(self) -> None:
+        fact_batch_warn(self.access, self.batch)
+        self.report.fact_warnings(self.result)
 
 
 def ingest_write(
@@ -33,10 +55,11 @@ def ingest_write(
     trust: WriteTrust,
     turn: Turn | None,
     registry: RegistryIndex | None = None,
-) -> IngestResult:
+) -> IngestWritten:
     """Resolve the plan's entities and write the facts, each new fact pointing at
     ``turn`` (provenance: the text it came from), their predicates resolved with the
-    run's registry load ``registry`` when given."""
+    run's registry load ``registry`` when given. The caller attaches the constraint
+    warnings with ``warn()`` once nothing else is left to send."""
     with stage("entities"):
         resolved = resolution_apply(access=access, scope=scope, plan=plan, source=source)
     report = IngestReport(
@@ -115,12 +138,13 @@ def ingest_write(
             turn_id=turn.pk if turn is not None else None,
             registry=registry,
             new_entities=report.created_entities,
+            warn=False,
         )
     report.facts(result, batch, drafts)
     report.refused_before_writing(result, normalized.unresolved)
     if _examples_may_be_missing(result, registry):
         new_predicate_examples_note(access.context, result, status="observed")
-    return result
+    return IngestWritten(result=result, access=access, batch=batch, report=report)
 
 
 def _examples_may_be_missing(result: IngestResult, registry: RegistryIndex | None) -> bool:
