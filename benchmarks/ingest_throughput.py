@@ -61,31 +61,64 @@ def pseudo_name(rng: random.Random) -> str:
     return " ".join(w.capitalize() for w in words)
 
 
-def turn(rng: random.Random, *, facts: int, prefix: str, per_entity: int = 5) -> dict[str, Any]:
+# The standard library's type constraints on the generator's predicates
+# (memory/domain/predicate_library.py, LIBRARY_CONSTRAINTS): the subject types a predicate
+# takes, and the one type its object is drawn from.
+SUBJECT_TYPES = {"works_at": ("person",), "current_title": ("person",)}
+OBJECT_TYPE = {"works_at": "organisation", "reports_to": "person", "manages": "person",
+               "colleague_of": "person", "knows": "person"}  # fmt: skip
+
+
+def turn(
+    rng: random.Random,
+    *,
+    facts: int,
+    prefix: str,
+    per_entity: int = 5,
+    keep_constraints: bool = True,
+) -> dict[str, Any]:
     """A turn of ``facts`` facts over ``facts / per_entity`` new entities: 50% relations,
-    30% attributes, 20% actions."""
+    30% attributes, 20% actions. ``keep_constraints``: subjects and objects have the types
+    the library's constraints ask for, as a well-behaved extractor's facts do (symmetric
+    relations are still stated one way, so those suggestions warn); without it, types are
+    drawn at random and most relations break a constraint, each fact then carrying its
+    warnings into the run's record."""
     n_entities = max(2, facts // per_entity)
     drawn = {f"{pseudo_name(rng)} {prefix}" for _ in range(n_entities)}
     entities = [{"name": n, "type": TYPES[i % len(TYPES)]} for i, n in enumerate(sorted(drawn))]
     n_entities = len(entities)
     names = [e["name"] for e in entities]
+    type_of = {e["name"]: e["type"] for e in entities}
+    of_type: dict[str, list[str]] = defaultdict(list)
+    for e in entities:
+        of_type[e["type"]].append(e["name"])
+
+    def fits(predicate: str, subject: str) -> bool:
+        allowed = SUBJECT_TYPES.get(predicate)
+        return not keep_constraints or allowed is None or type_of[subject] in allowed
+
+    def pick(choices: list[str], subject: str) -> str:
+        while not fits(predicate := rng.choice(choices), subject):
+            pass
+        return predicate
+
+    def target(predicate: str) -> str:
+        wanted = OBJECT_TYPE.get(predicate) if keep_constraints else None
+        return rng.choice(of_type[wanted] if wanted and of_type[wanted] else names)
+
     relations, attributes, actions = [], [], []
     for i in range(facts):
         subject = names[i % n_entities]
         kind = i % 10
         if kind < 5:
+            predicate = pick(REGISTERED + NEW, subject)
             relations.append(
-                {
-                    "subject": subject,
-                    "predicate": rng.choice(REGISTERED + NEW),
-                    "object": rng.choice(names),
-                    "confidence": 0.9,
-                }
-            )
+                {"subject": subject, "predicate": predicate, "object": target(predicate),
+                 "confidence": 0.9}
+            )  # fmt: skip
         elif kind < 8:
-            attributes.append(
-                {"subject": subject, "key": rng.choice(ATTRIBUTES), "value": f"value {i}"}
-            )
+            key = pick(ATTRIBUTES, subject)
+            attributes.append({"subject": subject, "key": key, "value": f"value {i}"})
         else:
             actions.append(
                 {"subject": subject, "verb": rng.choice(VERBS), "object": rng.choice(names)}
@@ -178,8 +211,9 @@ def ingest_turns(
             executed = time.perf_counter()
             run = run_execute(run_id=run.pk)
             each.append(time.perf_counter() - began)
-            # The made-up turns break constraints of the standard predicates (a random
-            # type on works_at's object): warnings, nothing refused.
+            # Constraints of the standard predicates the turns break (a symmetric relation
+            # stated one way; with --break-constraints, random types): warnings, nothing
+            # refused.
             assert run.outcome in written_ok and not run.summary["unresolved"], run.error
             written += run.summary["facts_created"] + run.summary["facts_reobserved"]
             if breakdown is not None:
@@ -233,10 +267,12 @@ def bulk(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str,
     turn_seconds: list[float] = []
     refits: list[float] = []
     breakdown = Breakdown()
+    keep = not args.break_constraints
     for rep in range(args.repeat):
         scope = f"bench/bulk/{rep}"
         turns = [
-            turn(rng, facts=args.facts_per_turn, prefix=f"B{rep}T{t}") for t in range(args.turns)
+            turn(rng, facts=args.facts_per_turn, prefix=f"B{rep}T{t}", keep_constraints=keep)
+            for t in range(args.turns)
         ]
         seconds, written, each = ingest_turns(access, turns, scope, breakdown, refits)
         turn_seconds += each
@@ -289,7 +325,10 @@ def small(access: Any, args: argparse.Namespace, rng: random.Random) -> dict[str
     rates, run_ms = [], []
     breakdown = Breakdown()
     for rep in range(args.repeat):
-        turns = [turn(rng, facts=20, prefix=f"S{rep}T{t}") for t in range(args.small_turns)]
+        turns = [
+            turn(rng, facts=20, prefix=f"S{rep}T{t}", keep_constraints=not args.break_constraints)
+            for t in range(args.small_turns)
+        ]
         seconds, written, each = ingest_turns(access, turns, f"bench/small/{rep}", breakdown)
         rates.append(written / seconds)
         run_ms += [x * 1000 for x in each]
@@ -381,6 +420,11 @@ def main() -> None:
         "--parts", default="bulk,small,embedded", help="comma-separated: bulk, small, embedded"
     )
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--break-constraints",
+        action="store_true",
+        help="bulk and small turns with random types: most relations break a constraint",
+    )
     args = parser.parse_args()
     if args.tiny:
         args.turns, args.facts_per_turn, args.small_turns = 2, 200, 5
