@@ -4,7 +4,7 @@ delete with an Undo; an admin's choice whether item puts extract by default."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -22,7 +22,12 @@ from curation.views.access import (
     render_screen,
     undo_tag,
 )
-from memory.domain.namespaces import Namespace, namespace_scope, namespace_validate
+from memory.domain.namespaces import (
+    Namespace,
+    NamespaceError,
+    namespace_scope,
+    namespace_validate,
+)
 from memory.models import Role
 from memory.selectors.item_pages import (
     item_page,
@@ -139,4 +144,19 @@ def items_extract_setting(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
         f"Item puts {words} unless they say otherwise.",
         extra_tags=undo_tag(access, since),
     )
-    return redirect("items", access.context.slug)
+    here = reverse("items", args=[access.context.slug])
+    shown = _namespace_shown(request, here)
+    return redirect(f"{here}?{namespace_query(shown)}" if shown else here)
+
+
+def _namespace_shown(request: HtmxHttpRequest, here: str) -> Namespace:
+    """The namespace the page showed when its form was sent: the page's address, which
+    htmx pushes as the tree is browsed, so that saving the setting keeps it open. Nothing
+    when the form came from elsewhere or the address holds no valid namespace."""
+    referer = urlsplit(request.headers.get("Referer", ""))
+    if referer.path != here:
+        return ()
+    try:
+        return namespace_validate(parse_qs(referer.query).get("namespace", []), allow_empty=True)
+    except NamespaceError:
+        return ()

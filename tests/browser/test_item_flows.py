@@ -114,10 +114,17 @@ def test_an_admin_sets_the_default_for_extraction_and_undoes_it(
     member("admin", context, Role.ADMIN)
     log_in(page, "admin")
     page.goto("/c/store/items/")
+    tree = page.get_by_test_id("namespace-tree")
+    for label in ("org", "beta"):  # browsed by htmx: the address follows
+        tree.get_by_role("link", name=label, exact=True).click()
+        expect(tree.locator("a[aria-current]")).to_contain_text(label)
     page.get_by_label("A put that does not say whether to extract facts").select_option("on")
     page.get_by_test_id("item-extract-form").get_by_role("button", name="Save").click()
     flash = page.locator("#flash")
     expect(flash).to_contain_text("Item puts extract facts unless they say otherwise.")
+    # The namespace the admin had open stays open.
+    expect(page.get_by_test_id("namespace-tree").locator("a[aria-current]")).to_contain_text("beta")
+    assert page.url.endswith("/c/store/items/?namespace=org&namespace=beta")
     context.refresh_from_db()
     assert context.item_extract is True
     screenshot(page, "items-extract-setting")

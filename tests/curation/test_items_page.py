@@ -389,3 +389,23 @@ def test_an_admin_sets_whether_puts_extract_by_default_with_an_undo(
     admin.post(f"{base}/audit/{message.extra_tags.removeprefix('undo:')}/undo")
     context.refresh_from_db()
     assert context.item_extract is False
+
+
+def test_saving_the_setting_keeps_the_namespace_the_page_showed(
+    admin: Client, base: str, context: Context
+) -> None:
+    page = f"http://testserver{base}/items/"
+    kept = admin.post(
+        f"{base}/items/extract",
+        {"item_extract": "on"},
+        HTTP_REFERER=f"{page}?namespace=org&namespace=a%2Fb%0Ac",
+    )
+    assert kept["Location"] == "/c/acme-test/items/?namespace=org&namespace=a%2Fb%0Ac"
+    # From another page, or with an address that names no valid namespace: the tree.
+    for referer in (f"http://testserver{base}/facts/?namespace=org", f"{page}?namespace=",
+                    f"{page}?namespace=a%00b", f"{page}?namespace={'x' * 3000}", ""):  # fmt: skip
+        response = admin.post(f"{base}/items/extract", {"item_extract": "off"},
+                              HTTP_REFERER=referer)  # fmt: skip
+        assert response["Location"] == "/c/acme-test/items/", referer
+    context.refresh_from_db()
+    assert context.item_extract is False
