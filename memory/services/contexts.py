@@ -48,12 +48,24 @@ def context_update(*, access: ContextAccess, **fields: Any) -> Context:
         action="context_update",
         target_type="context",
         target_id=context.slug,
-        summary=f"changed settings: {', '.join(sorted(fields))}",
+        summary="changed settings: "
+        + "; ".join(
+            f"{name} {_setting_shown(before[name])} → {_setting_shown(fields[name])}"
+            for name in sorted(fields)
+        ),
         before=before,
         after=fields,
         undo={"op": "context_restore", "restore": before},
     )
     return context
+
+
+def _setting_shown(value: Any) -> str:
+    """A setting's value as the audit log says it: a switch on or off, text cut short."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    text = str(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def _validate(context: Context) -> None:

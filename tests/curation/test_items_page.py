@@ -383,6 +383,8 @@ def test_an_admin_sets_whether_puts_extract_by_default_with_an_undo(
     response = admin.post(f"{base}/items/extract", {"item_extract": "on"}, follow=True)
     context.refresh_from_db()
     assert context.item_extract is True
+    event = AuditEvent.objects.get(context=context)
+    assert event.summary == "changed settings: item_extract off → on"
     [message] = list(response.context["messages"])
     assert message.extra_tags.startswith("undo:")
     assert 'value="on" selected' in response.content.decode()
