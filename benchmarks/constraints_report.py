@@ -150,6 +150,7 @@ def run(*, entities: int, facts: int, rounds: int, writes: int) -> dict[str, Any
     from memory.domain.access import system_access
     from memory.models import Entity, Fact, Predicate
     from memory.selectors.constraints import (
+        WrittenFact,
         constraint_violations,
         constraint_violations_for_write,
     )
@@ -197,7 +198,8 @@ def run(*, entities: int, facts: int, rounds: int, writes: int) -> dict[str, Any
                 started = time.perf_counter()
                 constraint_violations_for_write(
                     access=access,
-                    written=[(fact_id, subject_id, predicate)],
+                    # Types not known: every rule of the predicate is checked.
+                    written=[WrittenFact(fact_id, subject_id, predicate, None, True, None)],
                     registry=registry.by_name.values(),
                 )
                 timings.append((time.perf_counter() - started) * 1000)

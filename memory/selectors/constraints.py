@@ -153,34 +153,51 @@ def constraint_violations(
     )
 
 
+@dataclass(frozen=True)
+class WrittenFact:
+    """A current, trusted fact a write made (the report counts no other), with the types
+    of its ends as the writer read them: ``None`` when not known (an end a merge redirected
+    while the write waited for its lock)."""
+
+    id: int
+    subject_id: int
+    predicate: Predicate
+    subject_type: str | None
+    has_object: bool
+    object_type: str | None
+
+
 def constraint_violations_for_write(
     *,
     access: ContextAccess,
-    written: Sequence[tuple[int, int, Predicate]],
+    written: Sequence[WrittenFact],
     registry: Iterable[Predicate],
 ) -> dict[int, list[Violation]]:
     """The report's rows that hold a fact just written, by fact id: what the write's
-    answer warns about. ``written`` is (fact id, subject id, predicate) per new fact;
-    ``registry`` the predicates of the context (the write's registry load), for the rules
-    of other predicates a new fact can break (``conflicts_with`` names it). No statement
-    at all when no constraint can concern the write."""
-    names = {p.name for _, _, p in written}
+    answer warns about. ``registry`` is the predicates of the context (the write's
+    registry load), for the rules of other predicates a new fact can break
+    (``conflicts_with`` names it). A type rule none of the new facts breaks by the types
+    the writer read is not checked; no statement at all when no rule is left."""
+    by_name: dict[str, list[WrittenFact]] = {}
+    for w in written:
+        by_name.setdefault(w.predicate.name, []).append(w)
     judged: list[JudgedConstraint] = []
     seen: set[tuple[str, str]] = set()
     for candidate in registry:
         if candidate.status != PredicateStatus.REGISTERED or not candidate.constraints:
             continue
         for rule in candidate.constraints:
-            concerns = candidate.name in names or (
-                rule["type"] == "conflicts_with" and rule["predicate"] in names
+            mine = by_name.get(candidate.name, [])
+            concerns = (bool(mine) and _may_break(rule, mine)) or (
+                rule["type"] == "conflicts_with" and rule["predicate"] in by_name
             )
             if concerns and (candidate.name, rule["type"]) not in seen:
                 seen.add((candidate.name, rule["type"]))
                 judged.append(JudgedConstraint(candidate, rule))
     if not judged:
         return {}
-    fact_ids = [fact_id for fact_id, _, _ in written]
-    subjects = sorted({subject for _, subject, _ in written})
+    fact_ids = [w.id for w in written]
+    subjects = sorted({w.subject_id for w in written})
     union, params = _union(judged, _visible(access, None), subjects=subjects)
     sql = f"""
         WITH v AS MATERIALIZED (SELECT * FROM ({union}) u WHERE u.fact_ids && %s::bigint[])
@@ -197,6 +214,28 @@ def constraint_violations_for_write(
         for fact_id in wanted.intersection(violation.fact_ids):
             out.setdefault(fact_id, []).append(violation)
     return out
+
+
+def _may_break(rule: dict[str, Any], facts: list[WrittenFact]) -> bool:
+    """Whether one of a predicate's new ``facts`` may break ``rule``: a type rule only
+    when an end's type is outside the rule's types (or not known), as its branch tests
+    it; every other rule reads facts beyond the write, so it is always checked."""
+    ctype = rule["type"]
+    if ctype not in ("subject_type", "value_type"):
+        return True
+    exceptions, types = set(rule["exceptions"]), set(rule["types"])
+    for w in facts:
+        if w.subject_id in exceptions:
+            continue
+        if ctype == "subject_type" and (w.subject_type is None or w.subject_type not in types):
+            return True
+        if (
+            ctype == "value_type"
+            and w.has_object
+            and (w.object_type is None or w.object_type not in types)
+        ):
+            return True
+    return False
 
 
 # --- the statement --------------------------------------------------------------------

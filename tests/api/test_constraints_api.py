@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from memory.models import AuditEvent, Context, Predicate, Role
@@ -113,6 +115,26 @@ def test_format(api: APIClient, base: str, people: dict[str, int]) -> None:
     _fact(api, base, people["Sam"], "employee_id", value="nope")
     _except(api, base, "employee_id", "format", people["Sam"])
     assert _rows(api, base, "employee_id", "format") == []
+
+
+def test_a_write_whose_types_keep_the_rules_sends_no_check(
+    api: APIClient, base: str, people: dict[str, int]
+) -> None:
+    """The types the writer read decide whether a type rule is checked at all: a
+    well-typed works_at sends no constraint statement, an ill-typed one does and warns."""
+    acme = _entity(api, base, "Acme", "organisation")
+
+    def checks(subject: int, object_: int) -> tuple[int, dict[str, Any]]:
+        with CaptureQueriesContext(connection) as queries:
+            written = _fact(api, base, subject, "works_at", object=object_)
+        return sum(" AS pname" in q["sql"] for q in queries.captured_queries), written
+
+    sent, written = checks(people["Alex"], acme)
+    assert (sent, written["warnings"]) == (0, [])
+    sent, written = checks(people["Maria"], people["Sam"])  # a person's object
+    assert sent == 1 and _warned(written, "value_type")
+    sent, written = checks(acme, acme)  # an organisation's subject
+    assert sent == 1 and _warned(written, "subject_type")
 
 
 def test_subject_type_and_value_type(api: APIClient, base: str, people: dict[str, int]) -> None:

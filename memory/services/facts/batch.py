@@ -33,7 +33,7 @@ from memory.kernel.errors import DomainError, NotFound, ValidationFailed
 from memory.kernel.scopes import scope_validate
 from memory.models import Fact, FactStatus, FactTrust, SourceKind
 from memory.models import Run as RunModel
-from memory.selectors.constraints import constraint_violations_for_write
+from memory.selectors.constraints import WrittenFact, constraint_violations_for_write
 from memory.selectors.predicates import RegistryIndex, registry_index_for_write
 from memory.services.entities.writes import entities_lock_live
 from memory.services.facts.batch_plan import (
@@ -206,9 +206,13 @@ def fact_batch_warn(access: ContextAccess, batch: FactBatchResult) -> None:
     if registry is None:
         return
     written = [
-        (item.fact.pk, item.fact.subject_id, item.resolved.predicate)
+        _written(item.fact, item.input, item.resolved)
         for item in items
-        if item.fact is not None and item.fact.pk is not None and item.resolved is not None
+        if item.fact is not None
+        and item.fact.pk is not None
+        and item.resolved is not None
+        and item.fact.status == FactStatus.CURRENT
+        and item.fact.trust == FactTrust.TRUSTED
     ]
     if not written:
         return
@@ -220,6 +224,23 @@ def fact_batch_warn(access: ContextAccess, batch: FactBatchResult) -> None:
     for item in items:
         if item.fact is not None and item.fact.pk in found:
             item.warnings = found[item.fact.pk]
+
+
+def _written(fact: AnyFact, data: FactInput, resolved: ResolvedPredicate) -> WrittenFact:
+    """A written fact as the constraint check reads it; an end a merge redirected while
+    the batch waited for its locks has a type the batch did not read."""
+    subject_type = data.subject.type if fact.subject_id == data.subject.id else None
+    object_type = None
+    if data.object is not None and fact.object_id == data.object.id:
+        object_type = data.object.type
+    return WrittenFact(
+        id=fact.pk,
+        subject_id=fact.subject_id,
+        predicate=resolved.predicate,
+        subject_type=subject_type,
+        has_object=fact.object_id is not None,
+        object_type=object_type,
+    )
 
 
 def _read_inverse_forwards(
