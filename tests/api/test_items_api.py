@@ -363,3 +363,26 @@ def test_the_items_api_is_in_the_openapi_schema(openapi: dict[str, Any]) -> None
     for path in ("items", "items/batch", "items/item", "items/search", "items/namespaces"):
         assert f"/api/v1/contexts/{{ctx}}/{path}" in paths
     assert "ItemOpRequest" in openapi["components"]["schemas"]
+
+
+def test_a_store_spends_its_rate_then_gets_a_request_back_each_share_of_the_window(
+    api: APIClient, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.core.cache import cache
+
+    from memory.api.items_api import ItemsRateThrottle
+
+    clock = [1_000_000.0]
+    monkeypatch.setitem(ItemsRateThrottle.THROTTLE_RATES, "items", "3/min")
+    monkeypatch.setattr(ItemsRateThrottle, "timer", lambda self: clock[0])
+    cache.clear()
+    ops = {"ops": [get(["a"], "k")]}
+    for _ in range(3):  # the whole rate at once, as DRF's throttle allowed
+        assert api.post(f"{base}/items/batch", ops, format="json").status_code == 200
+    refused = api.post(f"{base}/items/batch", ops, format="json")
+    assert_error(refused, 429, "throttled")
+    assert refused["Retry-After"] == "20"  # a minute over the rate of 3
+    clock[0] += 20
+    assert api.post(f"{base}/items/batch", ops, format="json").status_code == 200
+    assert_error(api.post(f"{base}/items/batch", ops, format="json"), 429, "throttled")
+    cache.clear()
