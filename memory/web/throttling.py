@@ -1,4 +1,4 @@
-"""The API's rate limits, kept as one number per caller.
+"""The API's rate limits, kept as one small window per caller.
 
 DRF's rate throttles keep the time of each of a caller's requests in the last window, a
 list read from the cache and written back whole (pickled) on every request: the longer
@@ -6,13 +6,13 @@ the list, the dearer each request. At the items API's rate (60,000 a minute, a s
 called like a database) a busy agent's list held thousands of times, and the throttle
 cost a store's get more than DRF's whole view machinery.
 
-These keep, per caller, the time at which its budget will be whole again (the generic
-cell rate algorithm): each request allowed moves it on by the window over the rate, and
-a request that would move it more than a window ahead is refused, told to wait until it
-would not. A caller may spend its whole rate at once, as before — the ``rate + 1``-th
-request inside a window is refused — and then gets one request back every window / rate
-seconds, rather than all of them when the window has passed. Counters live in CACHES, as
-DRF's lists did (per process, or shared through ``MEMORY_CACHE=database``).
+These keep, per caller, one window and its count: the window opens at the caller's first
+request and takes ``rate`` requests; the next is refused, told to wait until the window
+closes, and the first request after that opens the next. A burst is refused where DRF
+refused it (the ``rate + 1``-th request inside a minute) with the same ``Retry-After``; a
+caller spreading its requests may now fit up to twice the rate across the turn of two
+windows, which DRF's list did not allow. Counters live in CACHES, as the lists did (per
+process, or shared through ``MEMORY_CACHE=database``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rest_framework.request import Request
 
 
 class RateBudget(throttling.SimpleRateThrottle):
-    """``SimpleRateThrottle``'s rates, scopes and cache keys; one number per key."""
+    """``SimpleRateThrottle``'s rates, scopes and cache keys; one window per key."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
         if self.rate is None:
@@ -35,12 +35,13 @@ class RateBudget(throttling.SimpleRateThrottle):
         requests, window = self.parse_rate(self.rate)
         assert requests and window
         now = self.timer()
-        whole_at = max(float(self.cache.get(self.key, now)), now) + window / requests
-        ahead = whole_at - now - window
-        if ahead > 0:
-            self.wait_seconds = ahead
+        opened, count = self.cache.get(self.key, (now, 0))
+        if now >= opened + window:
+            opened, count = now, 0
+        if count >= requests:
+            self.wait_seconds = opened + window - now
             return False
-        self.cache.set(self.key, whole_at, window)
+        self.cache.set(self.key, (opened, count + 1), max(1, round(opened + window - now)))
         return True
 
     def wait(self) -> float | None:

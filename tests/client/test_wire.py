@@ -60,10 +60,8 @@ class _ClosesWhenIdle(BaseHTTPRequestHandler):
     right after its answer, as a server closes one at its keep-alive timeout."""
 
     protocol_version = "HTTP/1.1"
-    connections: list[int] = []
 
     def do_GET(self) -> None:
-        self.connections.append(id(self.connection))
         data = json.dumps(ITEM).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -76,22 +74,40 @@ class _ClosesWhenIdle(BaseHTTPRequestHandler):
         pass
 
 
+class _ClosingServer(HTTPServer):
+    """Counts the connections it closed, and says when it closed one."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ClosesWhenIdle)
+        self.closed = 0
+        self.closed_one = threading.Event()
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed += 1
+        self.closed_one.set()
+
+
 @pytest.fixture
-def closing_server() -> Iterator[str]:
-    _ClosesWhenIdle.connections = []
-    server = HTTPServer(("127.0.0.1", 0), _ClosesWhenIdle)
+def closing_server() -> Iterator[_ClosingServer]:
+    server = _ClosingServer()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
+    yield server
     server.shutdown()
 
 
-def test_a_connection_the_server_closed_is_replaced_not_failed(closing_server: str) -> None:
-    with MemoryDesk(url=closing_server, token="t", context="c", max_retries=0) as client:
+def test_a_connection_the_server_closed_is_replaced_not_failed(
+    closing_server: _ClosingServer,
+) -> None:
+    url = f"http://127.0.0.1:{closing_server.server_port}"
+    with MemoryDesk(url=url, token="t", context="c", max_retries=0) as client:
         for _ in range(3):
+            closing_server.closed_one.clear()
             assert client.items.get(["a"], "k").value == {"v": 1}
-            time.sleep(0.05)  # the server's close reaches the client's idle socket
-    assert len(set(_ClosesWhenIdle.connections)) == 3
+            assert closing_server.closed_one.wait(5)  # closed while the client kept it
+            time.sleep(0.01)  # the close reaches the client's idle socket
+    assert closing_server.closed == 3
 
 
 def test_nothing_listening_is_a_transport_error() -> None:
