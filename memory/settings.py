@@ -212,9 +212,11 @@ REST_FRAMEWORK: dict[str, Any] = {
     "EXCEPTION_HANDLER": "memory.web.errors.exception_handler",
     # Counters in CACHES: per process by default; MEMORY_CACHE=database shares
     # them between web processes and machines (docs/DEPLOY.md).
+    # DRF's throttles with one number a caller instead of a list of its requests
+    # (memory/web/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "memory.web.throttling.AnonRateThrottle",
+        "memory.web.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("MEMORY_API_RATE_ANON", "120/min"),

@@ -14,7 +14,6 @@ from drf_spectacular.utils import (
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from memory.api.common import access_for
@@ -32,6 +31,7 @@ from memory.models import Item
 from memory.selectors.items import MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS, ItemHit
 from memory.services.items.batch import GetOp, ListNamespacesOp, Result, SearchOp, items_batch
 from memory.services.items.writes import MAX_TTL_MINUTES, ItemPut, items_write
+from memory.web.throttling import AnonRateThrottle, UserRateThrottle
 
 
 class ItemsRateThrottle(UserRateThrottle):

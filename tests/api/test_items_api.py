@@ -363,3 +363,34 @@ def test_the_items_api_is_in_the_openapi_schema(openapi: dict[str, Any]) -> None
     for path in ("items", "items/batch", "items/item", "items/search", "items/namespaces"):
         assert f"/api/v1/contexts/{{ctx}}/{path}" in paths
     assert "ItemOpRequest" in openapi["components"]["schemas"]
+
+
+def test_a_store_spends_its_rate_then_waits_for_the_window_to_close(
+    api: APIClient, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.core.cache import cache
+
+    from memory.api.items_api import ItemsRateThrottle
+
+    clock = [1_000_000.0]
+    monkeypatch.setitem(ItemsRateThrottle.THROTTLE_RATES, "items", "3/min")
+    monkeypatch.setattr(ItemsRateThrottle, "timer", lambda self: clock[0])
+    cache.clear()
+    ops = {"ops": [get(["a"], "k")]}
+
+    def call() -> Any:
+        return api.post(f"{base}/items/batch", ops, format="json")
+
+    for _ in range(3):  # the whole rate at once, as DRF's throttle allowed
+        assert call().status_code == 200
+        clock[0] += 10
+    refused = call()
+    assert_error(refused, 429, "throttled")
+    assert refused["Retry-After"] == "30"  # the window opened 30 s ago
+    clock[0] += 29
+    assert_error(call(), 429, "throttled")
+    clock[0] += 1
+    for _ in range(3):  # a new window, the whole rate again
+        assert call().status_code == 200
+    assert_error(call(), 429, "throttled")
+    cache.clear()

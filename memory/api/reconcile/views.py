@@ -12,7 +12,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from memory.api.common import access_for
@@ -21,6 +21,7 @@ from memory.kernel.errors import NotFound, ValidationFailed
 from memory.kernel.scopes import Grants
 from memory.models import ApiToken, Role, TokenPurpose
 from memory.services.tokens import token_authenticate
+from memory.web.throttling import RateBudget
 
 CORS_HEADERS = {
     "Access-Control-Allow-Origin": "*",
@@ -30,7 +31,7 @@ CORS_HEADERS = {
 }
 
 
-class ReconcileKeyThrottle(SimpleRateThrottle):
+class ReconcileKeyThrottle(RateBudget):
     """Requests through one reconciliation key (OpenRefine sends a batch of 10 rows a
     request: the anonymous rate would stall it)."""
 
