@@ -206,7 +206,7 @@ def fact_batch_warn(access: ContextAccess, batch: FactBatchResult) -> None:
     if registry is None:
         return
     written = [
-        _written(item.fact, item.input, item.resolved)
+        _written(item.fact.pk, item.fact, item.input, item.resolved)
         for item in items
         if item.fact is not None
         and item.fact.pk is not None
@@ -226,7 +226,9 @@ def fact_batch_warn(access: ContextAccess, batch: FactBatchResult) -> None:
             item.warnings = found[item.fact.pk]
 
 
-def _written(fact: AnyFact, data: FactInput, resolved: ResolvedPredicate) -> WrittenFact:
+def _written(
+    fact_id: int, fact: AnyFact, data: FactInput, resolved: ResolvedPredicate
+) -> WrittenFact:
     """A written fact as the constraint check reads it; an end a merge redirected while
     the batch waited for its locks has a type the batch did not read."""
     subject_type = data.subject.type if fact.subject_id == data.subject.id else None
@@ -234,7 +236,7 @@ def _written(fact: AnyFact, data: FactInput, resolved: ResolvedPredicate) -> Wri
     if data.object is not None and fact.object_id == data.object.id:
         object_type = data.object.type
     return WrittenFact(
-        id=fact.pk,
+        id=fact_id,
         subject_id=fact.subject_id,
         predicate=resolved.predicate,
         subject_type=subject_type,
