@@ -5,6 +5,8 @@ httpx kept for https and proxies."""
 from __future__ import annotations
 
 import json
+import os
+import resource
 import socket
 import threading
 import time
@@ -108,6 +110,25 @@ def test_a_connection_the_server_closed_is_replaced_not_failed(
             assert closing_server.closed_one.wait(5)  # closed while the client kept it
             time.sleep(0.01)  # the close reaches the client's idle socket
     assert closing_server.closed == 3
+
+
+def test_a_kept_connection_above_descriptor_1023_is_reused(desk: Desk) -> None:
+    """A process holding many files: the client's sockets get descriptors that POSIX
+    select() refuses; checking a kept connection must not fail on them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2048), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with MemoryDeskStore(**desk.kwargs()) as store:
+            store.put(("many",), "k", {"v": 1})
+            for _ in range(3):  # each call checks the kept connection first
+                item = store.get(("many",), "k")
+                assert item is not None and item.value == {"v": 1}
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_nothing_listening_is_a_transport_error() -> None:

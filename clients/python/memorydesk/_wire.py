@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import select
+import selectors
 import socket
 import threading
 import urllib.request
@@ -167,5 +167,8 @@ def _still_open(connection: http.client.HTTPConnection) -> bool:
     sock = connection.sock
     if sock is None:
         return False
-    readable, _, _ = select.select([sock], [], [], 0)
-    return not readable
+    # The platform's selector (epoll, kqueue; select on Windows): POSIX select() refuses a
+    # descriptor above 1023, which a long-running agent process holding many files reaches.
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        return not selector.select(0)
