@@ -64,10 +64,8 @@ def violation_as_dict(v: Violation) -> dict[str, Any]:
         "predicate": v.predicate,
         "constraint": v.constraint,
         "status": v.status,
-        "entity": {"id": v.entity.id, "name": v.entity.name, "type": v.entity.type},
-        "other_entity": (
-            {"id": other.id, "name": other.name, "type": other.type} if other else None
-        ),
+        "entity": vars(v.entity).copy(),
+        "other_entity": vars(other).copy() if other else None,
         "fact_ids": list(v.fact_ids),
         "message": v.message,
     }
@@ -225,15 +223,10 @@ def _may_break(rule: dict[str, Any], facts: list[WrittenFact]) -> bool:
         return True
     exceptions, types = set(rule["exceptions"]), set(rule["types"])
     for w in facts:
-        if w.subject_id in exceptions:
+        if w.subject_id in exceptions or (ctype == "value_type" and not w.has_object):
             continue
-        if ctype == "subject_type" and (w.subject_type is None or w.subject_type not in types):
-            return True
-        if (
-            ctype == "value_type"
-            and w.has_object
-            and (w.object_type is None or w.object_type not in types)
-        ):
+        end = w.subject_type if ctype == "subject_type" else w.object_type
+        if end is None or end not in types:
             return True
     return False
 

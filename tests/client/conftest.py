@@ -18,6 +18,16 @@ from memory.services.tokens import token_issue
 
 T = TypeVar("T")
 
+# An item as the items API answers it: what the fake servers of the client tests send.
+ITEM = {
+    "namespace": ["a"],
+    "key": "k",
+    "value": {"v": 1},
+    "created_at": "2026-01-01T00:00:00+00:00",
+    "updated_at": "2026-01-01T00:00:00+00:00",
+    "expires_at": None,
+}
+
 
 @dataclass(frozen=True)
 class Desk:

@@ -24,7 +24,7 @@ from memorydesk.errors import (
 )
 
 from memory.models import Role
-from tests.client.conftest import Desk, off_the_main_loop
+from tests.client.conftest import ITEM, Desk, off_the_main_loop
 
 
 def test_the_client_reads_its_settings_from_the_environment(
@@ -165,15 +165,7 @@ class _Flaky(BaseHTTPRequestHandler):
         elif len(self.calls) == 2:
             self._send(503, {"error": {"code": "unavailable", "message": "x", "details": None}})
         else:
-            item = {
-                "namespace": ["a"],
-                "key": "k",
-                "value": {"v": 1},
-                "created_at": "2026-01-01T00:00:00+00:00",
-                "updated_at": "2026-01-01T00:00:00+00:00",
-                "expires_at": None,
-            }
-            self._send(200, item)
+            self._send(200, ITEM)
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()

@@ -21,16 +21,7 @@ from memorydesk import MemoryDesk, TransportError
 from memorydesk._wire import query_string, wire_usable
 from memorydesk.langgraph import MemoryDeskStore
 
-from tests.client.conftest import Desk
-
-ITEM = {
-    "namespace": ["a"],
-    "key": "k",
-    "value": {"v": 1},
-    "created_at": "2026-01-01T00:00:00+00:00",
-    "updated_at": "2026-01-01T00:00:00+00:00",
-    "expires_at": None,
-}
+from tests.client.conftest import ITEM, Desk
 
 
 @pytest.mark.parametrize(
