@@ -136,14 +136,19 @@ def items_extract_setting(request: HtmxHttpRequest, ctx: str) -> HttpResponse:
     choice = request.POST.get("item_extract", "")
     if choice not in ("on", "off"):
         return error_response(request, 400, "Choose whether item puts extract facts: on or off.")
-    since = audit_mark(access)
-    context_update(access=access, item_extract=choice == "on")
-    words = "extract facts" if choice == "on" else "no longer extract facts"
-    messages.success(
-        request,
-        f"Item puts {words} unless they say otherwise.",
-        extra_tags=undo_tag(access, since),
-    )
+    wanted = choice == "on"
+    if access.context.item_extract == wanted:
+        words = "already extract facts" if wanted else "already keep the item only"
+        messages.info(request, f"Item puts {words} unless they say otherwise.")
+    else:
+        since = audit_mark(access)
+        context_update(access=access, item_extract=wanted)
+        words = "extract facts" if wanted else "no longer extract facts"
+        messages.success(
+            request,
+            f"Item puts {words} unless they say otherwise.",
+            extra_tags=undo_tag(access, since),
+        )
     here = reverse("items", args=[access.context.slug])
     shown = _namespace_shown(request, here)
     return redirect(f"{here}?{namespace_query(shown)}" if shown else here)

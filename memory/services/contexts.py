@@ -37,6 +37,10 @@ def context_create(
 def context_update(*, access: ContextAccess, **fields: Any) -> Context:
     access.require_role(Role.ADMIN)
     context = Context.objects.select_for_update().get(pk=access.context.pk)
+    # A setting sent with the value it has is no change: nothing saved, nothing audited.
+    fields = {name: value for name, value in fields.items() if getattr(context, name) != value}
+    if not fields:
+        return context
     before = {name: getattr(context, name) for name in fields}
     for name, value in fields.items():
         setattr(context, name, value)

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from memory.domain.access import system_access
 from memory.kernel.errors import ValidationFailed
 from memory.models import (
+    AuditEvent,
     Context,
     Fact,
     FactStatus,
@@ -59,6 +60,12 @@ def test_item_extract_is_a_context_setting_an_admin_changes(api: APIClient, base
     changed = api.patch(base, {"item_extract": True}, format="json")
     assert changed.status_code == 200 and changed.json()["item_extract"] is True
     assert Context.objects.get(slug="acme-test").item_extract is True
+    [event] = AuditEvent.objects.filter(action="context_update")
+    assert event.summary == "changed settings: item_extract off → on"
+    # Sent again with the value it has: answered as it is, nothing audited.
+    again = api.patch(base, {"item_extract": True}, format="json")
+    assert again.status_code == 200 and again.json()["item_extract"] is True
+    assert AuditEvent.objects.filter(action="context_update").count() == 1
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, "true", [True], {"on": True}])

@@ -411,3 +411,13 @@ def test_saving_the_setting_keeps_the_namespace_the_page_showed(
         assert response["Location"] == "/c/acme-test/items/", referer
     context.refresh_from_db()
     assert context.item_extract is False
+
+
+def test_saving_the_setting_unchanged_records_nothing(
+    admin: Client, base: str, context: Context
+) -> None:
+    response = admin.post(f"{base}/items/extract", {"item_extract": "off"}, follow=True)
+    [message] = list(response.context["messages"])
+    assert str(message) == "Item puts already keep the item only unless they say otherwise."
+    assert not message.extra_tags.startswith("undo:")
+    assert not AuditEvent.objects.filter(context=context).exists()
